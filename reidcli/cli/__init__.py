@@ -1,0 +1,1 @@
+"""The ``reid`` command: one thin module per pipeline stage."""

@@ -1,0 +1,94 @@
+"""Entry point of the ``reid`` command.
+
+Stages are typer sub-apps or commands registered below. User errors (:class:`ReidError`)
+print ``error: <what> — <what to do>`` on one line and exit 2; ``--debug`` anywhere on the
+command line shows the traceback instead.
+"""
+from __future__ import annotations
+
+import sys
+import traceback
+from typing import Optional, Sequence
+
+import typer
+
+from reidcli import __version__
+from reidcli.errors import ReidError
+
+app = typer.Typer(
+    name="reid",
+    help="Person re-identification toolkit: datasets → feature stores → fit/adapt → eval → plot.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+_DEBUG = False
+
+
+def _version_callback(value: bool) -> None:
+    if value:
+        typer.echo(f"reidcli {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Optional[bool] = typer.Option(None, "--version", callback=_version_callback,
+                                           is_eager=True, help="Print the version and exit."),
+    debug: bool = typer.Option(False, "--debug",
+                               help="Show tracebacks for errors (may appear anywhere)."),
+) -> None:
+    """reidcli — run published re-ID methods from the shell."""
+
+
+def _register() -> None:
+    from reidcli.cli import (adapt, data, demo, eval as eval_cli, extract, fit_pooling, plot,
+                             store, train)
+
+    app.add_typer(data.app, name="data", help="List, describe, check and synthesise datasets.")
+    app.add_typer(store.app, name="store", help="Inspect, import and merge feature stores.")
+    app.command("extract", help=extract.HELP, context_settings=extract.CONTEXT)(extract.extract)
+    app.add_typer(train.app, name="train", help="Train a network or fit a metric on a store.")
+    app.add_typer(fit_pooling.app, name="fit-pooling",
+                  help="Fit C-DPCF / DPCF / average-pooling baselines on stored conv maps.")
+    app.add_typer(adapt.app, name="adapt", help="Test-time adaptation of a store's features.")
+    app.command("eval", help=eval_cli.HELP, context_settings=eval_cli.CONTEXT)(eval_cli.evaluate)
+    app.add_typer(plot.app, name="plot", help="Figures: CMC, t-SNE, weight maps, rank lists.")
+    app.command("demo", help=demo.HELP)(demo.demo)
+
+
+_register()
+
+
+def print_error(exc: ReidError) -> None:
+    """One line on stderr: ``error: <what> — <what to do>``."""
+    sys.stderr.write(f"error: {exc.message}\n")
+    sys.stderr.flush()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; returns/exit code 0 on success, 2 on a user error."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in args
+    args = [a for a in args if a != "--debug"]
+    global _DEBUG
+    _DEBUG = debug
+    try:
+        app(args=args, prog_name="reid", standalone_mode=True)
+    except ReidError as exc:
+        if debug:
+            traceback.print_exc()
+        print_error(exc)
+        raise SystemExit(exc.exit_code) from None
+    except KeyboardInterrupt:
+        if debug:
+            traceback.print_exc()
+        sys.stderr.write("error: interrupted — outputs in progress were removed\n")
+        raise SystemExit(130) from None
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,1 @@
+"""One module per dataset loader; each registers itself with :mod:`reidcli.data.registry`."""

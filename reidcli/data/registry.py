@@ -1,0 +1,135 @@
+"""Dataset registry: names, aliases, root resolution and loading (datasets.md §3).
+
+Each loader module in :mod:`reidcli.data.datasets` calls :func:`register` with a
+:class:`DatasetInfo` and a loader ``fn(root: Path | None, trial: int, **options) ->
+DatasetSplit``; the loader finds its folder with :func:`resolve_dataset_dir` (the first
+existing candidate sub-path of the data root).
+"""
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import os
+from pathlib import Path
+from typing import Any, Callable
+
+from reidcli.data.records import DatasetSplit
+from reidcli.errors import DatasetError, UsageError
+
+#: modules imported on first use of the registry (each registers one dataset)
+LOADER_MODULES: list[str] = [
+    "reidcli.data.datasets.synthetic",
+    "reidcli.data.datasets.market1501",
+    "reidcli.data.datasets.dukemtmc",
+]
+
+
+@dataclasses.dataclass(frozen=True)
+class DatasetInfo:
+    """What the user needs to know to obtain and lay out a dataset."""
+
+    name: str
+    title: str
+    aliases: tuple[str, ...] = ()
+    url: str = ""
+    license: str = "research use only; no redistribution"
+    tree: str = ""
+    #: candidate sub-paths of the data root, tried in order ("." = the root itself)
+    candidates: tuple[str, ...] = (".",)
+    #: expected counts per split (datasets.md §6), e.g. {"train": (12936, 751), ...}
+    counts: dict = dataclasses.field(default_factory=dict)
+    options: dict = dataclasses.field(default_factory=dict)
+    protocol: str = "standard"
+    eval_rule: str = "market"
+    notes: tuple[str, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class _Entry:
+    info: DatasetInfo
+    loader: Callable[..., DatasetSplit]
+    #: a callable ``fn(dir) -> bool`` telling whether a candidate dir holds this dataset
+    looks_valid: Callable[[Path], bool] | None = None
+
+
+_REGISTRY: dict[str, _Entry] = {}
+_ALIASES: dict[str, str] = {}
+_loaded = False
+
+
+def register(info: DatasetInfo, loader: Callable[..., DatasetSplit],
+             looks_valid: Callable[[Path], bool] | None = None) -> None:
+    """Add a dataset to the registry (called by each loader module at import)."""
+    _REGISTRY[info.name] = _Entry(info, loader, looks_valid)
+    _ALIASES[info.name] = info.name
+    for alias in info.aliases:
+        _ALIASES[alias] = info.name
+
+
+def _ensure_loaded() -> None:
+    global _loaded
+    if not _loaded:
+        _loaded = True
+        for mod in LOADER_MODULES:
+            importlib.import_module(mod)
+
+
+def available() -> list[str]:
+    """Registry names, sorted."""
+    _ensure_loaded()
+    return sorted(_REGISTRY)
+
+
+def canonical_name(name: str) -> str:
+    """Registry name for a name or alias (case-insensitive); UsageError if unknown."""
+    _ensure_loaded()
+    key = name.strip().lower()
+    if key not in _ALIASES:
+        raise UsageError(f"unknown dataset {name!r}",
+                         f"choose one of {', '.join(available())} (see `reid data list`)")
+    return _ALIASES[key]
+
+
+def info(name: str) -> DatasetInfo:
+    """The :class:`DatasetInfo` of a dataset name or alias."""
+    return _REGISTRY[canonical_name(name)].info
+
+
+def data_root(root: str | os.PathLike | None = None) -> Path:
+    """The data root: ``root`` if given, else ``$REIDCLI_DATA``, else ``./data``."""
+    if root is not None:
+        return Path(root).expanduser()
+    env = os.environ.get("REIDCLI_DATA")
+    return Path(env).expanduser() if env else Path("data")
+
+
+def resolve_dataset_dir(name: str, root: str | os.PathLike | None = None,
+                        candidates: tuple[str, ...] | None = None) -> Path:
+    """First existing candidate sub-path of the data root for ``name``.
+
+    Raises :class:`DatasetError` listing every path tried when none exists.
+    """
+    entry = _REGISTRY[canonical_name(name)]
+    base = data_root(root)
+    tried = []
+    for cand in candidates or entry.info.candidates:
+        path = (base / cand) if cand != "." else base
+        tried.append(str(path))
+        if path.is_dir() and (entry.looks_valid is None or entry.looks_valid(path)):
+            return path
+    raise DatasetError(
+        f"no {entry.info.name} dataset under {base} (tried {', '.join(tried)})",
+        f"pass --root, set REIDCLI_DATA, or see `reid data info {entry.info.name}`")
+
+
+def load(name: str, root: str | os.PathLike | None = None, trial: int = 0,
+         **options: Any) -> DatasetSplit:
+    """Load one trial of a dataset: ``reidcli.data.load("market", "/data")``."""
+    canon = canonical_name(name)
+    entry = _REGISTRY[canon]
+    unknown = sorted(set(options) - set(entry.info.options))
+    if unknown and entry.info.options.get("*") is None:
+        raise UsageError(f"unknown option(s) {', '.join(unknown)} for dataset {canon}",
+                         f"valid options: {', '.join(entry.info.options) or 'none'}")
+    merged = {**{k: v for k, v in entry.info.options.items() if k != "*"}, **options}
+    return entry.loader(root, trial, **merged)

@@ -1,0 +1,62 @@
+"""User-facing error hierarchy.
+
+Every error a user can cause (bad option, missing file, malformed store, offline download)
+is a :class:`ReidError`. The CLI prints ``error: <what> — <what to do>`` on one line and exits
+with code 2; ``--debug`` shows the traceback. Anything else is a bug and keeps its traceback.
+"""
+from __future__ import annotations
+
+
+class ReidError(Exception):
+    """Base class of errors caused by the user's input or environment.
+
+    Parameters
+    ----------
+    what:
+        What is wrong, naming the file or option (``"store x.h5 has no conv maps"``).
+    todo:
+        What to do about it (``"re-run reid extract with --maps"``). Optional.
+    """
+
+    exit_code = 2
+
+    def __init__(self, what: str, todo: str | None = None):
+        self.what = what
+        self.todo = todo
+        super().__init__(self.message)
+
+    @property
+    def message(self) -> str:
+        return f"{self.what} — {self.todo}" if self.todo else self.what
+
+
+class UsageError(ReidError):
+    """An option or argument value is invalid."""
+
+
+class InputFileError(ReidError):
+    """An input file is missing, unreadable or malformed."""
+
+
+class OutputExistsError(ReidError):
+    """An output exists and ``--force`` was not given."""
+
+
+class StoreError(InputFileError):
+    """A feature store is malformed, of the wrong format/schema, or lacks a needed group."""
+
+
+class FittedModelError(InputFileError):
+    """A fitted-model file is malformed or of an unknown method."""
+
+
+class DatasetError(InputFileError):
+    """A dataset folder does not have the documented layout."""
+
+
+class OfflineError(ReidError):
+    """A download was needed but the network is unavailable."""
+
+
+class NotImplementedYetError(ReidError):
+    """A pipeline stage that a later release fills in."""

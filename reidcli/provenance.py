@@ -1,0 +1,84 @@
+"""Provenance of every output: command, seed, versions and input hashes."""
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+import os
+import platform
+import shlex
+import sys
+from pathlib import Path
+from typing import Any, Iterable
+
+_HASH_CHUNK = 1 << 20
+
+
+def sha256_file(path: str | os.PathLike) -> str:
+    """Hex sha256 of a file's bytes."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(_HASH_CHUNK), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def sha256_listing(folder: str | os.PathLike) -> str:
+    """Hex sha256 of a folder's sorted (relative path, size) listing.
+
+    Hashing every image of a dataset would take minutes; the listing identifies a copy.
+    """
+    folder = Path(folder)
+    h = hashlib.sha256()
+    for p in sorted(folder.rglob("*"), key=lambda q: str(q.relative_to(folder)).encode()):
+        if p.is_file():
+            h.update(f"{p.relative_to(folder).as_posix()}\t{p.stat().st_size}\n".encode())
+    return h.hexdigest()
+
+
+def describe_input(path: str | os.PathLike) -> dict[str, str]:
+    """``{"path", "sha256"}`` for a file, ``{"path", "listing_sha256"}`` for a folder."""
+    path = Path(path)
+    if path.is_dir():
+        return {"path": str(path), "listing_sha256": sha256_listing(path)}
+    return {"path": str(path), "sha256": sha256_file(path)}
+
+
+def versions() -> dict[str, str]:
+    """Versions of Python, reidcli and the numeric libraries (imported lazily)."""
+    import importlib.metadata as md
+
+    out = {"python": platform.python_version(), "platform": platform.platform()}
+    for pkg in ("reidcli", "numpy", "scipy", "h5py", "pandas", "torch", "torchvision"):
+        try:
+            out[pkg] = md.version(pkg)
+        except md.PackageNotFoundError:
+            continue
+    return out
+
+
+def make_provenance(command: str | Iterable[str] | None = None, seed: int | None = None,
+                    inputs: Iterable[str | os.PathLike] = (), model: Any = None,
+                    **extra: Any) -> dict[str, Any]:
+    """Provenance record stored with every output (as JSON in an attribute).
+
+    ``command`` defaults to the current ``sys.argv``.
+    """
+    if command is None:
+        command = [Path(sys.argv[0]).name, *sys.argv[1:]]
+    if not isinstance(command, str):
+        command = shlex.join(list(command))
+    prov = {
+        "command": command,
+        "seed": seed,
+        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "inputs": [describe_input(p) for p in inputs],
+        "model": model,
+        "versions": versions(),
+    }
+    prov.update(extra)
+    return prov
+
+
+def provenance_json(prov: dict[str, Any]) -> str:
+    return json.dumps(prov, sort_keys=True, default=str)
