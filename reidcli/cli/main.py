@@ -13,6 +13,7 @@ from typing import Optional, Sequence
 import typer
 
 from reidcli import __version__
+from reidcli.cli.context import set_invocation
 from reidcli.errors import ReidError
 
 app = typer.Typer(
@@ -23,9 +24,6 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
-
-_DEBUG = False
-
 
 def _version_callback(value: bool) -> None:
     if value:
@@ -73,8 +71,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in args
     args = [a for a in args if a != "--debug"]
-    global _DEBUG
-    _DEBUG = debug
+    set_invocation(args)
     try:
         app(args=args, prog_name="reid", standalone_mode=True)
     except ReidError as exc:

@@ -1,0 +1,109 @@
+"""Join shards written with ``--shard i/n`` into one store (``reid store merge``)."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Sequence
+
+import pandas as pd
+
+from reidcli.errors import StoreError, UsageError
+from reidcli.progress import track
+from reidcli.provenance import make_provenance
+from reidcli.store.reader import FeatureStore, open_store
+from reidcli.store.records_io import records_digest
+from reidcli.store.writer import StoreWriter
+
+_BLOCK = 8192
+
+
+def _shard_meta(store: FeatureStore) -> tuple[int, int, dict]:
+    attrs = store.attrs
+    if "shard_index" not in attrs:
+        raise StoreError(f"{store.path} is not a shard (no shard_index attribute)",
+                         "merge only stores written with --shard i/n")
+    source = json.loads(attrs.get("shard_source", "{}") or "{}")
+    return int(attrs["shard_index"]), int(attrs["shard_count"]), source
+
+
+def _layout(store: FeatureStore) -> dict:
+    return {
+        "dataset": store.dataset,
+        "features": {n: store.feature_info(n) for n in store.feature_names},
+        "convmaps": {l: (store.convmap_shape(l), str(store.h5["convmaps"][l].dtype))
+                     for l in store.convmap_layers},
+        "columns": list(store.records.columns),
+    }
+
+
+def merge_shards(out: str | os.PathLike, shards: Sequence[str | os.PathLike], *,
+                 force: bool = False, command: list[str] | None = None) -> Path:
+    """Concatenate shards 0..n-1 (given in any order) into ``out``.
+
+    Checks that every shard of the same ``n`` is present once, that they share features,
+    conv-map layers and record columns, and (when recorded) that the joined record table has
+    the row count and sha256 of the table the shards were cut from. The protocol of shard 0 is
+    kept (shards of one extraction share it).
+    """
+    if not shards:
+        raise UsageError("no shards given", "pass the shard stores: reid store merge OUT S0 S1 ...")
+    stores = [open_store(p) for p in shards]
+    try:
+        metas = [_shard_meta(s) for s in stores]
+        counts = {n for _, n, _ in metas}
+        if len(counts) != 1:
+            raise StoreError(f"shards disagree on the shard count ({sorted(counts)})",
+                             "merge shards of one extraction only")
+        n = counts.pop()
+        order = sorted(range(len(stores)), key=lambda k: metas[k][0])
+        indices = [metas[k][0] for k in order]
+        if indices != list(range(n)):
+            missing = sorted(set(range(n)) - set(indices))
+            dup = sorted({i for i in indices if indices.count(i) > 1})
+            raise StoreError(f"shards {'missing: ' + str(missing) if missing else ''}"
+                             f"{' duplicated: ' + str(dup) if dup else ''} of {n}",
+                             "pass each shard 0..n-1 exactly once")
+        stores = [stores[k] for k in order]
+        layout = _layout(stores[0])
+        for s in stores[1:]:
+            if _layout(s) != layout:
+                raise StoreError(f"shard {s.path} has other features, conv maps or record "
+                                 f"columns than {stores[0].path}",
+                                 "merge shards written by the same command")
+        records = pd.concat([s.records for s in stores], ignore_index=True)
+        source = metas[order[0]][2]
+        if source.get("num_rows") is not None and int(source["num_rows"]) != len(records):
+            raise StoreError(f"merged shards hold {len(records)} rows, the source had "
+                             f"{source['num_rows']}", "a shard is incomplete; re-run it")
+        if source.get("records_sha256") and source["records_sha256"] != records_digest(records):
+            raise StoreError("merged records differ from the source record table",
+                             "shards come from different datasets or options")
+        prov = make_provenance(command=command, inputs=[s.path for s in stores],
+                               merged_from=[s.provenance for s in stores])
+        first = stores[0]
+        with StoreWriter(out, records, dataset=layout["dataset"] or "", provenance=prov,
+                         force=force, option="OUT") as w:
+            for name, info in layout["features"].items():
+                w.add_feature(name, info["dim"], metric=info["metric"],
+                              normalized=info["normalized"])
+            for layer, (shape, dtype) in layout["convmaps"].items():
+                w.add_convmap(layer, shape, dtype=dtype)
+            for s in track(stores, description="merging shards", unit="shards"):
+                for name in layout["features"]:
+                    for start in range(0, s.num_rows, _BLOCK):
+                        w.append_feature(name, s.features(name, slice(start, start + _BLOCK)))
+                for layer in layout["convmaps"]:
+                    for start in range(0, s.num_rows, _BLOCK // 8):
+                        w.append_convmap(layer, s.convmaps(layer, slice(start, start + _BLOCK // 8)))
+            proto = first.read_protocol()
+            if proto is not None:
+                w.write_protocol(proto.name, proto.trials, eval_rule=proto.eval_rule,
+                                 options=proto.attrs.get("options", {}))
+        return Path(out)
+    finally:
+        for s in stores:
+            s.close()
+
+
+__all__ = ["merge_shards"]

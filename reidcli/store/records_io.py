@@ -1,0 +1,98 @@
+"""Writing and reading the record table as one HDF5 dataset per column."""
+from __future__ import annotations
+
+import hashlib
+import json
+
+import h5py
+import numpy as np
+import pandas as pd
+
+from reidcli.data.records import NO_FRAME, RECORD_COLUMNS, normalize_frame
+from reidcli.store.schema import KIND_BOOL, KIND_FLOAT, KIND_INT, KIND_JSON, KIND_STR
+
+_STR = h5py.string_dtype("utf-8")
+
+
+def _column_kind(values: pd.Series) -> str:
+    present = values[values.map(lambda v: v is not None and not (isinstance(v, float) and np.isnan(v)))]
+    if pd.api.types.is_bool_dtype(values.dtype):
+        return KIND_BOOL
+    if pd.api.types.is_integer_dtype(values.dtype):
+        return KIND_INT
+    if pd.api.types.is_float_dtype(values.dtype):
+        return KIND_FLOAT
+    if len(present) and all(isinstance(v, str) for v in present):
+        return KIND_STR
+    if len(present) and all(isinstance(v, (bool, np.bool_)) for v in present) \
+            and len(present) == len(values):
+        return KIND_BOOL
+    if len(present) and all(isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+                            for v in present):
+        return KIND_INT if len(present) == len(values) else KIND_FLOAT
+    if len(present) and all(isinstance(v, (int, float, np.integer, np.floating)) for v in present):
+        return KIND_FLOAT
+    if not len(present):
+        return KIND_STR
+    return KIND_JSON
+
+
+def write_records(group: h5py.Group, frame: pd.DataFrame) -> None:
+    """Write every column of a (normalised) record table into ``group``."""
+    frame = normalize_frame(frame)
+    n = len(frame)
+    for col in frame.columns:
+        values = frame[col]
+        if col == "frame":
+            data = values.fillna(NO_FRAME).to_numpy(dtype=np.int64)
+            kind = KIND_INT
+        elif col in ("pid", "camid"):
+            data, kind = values.to_numpy(dtype=np.int64), KIND_INT
+        elif col in RECORD_COLUMNS:
+            data, kind = np.array(values.tolist(), dtype=object), KIND_STR
+        else:
+            kind = _column_kind(values)
+            if kind == KIND_INT:
+                data = values.to_numpy(dtype=np.int64)
+            elif kind == KIND_FLOAT:
+                data = pd.to_numeric(values).to_numpy(dtype=np.float64)
+            elif kind == KIND_BOOL:
+                data = values.to_numpy(dtype=bool)
+            elif kind == KIND_STR:
+                data = np.array(["" if not isinstance(v, str) else v for v in values],
+                                dtype=object)
+            else:
+                data = np.array([json.dumps(v, default=str) for v in values], dtype=object)
+        dtype = _STR if kind in (KIND_STR, KIND_JSON) else data.dtype
+        ds = group.create_dataset(col, shape=(n,), dtype=dtype, data=data if n else None)
+        ds.attrs["kind"] = kind
+
+
+def read_records(group: h5py.Group) -> pd.DataFrame:
+    """Read the record table back (``frame`` -1 → <NA>, empty extra strings → NaN)."""
+    cols = {}
+    for col in group:
+        ds = group[col]
+        kind = ds.attrs.get("kind", KIND_STR)
+        if kind in (KIND_STR, KIND_JSON):
+            vals = ds.asstr()[:] if len(ds) else np.array([], dtype=object)
+            vals = np.asarray(vals, dtype=object)
+            if kind == KIND_JSON:
+                vals = np.array([json.loads(v) for v in vals], dtype=object)
+            elif col.startswith("x_"):
+                vals = np.array([v if v != "" else np.nan for v in vals], dtype=object)
+            cols[col] = vals
+        else:
+            cols[col] = ds[:]
+    missing = [c for c in ("path", "pid", "camid", "split") if c not in cols]
+    if missing:
+        raise KeyError(", ".join(missing))
+    return normalize_frame(pd.DataFrame(cols))
+
+
+def records_digest(frame: pd.DataFrame) -> str:
+    """sha256 over (path, pid, camid, split, domain) of every row, in order."""
+    h = hashlib.sha256()
+    for row in frame[["path", "pid", "camid", "split", "domain"]].itertuples(index=False):
+        h.update(("\t".join(map(str, row)) + "\n").encode())
+    return h.hexdigest()

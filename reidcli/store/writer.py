@@ -1,0 +1,241 @@
+"""Streaming, atomic writer of feature stores.
+
+The record table is written first; features and conv maps are then appended block by block
+(a 1M-image extraction never holds all features in RAM). Everything goes to
+``<out>.partial``; only a complete store is renamed onto the output path, so a crash or
+Ctrl-C never leaves a file that looks valid.
+
+Example::
+
+    with StoreWriter("x.h5", records, dataset="synthetic", provenance=prov) as w:
+        w.add_feature("emb", dim=512, metric="cosine", normalized=True)
+        for block in blocks:
+            w.append_feature("emb", block)
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import h5py
+import numpy as np
+import pandas as pd
+
+from reidcli import __version__
+from reidcli.errors import StoreError, UsageError
+from reidcli.io import _remove, check_output, partial_path
+from reidcli.provenance import make_provenance, provenance_json
+from reidcli.store.records_io import records_digest, write_records
+from reidcli.store.schema import (ADAPT, CONVMAPS, FEATURE_CHUNK_BYTES, FEATURES, METRICS,
+                                  PROTOCOL, RECORDS, SCHEMA_VERSION, STORE_FORMAT, TRIAL_ARRAYS)
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """``"i/n"`` (0-based ``i``) → ``(i, n)``; UsageError naming ``--shard`` when malformed."""
+    try:
+        i_str, n_str = text.split("/")
+        i, n = int(i_str), int(n_str)
+    except ValueError:
+        raise UsageError(f"--shard {text!r} is not of the form i/n",
+                         "give e.g. --shard 0/4 (0-based shard index, shard count)") from None
+    if n < 1 or not 0 <= i < n:
+        raise UsageError(f"--shard {text}: index must satisfy 0 <= i < n",
+                         "shards are numbered 0..n-1")
+    return i, n
+
+
+def shard_rows(num_rows: int, shard: tuple[int, int]) -> slice:
+    """The contiguous row range of shard ``i`` of ``n`` over ``num_rows`` records."""
+    i, n = shard
+    bounds = np.linspace(0, num_rows, n + 1).round().astype(int)
+    return slice(int(bounds[i]), int(bounds[i + 1]))
+
+
+class StoreWriter:
+    """Write one feature store atomically (context manager).
+
+    Parameters
+    ----------
+    path: output ``.h5`` path.
+    records: the record table of the N rows (datasets.md §2).
+    dataset: registry name of the dataset ("" when unknown, e.g. imported features).
+    provenance: dict from :func:`reidcli.provenance.make_provenance` (made if omitted).
+    force: overwrite an existing output.
+    option: how the CLI names the output in errors (``--out`` or ``OUT``).
+    shard: ``(i, n)`` when this store is shard i of n of a larger record table;
+        ``shard_source`` then carries ``{"num_rows", "records_sha256"}`` of the whole table.
+    """
+
+    def __init__(self, path: str | os.PathLike, records: pd.DataFrame, *, dataset: str = "",
+                 provenance: Mapping[str, Any] | None = None, force: bool = False,
+                 shard: tuple[int, int] | None = None,
+                 shard_source: Mapping[str, Any] | None = None,
+                 attrs: Mapping[str, Any] | None = None, option: str = "--out"):
+        self.path = check_output(path, force=force, option=option)
+        self.tmp = partial_path(self.path)
+        self.num_rows = len(records)
+        #: protocol indices of a shard refer to the rows of the whole (unsharded) table
+        self.index_rows = int((shard_source or {}).get("num_rows", self.num_rows)) \
+            if shard is not None else self.num_rows
+        self._positions: dict[str, int] = {}
+        _remove(self.tmp)
+        self.h5 = h5py.File(self.tmp, "w")
+        try:
+            root = self.h5.attrs
+            root["format"] = STORE_FORMAT
+            root["schema"] = SCHEMA_VERSION
+            root["dataset"] = dataset or ""
+            root["created"] = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+            root["reidcli_version"] = __version__
+            root["provenance"] = provenance_json(dict(provenance or make_provenance()))
+            root["num_rows"] = self.num_rows
+            root["complete"] = False        # set True by commit(); readers refuse False
+            root["records_sha256"] = records_digest(records)
+            if shard is not None:
+                root["shard_index"], root["shard_count"] = shard
+                root["shard_source"] = json.dumps(dict(shard_source or {}))
+            for key, value in (attrs or {}).items():
+                root[key] = value
+            write_records(self.h5.create_group(RECORDS), records)
+            self.h5.create_group(FEATURES)
+            self.h5.flush()
+        except BaseException:
+            self.abort()
+            raise
+
+    # -- features ----------------------------------------------------------------------
+    def add_feature(self, name: str, dim: int, *, metric: str = "euclidean",
+                    normalized: bool = False, attrs: Mapping[str, Any] | None = None) -> None:
+        """Create ``/features/<name>`` float32 [N, dim], filled later by :meth:`append_feature`."""
+        if metric not in METRICS:
+            raise UsageError(f"metric {metric!r} is not one of {', '.join(METRICS)}",
+                             "use euclidean or cosine")
+        if dim < 1:
+            raise UsageError(f"feature {name!r} has dimension {dim}", "dimension must be ≥ 1")
+        chunk_rows = max(1, min(max(self.num_rows, 1), FEATURE_CHUNK_BYTES // (4 * dim)))
+        ds = self.h5[FEATURES].create_dataset(
+            name, shape=(self.num_rows, dim), dtype=np.float32,
+            chunks=(chunk_rows, dim) if self.num_rows else None)
+        ds.attrs["metric"] = metric
+        ds.attrs["normalized"] = bool(normalized)
+        for key, value in (attrs or {}).items():
+            ds.attrs[key] = value
+        self._positions[f"{FEATURES}/{name}"] = 0
+
+    def append_feature(self, name: str, block: np.ndarray) -> None:
+        """Append ``block`` [b, dim] after the rows written so far."""
+        self._append(f"{FEATURES}/{name}", np.asarray(block, dtype=np.float32))
+
+    def set_feature(self, name: str, array: np.ndarray, *, metric: str = "euclidean",
+                    normalized: bool = False, attrs: Mapping[str, Any] | None = None) -> None:
+        """Write a whole feature matrix [N, D] at once."""
+        array = np.asarray(array)
+        if array.ndim != 2:
+            raise UsageError(f"feature {name!r} must be 2-D [N, D], got shape {array.shape}",
+                             "reshape it to one row per record")
+        self.add_feature(name, array.shape[1], metric=metric, normalized=normalized,
+                         attrs=attrs)
+        self.append_feature(name, array)
+
+    # -- conv maps ---------------------------------------------------------------------
+    def add_convmap(self, layer: str, shape_chw: Sequence[int], *, dtype: str = "float16",
+                    attrs: Mapping[str, Any] | None = None) -> None:
+        """Create ``/convmaps/<layer>`` [N, C, H, W], chunked per sample."""
+        c, h, w = (int(v) for v in shape_chw)
+        group = self.h5.require_group(CONVMAPS)
+        ds = group.create_dataset(layer, shape=(self.num_rows, c, h, w), dtype=np.dtype(dtype),
+                                  chunks=(1, c, h, w) if self.num_rows else None)
+        for key, value in (attrs or {}).items():
+            ds.attrs[key] = value
+        self._positions[f"{CONVMAPS}/{layer}"] = 0
+
+    def append_convmap(self, layer: str, block: np.ndarray) -> None:
+        """Append conv maps ``block`` [b, C, H, W]."""
+        ds = self.h5[f"{CONVMAPS}/{layer}"]
+        self._append(f"{CONVMAPS}/{layer}", np.asarray(block, dtype=ds.dtype))
+
+    def _append(self, key: str, block: np.ndarray) -> None:
+        if key not in self._positions:
+            raise KeyError(f"{key} was not created; call add_feature/add_convmap first")
+        ds = self.h5[key]
+        if block.shape[1:] != ds.shape[1:]:
+            raise UsageError(f"{key}: block shape {block.shape[1:]} differs from {ds.shape[1:]}",
+                             "every block must have the dataset's per-row shape")
+        start = self._positions[key]
+        stop = start + block.shape[0]
+        if stop > self.num_rows:
+            raise StoreError(f"{key}: {stop} rows written for a store of {self.num_rows}",
+                             "write exactly one row per record")
+        ds[start:stop] = block
+        self._positions[key] = stop
+
+    # -- protocol and adaptation ---------------------------------------------------------
+    def write_protocol(self, name: str, trials: Sequence[Mapping[str, Any]], *,
+                       eval_rule: str = "market", options: Mapping[str, Any] | None = None
+                       ) -> None:
+        """Write ``/protocol`` with one ``trial_<k>`` group per trial (arrays of TRIAL_ARRAYS)."""
+        group = self.h5.create_group(PROTOCOL)
+        group.attrs["name"] = name
+        group.attrs["eval_rule"] = eval_rule
+        group.attrs["options"] = json.dumps(dict(options or {}), default=str)
+        group.attrs["num_trials"] = len(trials)
+        for k, trial in enumerate(trials):
+            tg = group.create_group(f"trial_{k}")
+            for key, value in trial.items():
+                arr = np.asarray(value)
+                if key.endswith("_idx"):
+                    arr = arr.astype(np.int64)
+                    if len(arr) and (arr.min() < 0 or arr.max() >= self.index_rows):
+                        raise StoreError(f"protocol trial {k}: {key} outside "
+                                         f"0..{self.index_rows - 1}",
+                                         "indices refer to store rows")
+                tg.create_dataset(key, data=arr)
+            for key in ("query_idx", "gallery_idx"):
+                if key not in tg:
+                    raise StoreError(f"protocol trial {k} lacks {key}",
+                                     f"every trial needs {', '.join(TRIAL_ARRAYS[2:4])}")
+
+    def write_adapt(self, method: str, arrays: Mapping[str, np.ndarray],
+                    hyperparameters: Mapping[str, Any] | None = None) -> None:
+        """Write ``/adapt/<method>/`` with the adaptation's learned arrays."""
+        group = self.h5.require_group(ADAPT).create_group(method)
+        group.attrs["hyperparameters"] = json.dumps(dict(hyperparameters or {}), default=str)
+        for key, value in arrays.items():
+            group.create_dataset(key, data=np.asarray(value))
+
+    # -- finish --------------------------------------------------------------------------
+    def incomplete(self) -> list[str]:
+        """Datasets with fewer rows written than records."""
+        return [f"{k} ({p}/{self.num_rows} rows)" for k, p in self._positions.items()
+                if p != self.num_rows]
+
+    def commit(self) -> Path:
+        """Check every dataset is complete, close and move the store onto its path."""
+        missing = self.incomplete()
+        if missing:
+            self.abort()
+            raise StoreError(f"store {self.path} is incomplete: {', '.join(missing)}",
+                             "write one row per record before closing")
+        self.h5.attrs["complete"] = True
+        self.h5.close()
+        os.replace(self.tmp, self.path)
+        return self.path
+
+    def abort(self) -> None:
+        """Close and delete the partial file."""
+        try:
+            self.h5.close()
+        finally:
+            _remove(self.tmp)
+
+    def __enter__(self) -> "StoreWriter":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            self.commit()
+        else:
+            self.abort()
