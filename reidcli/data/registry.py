@@ -122,10 +122,13 @@ def resolve_dataset_dir(name: str, root: str | os.PathLike | None = None,
         f"pass --root, set REIDCLI_DATA, or see `reid data info {entry.info.name}`")
 
 
-def load(name: str, root: str | os.PathLike | None = None, trial: int = 0,
+def load(dataset: str, /, root: str | os.PathLike | None = None, trial: int = 0,
          **options: Any) -> DatasetSplit:
-    """Load one trial of a dataset: ``reidcli.data.load("market", "/data")``."""
-    canon = canonical_name(name)
+    """Load one trial of a dataset: ``reidcli.data.load("market", "/data")``.
+
+    ``dataset`` is positional-only so that loader options may use any name (e.g. ``name``).
+    """
+    canon = canonical_name(dataset)
     entry = _REGISTRY[canon]
     unknown = sorted(set(options) - set(entry.info.options))
     if unknown and entry.info.options.get("*") is None:

@@ -1,0 +1,1 @@
+"""Image descriptors: hand-crafted colour histograms and model feature extraction."""

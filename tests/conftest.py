@@ -1,0 +1,29 @@
+"""Shared fixtures: synthetic datasets generated once per test session."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from reidcli.data.synthetic import generate
+
+
+@pytest.fixture(scope="session")
+def tiny_synthetic_root(tmp_path_factory) -> Path:
+    """Data root holding ``synthetic/tiny/`` (preset ``tiny``: 1 domain, 2 cams, 6+6 ids).
+
+    Load it with ``load_synthetic(root, name="tiny")``. Treat it as read-only: it is shared
+    by every test of the session.
+    """
+    root = tmp_path_factory.mktemp("synthetic_tiny")
+    generate(root, "tiny", progress=False)
+    return root
+
+
+@pytest.fixture(scope="session")
+def default_synthetic_root(tmp_path_factory) -> Path:
+    """Data root holding ``synthetic/default/`` (preset ``default``, ~3,000 images, a few
+    seconds to generate). Read-only and shared; use only where ``tiny`` cannot do."""
+    root = tmp_path_factory.mktemp("synthetic_default")
+    generate(root, "default", progress=False)
+    return root
