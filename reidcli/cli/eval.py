@@ -1,13 +1,118 @@
-"""`reid eval` — CMC/mAP/mINP tables (filled in by the evaluation release)."""
+"""`reid eval` — CMC / mAP / mINP of a store, optionally through a fitted model (thin CLI)."""
 from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
 
 import typer
 
-from reidcli.cli._stub import PASS_THROUGH, not_yet
+HELP = ("Evaluate a feature store (optionally through a fitted model): CMC, mAP, mINP, "
+        "per protocol E1–E5 / camera-split, with optional k-reciprocal re-ranking.")
+CONTEXT: dict = {}
 
-HELP = "Evaluate a store (optionally through a fitted model): CMC, mAP, mINP."
-CONTEXT = PASS_THROUGH
 
+def evaluate(
+    store: Path = typer.Option(..., "--store", help="Feature store (.h5) to evaluate."),
+    model: Optional[Path] = typer.Option(None, "--model", help="Fitted model (.h5) whose "
+                                         "transform()/distance() is applied first."),
+    feature: Optional[str] = typer.Option(None, "--feature", help="Store feature to use "
+                                          "(default: the model's, else the store's first)."),
+    protocol: str = typer.Option("auto", "--protocol", help="auto | market | cuhk03_sgs | "
+                                 "single-shot | sysu | regdb | camera-split."),
+    trials: str = typer.Option("all", "--trials", help="Protocol trials: all or e.g. 0,3."),
+    rerank: bool = typer.Option(False, "--rerank", help="k-reciprocal re-ranking "
+                                "(Zhong et al. 2017)."),
+    k1: int = typer.Option(20, "--k1", help="Re-ranking: reciprocal neighbourhood size."),
+    k2: int = typer.Option(6, "--k2", help="Re-ranking: query-expansion size."),
+    lambda_value: float = typer.Option(0.3, "--lambda", help="Re-ranking: weight of the "
+                                       "original distance."),
+    max_rank: int = typer.Option(50, "--max-rank", help="Length of the reported CMC curve."),
+    ap: str = typer.Option("sum-of-precisions", "--ap", help="AP convention: "
+                           "sum-of-precisions (torchreid/fast-reid) | market-official "
+                           "(Market-1501 trapezoid)."),
+    distance: str = typer.Option("auto", "--distance", help="auto (the feature's metric) | "
+                                 "euclidean | sqeuclidean | cosine."),
+    feat_norm: str = typer.Option("none", "--feat-norm", help="none | global (L2 per row) | "
+                                  "parts (L2 per --n-parts slice)."),
+    n_parts: int = typer.Option(6, "--n-parts", help="Slices for --feat-norm parts."),
+    query_cams: Optional[str] = typer.Option(None, "--query-cams", help="Score only queries "
+                                             "of these 0-based cameras (camera-split: the "
+                                             "unseen cameras)."),
+    train_cams: Optional[str] = typer.Option(None, "--train-cams", help="camera-split: "
+                                             "cameras seen in training; the others are scored."),
+    per_camera: bool = typer.Option(False, "--per-camera", help="Also report metrics per "
+                                    "query camera and their valid-query-weighted mean."),
+    full_cmc: bool = typer.Option(False, "--full-cmc", help="Keep the full CMC curve and "
+                                  "report PUR and CMC-AUC (always on for single-shot)."),
+    auc_max_rank: Optional[int] = typer.Option(None, "--auc-max-rank", help="CMC-AUC up to "
+                                               "this rank (default: gallery size)."),
+    sgs_repeats: int = typer.Option(10, "--sgs-repeats", help="cuhk03_sgs: gallery samplings "
+                                    "per query."),
+    nmi: bool = typer.Option(False, "--nmi", help="NMI between k-means clusters of the "
+                             "features and camera ids (camera bias)."),
+    nmi_k: str = typer.Option("cams", "--nmi-k", help="NMI clusters: cams | ids | an integer."),
+    seed: int = typer.Option(0, "--seed", help="Seed of cuhk03_sgs sampling and NMI "
+                             "subsampling."),
+    block_size: int = typer.Option(0, "--block-size", help="Queries per block (0: as many as "
+                                   "fit 2^24 distances)."),
+    json_out: Optional[Path] = typer.Option(None, "--json", help="Write the report as JSON."),
+    csv_out: Optional[Path] = typer.Option(None, "--csv", help="Write the CMC curve as CSV."),
+    force: bool = typer.Option(False, "--force", help="Overwrite --json/--csv outputs."),
+    device: str = typer.Option("auto", "--device", help="auto | cpu | cuda."),
+    quiet: bool = typer.Option(False, "--quiet", help="No table on the terminal."),
+) -> None:
+    """Evaluate a feature store: CMC, mAP, mINP (and PUR, CMC-AUC, NMI, per camera)."""
+    from rich.console import Console
 
-def evaluate(ctx: typer.Context) -> None:
-    not_yet("eval")
+    from reidcli.cli.context import invoked_command
+    from reidcli.evaluation.engine import EvalOptions
+    from reidcli.evaluation.errors import EvaluationError
+    from reidcli.evaluation.protocols import parse_camera_list
+    from reidcli.evaluation.ranking import AP_CONVENTIONS
+    from reidcli.evaluation.report import build_report, render_tables, write_csv, write_json
+    from reidcli.evaluation.rerank import RerankOptions
+    from reidcli.evaluation.run import StoreEvalRequest, evaluate_store
+    from reidcli.io import check_output
+    from reidcli.progress import ENABLED
+    from reidcli.provenance import make_provenance
+
+    if ap not in AP_CONVENTIONS:
+        raise EvaluationError(f"--ap {ap!r} is unknown", f"use one of {', '.join(AP_CONVENTIONS)}")
+    if max_rank < 1:
+        raise EvaluationError(f"--max-rank {max_rank} must be ≥ 1", "e.g. --max-rank 50")
+    if sgs_repeats < 1 or block_size < 0:
+        raise EvaluationError("--sgs-repeats must be ≥ 1 and --block-size ≥ 0",
+                              "use the defaults (10, 0)")
+    if query_cams is not None and train_cams is not None:
+        raise EvaluationError("--query-cams and --train-cams both given",
+                              "pass one of them")
+    for path, option in ((json_out, "--json"), (csv_out, "--csv")):
+        if path is not None:
+            check_output(path, force=force, option=option)
+    if json_out is not None and csv_out is not None and json_out.resolve() == csv_out.resolve():
+        raise EvaluationError("--json and --csv name the same file", "give two paths")
+    options = EvalOptions(max_rank=max_rank, ap_convention=ap, full_curve=full_cmc,
+                          block_rows=block_size, sgs_repeats=sgs_repeats, seed=seed,
+                          per_camera=per_camera, auc_max_rank=auc_max_rank,
+                          progress=ENABLED and not quiet)
+    request = StoreEvalRequest(
+        store=store, model=model, feature=feature, protocol=protocol, trials=trials,
+        distance=distance, feat_norm=feat_norm, n_parts=n_parts,
+        query_cams=parse_camera_list(query_cams, "--query-cams"),
+        train_cams=parse_camera_list(train_cams, "--train-cams"),
+        rerank=RerankOptions(k1, k2, lambda_value) if rerank else None, nmi=nmi, nmi_k=nmi_k,
+        device=device, options=options)
+    evaluation = evaluate_store(request)
+    provenance = None
+    if json_out is not None:
+        inputs = [store] + ([model] if model is not None else [])
+        provenance = make_provenance(command=invoked_command(), seed=seed, inputs=inputs)
+    report = build_report(evaluation.protocol, evaluation.trials, evaluation.meta, provenance)
+    if not quiet:
+        render_tables(report, Console())
+    if json_out is not None:
+        write_json(json_out, report, force=force)
+        typer.echo(f"wrote {json_out}", err=True)
+    if csv_out is not None:
+        write_csv(csv_out, report, force=force)
+        typer.echo(f"wrote {csv_out}", err=True)

@@ -284,6 +284,8 @@ def _read_rows(ds: h5py.Dataset, rows: np.ndarray | slice | None) -> np.ndarray:
         raise IndexError(f"row index out of range 0..{ds.shape[0] - 1}")
     if len(uniq) == uniq[-1] - uniq[0] + 1:      # contiguous: one slice read
         block = ds[int(uniq[0]):int(uniq[-1]) + 1]
+        if len(uniq) == len(rows) and np.array_equal(uniq, rows):
+            return block                           # already in order: no index copy
     elif len(uniq) > ds.shape[0] // 4:           # dense selection: read all, then take
         block = ds[()][uniq]
     else:

@@ -1,0 +1,1 @@
+"""Speed/memory benchmarks, each printing ratios against a same-run reference."""

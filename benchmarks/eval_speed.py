@@ -1,0 +1,484 @@
+"""Speed and memory of `reid eval`'s engine beside a straightforward per-query NumPy evaluator.
+
+    python -m benchmarks.eval_speed [--sizes market,msmt17] [--dim 2048] [--rerank]
+                                    [--ref-queries market=all,msmt17=1000] [--peer [WHEEL]]
+
+Builds Market-1501-sized (3,368 × 15,913, 751 ids + 2,793 distractors, 6 cameras) and
+MSMT17-sized (11,659 × 82,161, 3,060 ids, 15 cameras) random problems: every identity is
+seen by 2–6 cameras, one query per (identity, camera), gallery images spread over the
+identity's cameras (so same-camera positives exist and are removed by the E1 rule);
+features are identity centre + camera bias + noise.
+
+Every measurement runs in its own child process, so each reports its own wall time and peak
+RSS (``ru_maxrss``, which includes the problem's features). Rows:
+
+* ``engine``: the engine `reid eval` runs (block-wise GEMM distances → ranking → metrics),
+  from features; ``of which distances`` times the same distance blocks alone.
+* ``engine (ranking only)``: the engine on a precomputed distance matrix (Market only: the
+  matrix of MSMT17 would need 3.8 GB), the input the per-query evaluators get.
+* ``reference``: a per-query NumPy evaluator written here (stable argsort of each row, drop
+  same id & camera, CMC/AP/INP from the ranked list). Run on a subset of queries when asked
+  and then extrapolated linearly — the output says so.
+* ``re-ranking``: k-reciprocal re-ranking (k1=20, k2=6, λ=0.3) + evaluation, Market size.
+* ``--peer``: fast-reid's ``rank.py`` (Python path) loaded from a pip-downloaded wheel.
+
+Metrics are compared per query (first-positive rank, AP, INP) between the engine and every
+evaluator on the queries that evaluator ran.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+SIZES = {
+    # queries, gallery images of test ids, distractors, ids, cameras
+    "market": dict(queries=3368, gallery=15913, distractors=2793, ids=751, cams=6),
+    "msmt17": dict(queries=11659, gallery=82161, distractors=0, ids=3060, cams=15),
+}
+DEFAULT_REF_QUERIES = {"market": "all", "msmt17": "1000"}
+PEER_QUERIES = 300
+WHEEL_CACHE = Path(os.environ.get("REIDCLI_BENCH_CACHE", Path.home() / ".cache" / "reidcli-bench"))
+
+
+# -- the problem -------------------------------------------------------------------------------
+def make_problem(size: str, dim: int, seed: int = 0) -> dict:
+    """Labels and float32 features of a random problem with re-ID structure (see module doc)."""
+    spec = SIZES[size]
+    rng = np.random.default_rng([seed, dim, spec["queries"]])
+    n_ids, n_cams = spec["ids"], spec["cams"]
+    cams_per_id = rng.integers(2, 7, n_ids)
+    pairs = np.concatenate([np.stack([np.full(k, i), rng.choice(n_cams, k, replace=False)], 1)
+                            for i, k in enumerate(cams_per_id)])          # (id, cam) pairs
+    # one query per (id, cam) pair, trimmed or topped up to the target count
+    q_pairs = pairs[rng.permutation(len(pairs))[:spec["queries"]]]
+    if len(q_pairs) < spec["queries"]:
+        extra = pairs[rng.integers(0, len(pairs), spec["queries"] - len(q_pairs))]
+        q_pairs = np.concatenate([q_pairs, extra])
+    n_id_gallery = spec["gallery"] - spec["distractors"]
+    per_pair = 1 + rng.multinomial(n_id_gallery - len(pairs), np.full(len(pairs), 1 / len(pairs)))
+    g_pairs = np.repeat(pairs, per_pair, axis=0)
+    q_pids, q_cams = q_pairs[:, 0] + 1, q_pairs[:, 1]
+    g_pids = np.concatenate([g_pairs[:, 0] + 1, np.zeros(spec["distractors"], np.int64)])
+    g_cams = np.concatenate([g_pairs[:, 1], rng.integers(0, n_cams, spec["distractors"])])
+    order = rng.permutation(len(g_pids))                  # gallery in "record" order
+    g_pids, g_cams = g_pids[order], g_cams[order]
+    # unit noise; centre and camera spreads ∝ dim^-1/4 keep the metrics similar for any dim
+    scale = dim ** -0.25
+    centres = rng.standard_normal((n_ids + 1, dim), dtype=np.float32) * np.float32(2.2 * scale)
+    biases = rng.standard_normal((n_cams, dim), dtype=np.float32) * np.float32(0.9 * scale)
+
+    def features(pids, cams, stream):
+        out = np.empty((len(pids), dim), dtype=np.float32)
+        for start in range(0, len(pids), 4096):
+            sl = slice(start, start + 4096)
+            noise = np.random.default_rng([seed, stream, start]).standard_normal(
+                (len(pids[sl]), dim), dtype=np.float32)
+            out[sl] = centres[pids[sl]] + biases[cams[sl]] + noise
+        return out
+
+    return dict(q_pids=q_pids, q_cams=q_cams, g_pids=g_pids, g_cams=g_cams,
+                qf=features(q_pids, q_cams, 1), gf=features(g_pids, g_cams, 2))
+
+
+def reference_rows(dist_rows: np.ndarray, q_pids, q_cams, g_pids, g_cams) -> dict:
+    """Straightforward per-query E1 evaluation of some query rows (one loop per query)."""
+    n = len(dist_rows)
+    first = np.full(n, -1)
+    ap = np.full(n, np.nan)
+    inp = np.full(n, np.nan)
+    for i in range(n):
+        order = np.argsort(dist_rows[i], kind="stable")
+        keep = ~((g_pids[order] == q_pids[i]) & (g_cams[order] == q_cams[i]))
+        keep &= g_pids[order] != -1
+        matches = g_pids[order][keep] == q_pids[i]
+        if not matches.any():
+            continue
+        hits = np.flatnonzero(matches)
+        first[i] = hits[0]
+        ap[i] = np.mean(np.arange(1, len(hits) + 1) / (hits + 1.0))
+        inp[i] = len(hits) / (hits[-1] + 1.0)
+    return {"first": first, "ap": ap, "inp": inp}
+
+
+def _engine_block_rows(num_gallery: int) -> int:
+    from reidcli.evaluation.engine import EvalOptions
+    return EvalOptions().rows_per_block(num_gallery)
+
+
+def _subset(n: int, spec: str, num_gallery: int) -> np.ndarray:
+    """The first queries (queries are in random order), rounded up to whole engine blocks:
+    BLAS may round a distance differently for another block shape, so the evaluators that
+    run on a subset get the very same distance blocks as the engine."""
+    if spec == "all" or int(spec) >= n:
+        return np.arange(n)
+    step = _engine_block_rows(num_gallery)
+    return np.arange(min(n, -(-int(spec) // step) * step))
+
+
+# -- workers (one per child process) ----------------------------------------------------------
+def _peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def _engine_parts(problem, metric="euclidean"):
+    from reidcli.evaluation.backend import NumpyBackend
+    from reidcli.evaluation.distances import FeatureMetric, QueryGallery
+    from reidcli.evaluation.protocols import TrialLabels, get_protocol
+    backend = NumpyBackend()
+    labels = TrialLabels.from_arrays(problem["q_pids"], problem["q_cams"], problem["g_pids"],
+                                     problem["g_cams"])
+    source = QueryGallery(FeatureMetric(metric, backend), problem["qf"], problem["gf"])
+    return backend, labels, source, get_protocol("market")
+
+
+def _per_query(result) -> dict:
+    out = result.outcomes
+    return {"first": out.first_rank.tolist(), "ap": out.ap.tolist(), "inp": out.inp.tolist()}
+
+
+def work_engine(size, dim, seed, rerank=False) -> dict:
+    from reidcli.evaluation.engine import EvalOptions, evaluate_trial
+    problem = make_problem(size, dim, seed)
+    backend, labels, source, protocol = _engine_parts(problem)
+    rss_before = _peak_rss_mb()
+    extra = {}
+    start = time.perf_counter()
+    if rerank:
+        from reidcli.evaluation.rerank import KReciprocalReranker
+        source = KReciprocalReranker(source.metric, problem["qf"], problem["gf"])
+        extra["rerank_setup_s"] = time.perf_counter() - start
+    result = evaluate_trial(source, labels, protocol, EvalOptions(), backend=backend)
+    wall = time.perf_counter() - start
+    peak = _peak_rss_mb()
+    if not rerank:          # the same distance blocks alone (no ranking)
+        t0 = time.perf_counter()
+        step = _engine_block_rows(len(problem["g_pids"]))
+        for s in range(0, len(problem["q_pids"]), step):
+            source.block(np.arange(s, min(s + step, len(problem["q_pids"]))))
+        extra["distances_s"] = time.perf_counter() - t0
+    return {"wall_s": wall, "peak_rss_mb": peak, "rss_before_mb": rss_before,
+            "mAP": result.mAP, "mINP": result.mINP, "rank1": float(result.cmc[0]),
+            "num_valid": result.num_valid_queries, "per_query": _per_query(result), **extra}
+
+
+def _distance_matrix(problem, rows=None) -> np.ndarray:
+    """Distances of query ``rows`` (default all) in the engine's own blocks."""
+    from reidcli.evaluation.backend import NumpyBackend
+    from reidcli.evaluation.distances import FeatureMetric, QueryGallery
+    source = QueryGallery(FeatureMetric("euclidean", NumpyBackend()), problem["qf"], problem["gf"])
+    rows = np.arange(len(problem["q_pids"])) if rows is None else rows
+    step = _engine_block_rows(len(problem["g_pids"]))
+    return np.concatenate([source.block(rows[s:s + step]) for s in range(0, len(rows), step)])
+
+
+def work_engine_matrix(size, dim, seed) -> dict:
+    from reidcli.evaluation.distances import MatrixDistances
+    from reidcli.evaluation.engine import EvalOptions, evaluate_trial
+    problem = make_problem(size, dim, seed)
+    dist = _distance_matrix(problem)
+    backend, labels, _, protocol = _engine_parts(problem)
+    rss_before = _peak_rss_mb()
+    start = time.perf_counter()
+    result = evaluate_trial(MatrixDistances(dist), labels, protocol, EvalOptions(),
+                            backend=backend)
+    return {"wall_s": time.perf_counter() - start, "peak_rss_mb": _peak_rss_mb(),
+            "rss_before_mb": rss_before, "mAP": result.mAP}
+
+
+def work_reference(size, dim, seed, subset_spec) -> dict:
+    problem = make_problem(size, dim, seed)
+    subset = _subset(len(problem["q_pids"]), subset_spec, len(problem["g_pids"]))
+    rss_before = _peak_rss_mb()
+    t0 = time.perf_counter()
+    dist = _distance_matrix(problem, subset)
+    t_dist = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    ref = reference_rows(dist, problem["q_pids"][subset], problem["q_cams"][subset],
+                         problem["g_pids"], problem["g_cams"])
+    t_rank = time.perf_counter() - t0
+    factor = len(problem["q_pids"]) / len(subset)
+    return {"queries_run": int(len(subset)), "queries_total": int(len(problem["q_pids"])),
+            "subset": subset.tolist(), "ranking_s": t_rank, "distances_s": t_dist,
+            "ranking_s_all": t_rank * factor,
+            "distances_s_all": t_dist * factor, "peak_rss_mb": _peak_rss_mb(),
+            "rss_before_mb": rss_before,
+            "per_query": {k: v.tolist() for k, v in ref.items()}}
+
+
+def load_peer(wheel: Path):
+    """fast-reid's evaluation/rank.py loaded straight from its wheel (no install)."""
+    import importlib.util
+    import warnings
+    import zipfile
+    with zipfile.ZipFile(wheel) as zf:
+        source = zf.read("fastreid/evaluation/rank.py").decode()
+    spec = importlib.util.spec_from_loader("fastreid_rank_peer", loader=None)
+    module = importlib.util.module_from_spec(spec)
+    source = source.replace("from .rank_cylib.rank_cy import evaluate_cy",
+                            "raise ImportError('Cython extension not built')")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        exec(compile(source, f"{wheel}!fastreid/evaluation/rank.py", "exec"), module.__dict__)
+    return module
+
+
+def work_peer(size, dim, seed, wheel, queries) -> dict:
+    module = load_peer(Path(wheel))
+    problem = make_problem(size, dim, seed)
+    subset = _subset(len(problem["q_pids"]), str(queries), len(problem["g_pids"]))
+    dist = _distance_matrix(problem, subset)
+    rss_before = _peak_rss_mb()
+    start = time.perf_counter()
+    cmc, aps, inps = module.evaluate_rank(dist, problem["q_pids"][subset], problem["g_pids"],
+                                          problem["q_cams"][subset], problem["g_cams"],
+                                          max_rank=50, use_cython=False)
+    wall = time.perf_counter() - start
+    # fast-reid ranks with an unstable argsort: flag queries with a positive tied in distance
+    # with another gallery entry, where its order (and AP) may differ from a stable ranking
+    tied = []
+    for i, q in enumerate(subset):
+        row = dist[i]
+        values, counts = np.unique(row, return_counts=True)
+        positive = problem["g_pids"] == problem["q_pids"][q]
+        tied.append(bool(np.isin(row[positive], values[counts > 1]).any()))
+    return {"queries_run": int(len(subset)), "queries_total": int(len(problem["q_pids"])),
+            "tied_positive": tied,
+            "ranking_s": wall, "ranking_s_all": wall * len(problem["q_pids"]) / len(subset),
+            "peak_rss_mb": _peak_rss_mb(), "rss_before_mb": rss_before,
+            "ap": [float(a) for a in aps], "inp": [float(a) for a in inps],
+            "cmc": np.asarray(cmc).tolist(), "subset": subset.tolist()}
+
+
+def work_write_store(size, dim, seed, path) -> dict:
+    """Write the problem as a feature store (query rows first, then gallery rows)."""
+    import pandas as pd
+
+    from reidcli.data.records import normalize_frame
+    from reidcli.store import StoreWriter
+    problem = make_problem(size, dim, seed)
+    nq, ng = len(problem["q_pids"]), len(problem["g_pids"])
+    records = normalize_frame(pd.DataFrame({
+        "path": [f"query/{i:06d}.jpg" for i in range(nq)] +
+                [f"gallery/{i:06d}.jpg" for i in range(ng)],
+        "pid": np.concatenate([problem["q_pids"], problem["g_pids"]]),
+        "camid": np.concatenate([problem["q_cams"], problem["g_cams"]]),
+        "split": ["query"] * nq + ["gallery"] * ng, "dataset": "synthetic"}))
+    with StoreWriter(path, records, dataset="", provenance={"command": "eval_speed"},
+                     force=True) as writer:
+        writer.add_feature("emb", dim)
+        writer.append_feature("emb", problem["qf"])
+        writer.append_feature("emb", problem["gf"])
+    return {"path": path}
+
+
+def work_cli(args) -> dict:
+    """`reid eval ARGS` in this process (its peak RSS is the command's)."""
+    from reidcli.cli.main import main as reid_main
+    start = time.perf_counter()
+    try:
+        reid_main(list(args))
+        code = 0
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    return {"wall_s": time.perf_counter() - start, "peak_rss_mb": _peak_rss_mb(), "code": code}
+
+
+WORKERS = {"engine": work_engine, "engine_matrix": work_engine_matrix,
+           "reference": work_reference, "peer": work_peer, "write_store": work_write_store,
+           "cli": work_cli}
+
+
+def run_child(task: dict) -> dict:
+    """Run one worker in a fresh Python process; returns its JSON result."""
+    cmd = [sys.executable, "-m", "benchmarks.eval_speed", "--worker", json.dumps(task)]
+    root = Path(__file__).resolve().parents[1]
+    proc = subprocess.run(cmd, cwd=root, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"worker {task['kind']} failed:\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+# -- peer wheel --------------------------------------------------------------------------------
+def find_peer_wheel(given: str | None) -> tuple[Path | None, str]:
+    """(wheel, message): the given wheel, a cached one, or one fetched with pip download."""
+    if given:
+        path = Path(given)
+        if path.is_file():
+            return path, f"using {path}"
+        return None, f"--peer {given}: no such wheel file"
+    cached = sorted(WHEEL_CACHE.glob("fastreid-*.whl"))
+    if cached:
+        return cached[-1], f"using cached {cached[-1]}"
+    WHEEL_CACHE.mkdir(parents=True, exist_ok=True)
+    proc = subprocess.run([sys.executable, "-m", "pip", "download", "fastreid==1.4.0",
+                           "--no-deps", "-d", str(WHEEL_CACHE), "-q"],
+                          capture_output=True, text=True, timeout=300)
+    cached = sorted(WHEEL_CACHE.glob("fastreid-*.whl"))
+    if proc.returncode != 0 or not cached:
+        return None, ("fast-reid wheel unavailable (pip download fastreid==1.4.0 failed: "
+                      f"{(proc.stderr or proc.stdout).strip().splitlines()[-1:]}); peer "
+                      "comparison skipped — pass --peer PATH/TO/fastreid-*.whl")
+    return cached[-1], f"downloaded {cached[-1]}"
+
+
+# -- comparison and printing --------------------------------------------------------------------
+def compare(engine_pq: dict, subset, other_first, other_ap, other_inp) -> dict:
+    """Per-query agreement of the engine with another evaluator on ``subset`` queries.
+
+    other_first: first-positive ranks [len(subset)] (or None); other_ap / other_inp: either
+    [len(subset)] with NaN for skipped queries, or only the valid queries in order.
+    """
+    subset = np.asarray(subset, dtype=np.int64)
+    first = np.asarray(engine_pq["first"])[subset]
+    valid = first >= 0
+    ap_e, inp_e = np.asarray(engine_pq["ap"])[subset], np.asarray(engine_pq["inp"])[subset]
+    ap_o, inp_o = np.asarray(other_ap, float), np.asarray(other_inp, float)
+    if len(ap_o) == valid.sum() and len(ap_o) != len(subset):
+        ap_o, inp_o = _expand(ap_o, valid), _expand(inp_o, valid)
+    same_valid = bool(np.array_equal(valid, np.isfinite(ap_o)))
+    return {"queries": int(len(subset)), "same_valid_queries": same_valid,
+            "first_rank_equal": None if other_first is None
+            else bool(np.array_equal(first, np.asarray(other_first))),
+            "max_ap_diff": float(np.nanmax(np.abs(ap_e[valid] - ap_o[valid]))) if valid.any()
+            else 0.0,
+            "max_inp_diff": float(np.nanmax(np.abs(inp_e[valid] - inp_o[valid])))
+            if valid.any() else 0.0}
+
+
+def _expand(values: np.ndarray, valid: np.ndarray) -> np.ndarray:
+    out = np.full(len(valid), np.nan)
+    out[valid] = values
+    return out
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", default="market,msmt17")
+    parser.add_argument("--dim", type=int, default=2048, help="feature dimension")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--ref-queries", default="",
+                        help="per size: e.g. market=all,msmt17=1000 (subset → extrapolated)")
+    parser.add_argument("--rerank", action="store_true", help="also time Market re-ranking")
+    parser.add_argument("--peer", nargs="?", const="", default=None,
+                        help="compare with fast-reid's rank.py (optional wheel path)")
+    parser.add_argument("--peer-queries", type=int, default=PEER_QUERIES)
+    parser.add_argument("--via-store", metavar="DIR",
+                        help="also write each problem as a store in DIR and time the whole "
+                             "`reid eval --store` command (reads, provenance hashing included)")
+    parser.add_argument("--json", help="also write all measurements as JSON")
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.worker:
+        task = json.loads(args.worker)
+        kind = task.pop("kind")
+        print(json.dumps(WORKERS[kind](**task)))
+        return 0
+
+    ref_queries = dict(DEFAULT_REF_QUERIES)
+    for item in filter(None, args.ref_queries.split(",")):
+        key, value = item.split("=")
+        ref_queries[key] = value
+    sizes = [s for s in args.sizes.split(",") if s]
+    print(f"eval_speed: dim {args.dim}, seed {args.seed}, {os.cpu_count()} CPU(s), "
+          f"numpy {np.__version__}; each row is a separate process (peak RSS includes the "
+          "problem's features)")
+    results: dict = {}
+    for size in sizes:
+        spec = SIZES[size]
+        sub = ref_queries.get(size, "all")
+        common = dict(size=size, dim=args.dim, seed=args.seed)
+        print(f"\n== {size}: {spec['queries']} queries × {spec['gallery']} gallery "
+              f"({spec['ids']} ids, {spec['cams']} cams, {spec['distractors']} distractors)")
+        eng = run_child({"kind": "engine", **common})
+        ref = run_child({"kind": "reference", "subset_spec": sub, **common})
+        row = {"engine": eng, "reference": ref}
+        extrap = ref["queries_run"] < ref["queries_total"]
+        note = (f" — ran {ref['queries_run']} of {ref['queries_total']} queries, times "
+                "extrapolated linearly" if extrap else "")
+        ref_total = ref["ranking_s_all"] + ref["distances_s_all"]
+        print(f"  engine (features → metrics)   {eng['wall_s']:8.2f} s   peak RSS "
+              f"{eng['peak_rss_mb']:7.0f} MB   (of which distances {eng['distances_s']:.2f} s; "
+              f"mAP {eng['mAP']:.4f}, R1 {eng['rank1']:.4f}, mINP {eng['mINP']:.4f})")
+        if size == "market":
+            mat = run_child({"kind": "engine_matrix", **common})
+            row["engine_matrix"] = mat
+            print(f"  engine (ranking only, matrix) {mat['wall_s']:8.2f} s   peak RSS "
+                  f"{mat['peak_rss_mb']:7.0f} MB")
+        print(f"  reference per-query NumPy     {ref_total:8.2f} s   peak RSS "
+              f"{ref['peak_rss_mb']:7.0f} MB   (ranking {ref['ranking_s_all']:.2f} s + "
+              f"distances {ref['distances_s_all']:.2f} s){note}")
+        cmp_ref = compare(eng["per_query"], ref["subset"], ref["per_query"]["first"],
+                          ref["per_query"]["ap"], ref["per_query"]["inp"])
+        row["agreement_reference"] = cmp_ref
+        print(f"  ratio reference / engine      {ref_total / eng['wall_s']:8.1f} ×  end to end; "
+              + (f"{ref['ranking_s_all'] / row['engine_matrix']['wall_s']:.1f} × ranking only"
+                 if "engine_matrix" in row else
+                 f"{ref['ranking_s_all'] / max(eng['wall_s'] - eng['distances_s'], 1e-9):.1f}"
+                 " × ranking (engine minus its distance time)"))
+        print(f"  agreement on {ref['queries_run']} queries: same valid queries "
+              f"{cmp_ref['same_valid_queries']}, first ranks equal "
+              f"{cmp_ref['first_rank_equal']}, max |ΔAP| {cmp_ref['max_ap_diff']:.2e}, "
+              f"max |ΔINP| {cmp_ref['max_inp_diff']:.2e}")
+        if args.peer is not None and size == "market":
+            wheel, message = find_peer_wheel(args.peer or None)
+            print(f"  peer: {message}")
+            if wheel is not None:
+                peer = run_child({"kind": "peer", "wheel": str(wheel),
+                                  "queries": args.peer_queries, **common})
+                row["peer"] = peer
+                cmp_peer = compare(eng["per_query"], peer["subset"], None, peer["ap"],
+                                   peer["inp"])
+                ap_e = np.asarray(eng["per_query"]["ap"])[peer["subset"]]
+                ap_p = _expand(np.asarray(peer["ap"]), np.isfinite(ap_e))
+                differ = np.abs(np.nan_to_num(ap_e - ap_p)) > 1e-9
+                tied = np.asarray(peer["tied_positive"])
+                cmp_peer.update(queries_differing=int(differ.sum()),
+                                differing_with_tied_positive=int((differ & tied).sum()))
+                row["agreement_peer"] = cmp_peer
+                pext = (f" — ran {peer['queries_run']} of {peer['queries_total']} queries, "
+                        "extrapolated" if peer["queries_run"] < peer["queries_total"] else "")
+                print(f"  fast-reid rank.py (Python)    {peer['ranking_s_all']:8.2f} s   ranking "
+                      f"only{pext}; ratio to engine ranking "
+                      f"{peer['ranking_s_all'] / row['engine_matrix']['wall_s']:.1f} ×; "
+                      f"max |ΔAP| {cmp_peer['max_ap_diff']:.2e} on "
+                      f"{cmp_peer['queries_differing']} queries, "
+                      f"{cmp_peer['differing_with_tied_positive']} of them with a positive tied "
+                      "in distance (fast-reid's argsort is not stable)")
+        if args.rerank and size == "market":
+            rr = run_child({"kind": "engine", "rerank": True, **common})
+            row["rerank"] = rr
+            n = spec["queries"] + spec["gallery"]
+            print(f"  re-ranking + evaluation       {rr['wall_s']:8.2f} s   peak RSS "
+                  f"{rr['peak_rss_mb']:7.0f} MB   (setup {rr['rerank_setup_s']:.2f} s; mAP "
+                  f"{rr['mAP']:.4f} vs {eng['mAP']:.4f} without; not measured: the dense "
+                  f"formulation's ~24 B per N² would be {24 * n * n / 2**30:.1f} GiB for "
+                  f"N = {n})")
+        if args.via_store:
+            store = Path(args.via_store) / f"eval_speed_{size}_{args.dim}.h5"
+            out = Path(args.via_store) / f"eval_speed_{size}_{args.dim}.json"
+            run_child({"kind": "write_store", "path": str(store), **common})
+            cli = run_child({"kind": "cli", "args": ["eval", "--store", str(store), "--json",
+                                                      str(out), "--force", "--quiet",
+                                                      "--device", "cpu"]})
+            report = json.loads(out.read_text())
+            row["cli"] = {**cli, "mAP": report["mAP"]}
+            print(f"  reid eval --store (whole CLI)  {cli['wall_s']:8.2f} s   peak RSS "
+                  f"{cli['peak_rss_mb']:7.0f} MB   (exit {cli['code']}; mAP {report['mAP']:.4f}; "
+                  "includes reading the store and hashing it for provenance)")
+            store.unlink()
+        results[size] = row
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

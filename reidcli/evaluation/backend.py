@@ -1,0 +1,231 @@
+"""Row operations on a block of distances, on the CPU (NumPy) or a GPU (torch).
+
+The ranking code needs four operations on a distance block ``d`` [b, g]: gather a few entries
+per row, sort every row, binary-search a few values per row in the sorted rows, and count
+exact ties. Everything else works on [b, k] arrays (k = a query's gallery images of its own
+identity, a few dozen at most) in NumPy.
+
+NumPy's ``np.sort`` of float rows is vectorised (SIMD) and releases the GIL, so the CPU
+backend sorts row slices on a small thread pool; its binary search runs over all rows at once
+(``log2(g)`` vector steps, no loop over queries).
+"""
+from __future__ import annotations
+
+import os
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+
+from reidcli.evaluation.errors import EvaluationError
+
+#: rows × columns of the tie-resolution scratch array (bounds its memory)
+_TIE_CHUNK_ELEMENTS = 1 << 22
+
+
+def cpu_threads() -> int:
+    """Cores this process may use (affinity-aware)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - non-Linux
+        return max(1, os.cpu_count() or 1)
+
+
+class NumpyBackend:
+    """CPU backend: distance blocks are NumPy arrays."""
+
+    name = "cpu"
+    is_torch = False
+
+    def __init__(self, threads: int | None = None):
+        self.threads = threads or cpu_threads()
+        self._pool: ThreadPoolExecutor | None = None
+
+    # -- helpers -------------------------------------------------------------------------
+    def to_numpy(self, array: Any) -> np.ndarray:
+        return np.asarray(array)
+
+    def gather(self, d: np.ndarray, cols: np.ndarray) -> np.ndarray:
+        """``d[i, cols[i, j]]`` → [b, k] (same dtype as ``d``)."""
+        return np.take_along_axis(d, cols, axis=1)
+
+    def sort_rows(self, d: np.ndarray) -> np.ndarray:
+        """A row-sorted copy of ``d`` [b, g], sorted on ``self.threads`` threads."""
+        out = np.array(d, copy=True, order="C")
+        b = out.shape[0]
+        if self.threads <= 1 or b < 2 * self.threads or out.size < (1 << 18):
+            out.sort(axis=1)
+            return out
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="reid-sort")
+        bounds = np.linspace(0, b, self.threads + 1).astype(int)
+        jobs = [self._pool.submit(out[lo:hi].sort, axis=1)
+                for lo, hi in zip(bounds[:-1], bounds[1:]) if hi > lo]
+        for job in jobs:
+            job.result()
+        return out
+
+    def map_row_chunks(self, fn, array: np.ndarray) -> list:
+        """``fn`` applied to ``self.threads`` row chunks of ``array`` in parallel (NumPy
+        releases the GIL in sorts and partitions); results in row order."""
+        b = array.shape[0]
+        if self.threads <= 1 or b < 2 * self.threads or array.size < (1 << 18):
+            return [fn(array)]
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="reid-sort")
+        bounds = np.linspace(0, b, self.threads + 1).astype(int)
+        jobs = [self._pool.submit(fn, array[lo:hi])
+                for lo, hi in zip(bounds[:-1], bounds[1:]) if hi > lo]
+        return [job.result() for job in jobs]
+
+    def searchsorted(self, sorted_rows: np.ndarray, values: np.ndarray,
+                     right: bool = False) -> np.ndarray:
+        """Per-row ``searchsorted``: [b, g] sorted rows, [b, k] values → int64 [b, k].
+
+        ``right=False`` counts entries ``< value``, ``right=True`` entries ``<= value``.
+        A binary search over all rows at once: ``bit_length(g)`` vectorised steps.
+        """
+        b, g = sorted_rows.shape
+        flat = sorted_rows.reshape(-1)
+        values = np.asarray(values, dtype=sorted_rows.dtype)
+        base = (np.arange(b, dtype=np.int64) * g)[:, None]
+        lo = np.zeros(values.shape, dtype=np.int64)
+        hi = np.full(values.shape, g, dtype=np.int64)
+        if g == 0:
+            return lo
+        for _ in range(int(g).bit_length()):
+            active = lo < hi
+            if not active.any():
+                break
+            mid = (lo + hi) >> 1
+            probe = flat[base + np.minimum(mid, g - 1)]
+            go_right = (probe <= values) if right else (probe < values)
+            go_right &= active
+            lo = np.where(go_right, mid + 1, lo)
+            hi = np.where(go_right | ~active, hi, mid)
+        return lo
+
+    def count_equal_before(self, d: np.ndarray, rows: np.ndarray, values: np.ndarray,
+                           cols: np.ndarray) -> np.ndarray:
+        """For each (row, value, col): #columns c' < col of that row with ``d == value``.
+
+        Only called for the rare entries whose value is tied with another column.
+        """
+        out = np.zeros(len(rows), dtype=np.int64)
+        g = d.shape[1]
+        step = max(1, _TIE_CHUNK_ELEMENTS // max(g, 1))
+        col_index = np.arange(g)
+        for start in range(0, len(rows), step):
+            sl = slice(start, start + step)
+            equal = d[rows[sl]] == np.asarray(values[sl], dtype=d.dtype)[:, None]
+            equal &= col_index[None, :] < cols[sl, None]
+            out[sl] = equal.sum(axis=1)
+        return out
+
+    def all_finite(self, d: np.ndarray) -> bool:
+        return bool(np.isfinite(d).all())
+
+    def has_nan(self, d: np.ndarray) -> bool:
+        return bool(np.isnan(d).any())
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
+
+
+class TorchBackend:
+    """GPU (or forced torch-on-CPU) backend: distance blocks are torch tensors."""
+
+    is_torch = True
+
+    def __init__(self, device: str):
+        import torch
+
+        self.torch = torch
+        self.device = torch.device(device)
+        self.name = f"torch:{self.device}"
+
+    def to_numpy(self, array: Any) -> np.ndarray:
+        if isinstance(array, np.ndarray):
+            return array
+        return array.detach().cpu().numpy()
+
+    def _tensor(self, array: np.ndarray, like=None):
+        t = self.torch.from_numpy(np.ascontiguousarray(array)).to(self.device)
+        return t.to(like.dtype) if like is not None else t
+
+    def gather(self, d, cols: np.ndarray) -> np.ndarray:
+        idx = self._tensor(cols.astype(np.int64))
+        return self.to_numpy(self.torch.gather(d, 1, idx))
+
+    def sort_rows(self, d):
+        return self.torch.sort(d, dim=1).values
+
+    def searchsorted(self, sorted_rows, values: np.ndarray, right: bool = False) -> np.ndarray:
+        vals = self._tensor(values, like=sorted_rows)
+        return self.to_numpy(self.torch.searchsorted(sorted_rows.contiguous(), vals.contiguous(),
+                                                     right=right)).astype(np.int64)
+
+    def count_equal_before(self, d, rows: np.ndarray, values: np.ndarray,
+                           cols: np.ndarray) -> np.ndarray:
+        out = np.zeros(len(rows), dtype=np.int64)
+        g = d.shape[1]
+        step = max(1, _TIE_CHUNK_ELEMENTS // max(g, 1))
+        col_index = self.torch.arange(g, device=self.device)
+        for start in range(0, len(rows), step):
+            sl = slice(start, start + step)
+            r = self._tensor(rows[sl].astype(np.int64))
+            v = self._tensor(values[sl], like=d)
+            c = self._tensor(cols[sl].astype(np.int64))
+            equal = (d[r] == v[:, None]) & (col_index[None, :] < c[:, None])
+            out[sl] = self.to_numpy(equal.sum(dim=1))
+        return out
+
+    def all_finite(self, d) -> bool:
+        return bool(self.torch.isfinite(d).all())
+
+    def has_nan(self, d) -> bool:
+        return bool(self.torch.isnan(d).any())
+
+    def close(self) -> None:
+        pass
+
+
+def _no_nvidia_driver() -> bool:
+    """True when this (Linux) machine certainly has no usable NVIDIA GPU, so ``auto`` can pick
+    the CPU without importing torch (which costs seconds and ~0.5 GB of RSS)."""
+    if os.environ.get("CUDA_VISIBLE_DEVICES", None) in ("", "-1"):
+        return True
+    if not sys.platform.startswith("linux"):
+        return False
+    return not (os.path.exists("/proc/driver/nvidia/version") or os.path.exists("/dev/nvidiactl"))
+
+
+def resolve_device(device: str) -> str:
+    """``auto`` → ``cuda`` when torch sees a GPU, else ``cpu``; validate explicit choices."""
+    device = (device or "auto").lower()
+    if device not in ("auto", "cpu", "cuda") and not device.startswith("cuda:"):
+        raise EvaluationError(f"--device {device!r} is not auto, cpu or cuda[:N]",
+                              "pass --device auto, cpu or cuda")
+    if device == "cpu" or (device == "auto" and _no_nvidia_driver()):
+        return "cpu"
+    try:
+        import torch
+        has_cuda = torch.cuda.is_available()
+    except ImportError:  # pragma: no cover - torch is a dependency
+        has_cuda = False
+    if device == "auto":
+        return "cuda" if has_cuda else "cpu"
+    if not has_cuda:
+        raise EvaluationError(f"--device {device}: torch sees no CUDA GPU on this machine",
+                              "use --device cpu (or auto)")
+    return device
+
+
+def make_backend(device: str, threads: int | None = None):
+    """The backend for a resolved device (``cpu`` → NumPy, anything else → torch)."""
+    if device == "cpu":
+        return NumpyBackend(threads)
+    return TorchBackend(device)

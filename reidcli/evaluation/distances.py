@@ -1,0 +1,268 @@
+"""Query × gallery distances, computed one block of query rows at a time.
+
+A *metric* turns two prepared point sets into a distance block [a, b] (smaller = more
+similar): ``euclidean``, ``sqeuclidean`` and ``cosine`` (1 − cosine similarity) on features
+(one GEMM per block, float32, NumPy on the CPU or torch on a GPU), or a fitted model's own
+``distance(query_block, gallery_block)``. A :class:`QueryGallery` pairs a metric with the
+query and gallery sets and hands out blocks of rows; nothing holds the whole Q×G matrix.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+
+from reidcli.evaluation.errors import EvaluationError
+
+METRICS = ("euclidean", "sqeuclidean", "cosine")
+FEATURE_NORMS = ("none", "global", "parts")
+
+
+# -- feature checks and normalisation ----------------------------------------------------------
+def check_features(features: np.ndarray, what: str) -> np.ndarray:
+    """Return ``features`` as a 2-D float array; EvaluationError on NaN/Inf or a bad shape."""
+    features = np.asarray(features)
+    if features.ndim != 2:
+        raise EvaluationError(f"{what} have shape {features.shape}, expected [rows, dim]",
+                              "give one feature vector per row")
+    if features.dtype.kind != "f":
+        features = features.astype(np.float32)
+    step = max(1, (1 << 22) // max(features.shape[1], 1))      # bounded scratch
+    bad = np.concatenate([~np.isfinite(features[s:s + step]).all(axis=1)
+                          for s in range(0, len(features), step)]) if len(features) else \
+        np.zeros(0, dtype=bool)
+    if bad.any():
+        rows = np.flatnonzero(bad)
+        raise EvaluationError(f"{what}: {len(rows)} row(s) hold NaN or Inf values (first at "
+                              f"position {rows[0]})", "re-extract or fix those features")
+    return features
+
+
+def l2_normalize(features: np.ndarray, eps: float = 1e-12) -> np.ndarray:
+    """Rows scaled to unit L2 norm (zero rows stay zero). float32 [n, D]."""
+    features = np.asarray(features, dtype=np.float32)
+    norms = np.sqrt(np.einsum("ij,ij->i", features, features, dtype=np.float64))
+    return (features / np.maximum(norms, eps)[:, None].astype(np.float32)).astype(np.float32)
+
+
+def normalize_features(features: np.ndarray, mode: str, parts: int = 6) -> np.ndarray:
+    """``none`` | ``global`` (whole row to unit norm) | ``parts`` (each of ``parts`` equal
+    slices to unit norm, PCB-style; DART3 §6.1)."""
+    if mode == "none":
+        return features
+    if mode == "global":
+        return l2_normalize(features)
+    if mode == "parts":
+        dim = features.shape[1]
+        if parts < 1 or dim % parts:
+            raise EvaluationError(f"--feat-norm parts: dimension {dim} is not divisible into "
+                                  f"{parts} parts", "set --n-parts to a divisor of the dimension")
+        slices = features.reshape(len(features), parts, dim // parts)
+        norms = np.sqrt(np.einsum("ijk,ijk->ij", slices, slices, dtype=np.float64))
+        out = slices / np.maximum(norms, 1e-12)[:, :, None]
+        return out.reshape(len(features), dim).astype(np.float32)
+    raise EvaluationError(f"--feat-norm {mode!r} is unknown",
+                          f"use one of {', '.join(FEATURE_NORMS)}")
+
+
+# -- metrics -----------------------------------------------------------------------------------
+@dataclasses.dataclass
+class Points:
+    """A prepared point set: features (backend array) [n, D] and, for euclidean metrics,
+    squared norms [n]."""
+
+    features: Any
+    sqnorm: Any = None
+
+    def __len__(self) -> int:
+        return int(self.features.shape[0])
+
+
+class FeatureMetric:
+    """Euclidean, squared euclidean or cosine distance between feature rows (float32 GEMM).
+
+    With the NumPy backend blocks are NumPy arrays; otherwise torch tensors on
+    the backend's device.
+    """
+
+    def __init__(self, name: str, backend):
+        if name not in METRICS:
+            raise EvaluationError(f"distance {name!r} is unknown",
+                                  f"use one of {', '.join(METRICS)}")
+        self.name = name
+        self.backend = backend
+        self.on_torch = backend.is_torch
+
+    def prepare(self, features: np.ndarray) -> Points:
+        feats = np.ascontiguousarray(features, dtype=np.float32)
+        if self.name == "cosine":
+            feats = l2_normalize(feats)
+        sq = np.einsum("ij,ij->i", feats, feats).astype(np.float32) \
+            if self.name != "cosine" else None
+        if self.on_torch:
+            import torch
+            dev = self.backend.device
+            return Points(torch.from_numpy(feats).to(dev),
+                          None if sq is None else torch.from_numpy(sq).to(dev))
+        return Points(feats, sq)
+
+    def subset(self, points: Points, index: np.ndarray | slice | None) -> Points:
+        """Rows ``index`` of a prepared set (a slice gives a view, an index array a copy)."""
+        if index is None:
+            return points
+        if isinstance(index, slice):
+            return Points(points.features[index], None if points.sqnorm is None
+                          else points.sqnorm[index])
+        if self.on_torch:
+            import torch
+            idx = torch.from_numpy(np.asarray(index, dtype=np.int64)).to(self.backend.device)
+            return Points(points.features[idx], None if points.sqnorm is None
+                          else points.sqnorm[idx])
+        return Points(points.features[index], None if points.sqnorm is None
+                      else points.sqnorm[index])
+
+    def pairwise(self, a: Points, b: Points):
+        """Distances [len(a), len(b)] (float32)."""
+        if self.on_torch:
+            return self._pairwise_torch(a, b)
+        d = a.features @ b.features.T
+        if self.name == "cosine":
+            np.subtract(np.float32(1.0), d, out=d)
+            return d
+        d *= np.float32(-2.0)
+        d += a.sqnorm[:, None]
+        d += b.sqnorm[None, :]
+        np.maximum(d, np.float32(0.0), out=d)
+        if self.name == "euclidean":
+            np.sqrt(d, out=d)
+        return d
+
+    def paired(self, a: Points, b: Points):
+        """Distances between matching rows, a[i] to b[i] → [n] (same formula as pairwise)."""
+        if self.on_torch:
+            dot = (a.features * b.features).sum(dim=1)
+            if self.name == "cosine":
+                return 1.0 - dot
+            d = (a.sqnorm + b.sqnorm - 2.0 * dot).clamp_(min=0.0)
+            return d.sqrt_() if self.name == "euclidean" else d
+        dot = np.einsum("ij,ij->i", a.features, b.features)
+        if self.name == "cosine":
+            return np.float32(1.0) - dot
+        d = np.maximum(a.sqnorm + b.sqnorm - np.float32(2.0) * dot, np.float32(0.0))
+        return np.sqrt(d) if self.name == "euclidean" else d
+
+    def _pairwise_torch(self, a: Points, b: Points):
+        import torch
+        if self.name == "cosine":
+            return 1.0 - a.features @ b.features.T
+        d = torch.addmm(a.sqnorm[:, None] + b.sqnorm[None, :], a.features, b.features.T,
+                        beta=1.0, alpha=-2.0).clamp_(min=0.0)
+        return d.sqrt_() if self.name == "euclidean" else d
+
+    def describe(self) -> str:
+        return self.name
+
+
+class ModelMetric:
+    """Distances from a fitted model's ``distance(query_block [q, D], gallery_block [g, D])``."""
+
+    def __init__(self, model, backend, label: str = "model"):
+        self.model = model
+        self.backend = backend
+        self.name = label
+
+    def prepare(self, features: np.ndarray) -> Points:
+        return Points(np.ascontiguousarray(features))
+
+    def subset(self, points: Points, index: np.ndarray | slice | None) -> Points:
+        return points if index is None else Points(points.features[index])
+
+    def pairwise(self, a: Points, b: Points):
+        d = np.asarray(self.model.distance(a.features, b.features))
+        if d.shape != (len(a), len(b)):
+            raise EvaluationError(f"{self.name}: distance() returned shape {d.shape} for "
+                                  f"{len(a)} × {len(b)} inputs", "the fitted model is faulty")
+        if d.dtype.kind != "f":
+            d = d.astype(np.float64)
+        if np.isnan(d).any():
+            raise EvaluationError(f"{self.name}: distance() returned NaN values",
+                                  "check the features and the fitted model")
+        if self.backend.is_torch:
+            import torch
+            return torch.from_numpy(np.ascontiguousarray(d)).to(self.backend.device)
+        return d
+
+    def describe(self) -> str:
+        return self.name
+
+
+class QueryGallery:
+    """Distance blocks between a trial's queries and (a subset of) its gallery.
+
+    ``block(query_pos, gallery_pos)`` → [len(query_pos), len(gallery_pos)]; ``gallery_pos``
+    None means the whole gallery. Prepared gallery subsets are cached per index array.
+    """
+
+    def __init__(self, metric, query_features: np.ndarray, gallery_features: np.ndarray):
+        query_features = check_features(query_features, "query features")
+        gallery_features = check_features(gallery_features, "gallery features")
+        if query_features.shape[1] != gallery_features.shape[1]:
+            raise EvaluationError(f"query features have dimension {query_features.shape[1]} "
+                                  f"but gallery features {gallery_features.shape[1]}",
+                                  "evaluate features of one extractor/model")
+        self.metric = metric
+        self.query = metric.prepare(query_features)
+        self.gallery = metric.prepare(gallery_features)
+        self.num_query = len(query_features)
+        self.num_gallery = len(gallery_features)
+        self._cache_key: int | None = None
+        self._cache: Points | None = None
+
+    def gallery_subset(self, gallery_pos: np.ndarray | None) -> Points:
+        if is_full_range(gallery_pos, self.num_gallery):
+            return self.gallery
+        if self._cache_key != id(gallery_pos):
+            self._cache = self.metric.subset(self.gallery, gallery_pos)
+            self._cache_key = id(gallery_pos)
+        return self._cache
+
+    def block(self, query_pos: np.ndarray, gallery_pos: np.ndarray | None = None):
+        return self.metric.pairwise(self.metric.subset(self.query, query_pos),
+                                    self.gallery_subset(gallery_pos))
+
+
+class MatrixDistances:
+    """Blocks of a precomputed distance matrix [Q, G] (NumPy), e.g. from another tool."""
+
+    def __init__(self, distances: np.ndarray):
+        distances = np.asarray(distances)
+        if distances.ndim != 2:
+            raise EvaluationError(f"distance matrix has shape {distances.shape}",
+                                  "give a [num_query, num_gallery] matrix")
+        if np.isnan(distances).any():
+            raise EvaluationError("distance matrix holds NaN values", "fix the distances")
+        self.distances = distances
+        self.num_query, self.num_gallery = distances.shape
+
+    def block(self, query_pos: np.ndarray, gallery_pos: np.ndarray | None = None):
+        rows = self.distances[as_slice(query_pos)]
+        if not is_full_range(gallery_pos, self.num_gallery):
+            rows = np.take(rows, gallery_pos, axis=1)
+        return np.ascontiguousarray(rows)
+
+
+def is_full_range(positions: np.ndarray | None, n: int) -> bool:
+    """True when ``positions`` (sorted, unique) is None or all of ``0..n-1``."""
+    return positions is None or (len(positions) == n and (n == 0 or (
+        int(positions[0]) == 0 and int(positions[-1]) == n - 1)))
+
+
+def as_slice(positions: np.ndarray) -> np.ndarray | slice:
+    """A slice when ``positions`` is a contiguous ascending run (no copy on indexing), else
+    ``positions`` unchanged."""
+    positions = np.asarray(positions)
+    if len(positions) and int(positions[-1]) - int(positions[0]) == len(positions) - 1 and \
+            (len(positions) < 2 or bool(np.all(np.diff(positions) == 1))):
+        return slice(int(positions[0]), int(positions[-1]) + 1)
+    return positions

@@ -1,0 +1,285 @@
+"""Score one trial: stream query blocks through distances → ranks → per-query metrics.
+
+``evaluate_trial(distances, labels, protocol, options)`` walks the protocol's groups, asks the
+distance source for a block of rows at a time (``block_rows`` × gallery, bounded memory),
+ranks the block's positives (:mod:`reidcli.evaluation.ranking`) and keeps only per-query
+numbers (first-positive rank, AP, INP). The curves and means are made from those at the end.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+
+from reidcli.evaluation import ranking, sgs
+from reidcli.evaluation.backend import NumpyBackend
+from reidcli.evaluation.errors import EvaluationError
+from reidcli.evaluation.protocols import (SKIP_JUNK_QUERY, SKIP_NO_MATCH, Protocol,
+                                          TrialLabels, make_groups, scorable_queries)
+from reidcli.evaluation.scores import cmc_auc, pur
+from reidcli.progress import track
+
+#: status of queries left out by --query-cams (neither scored nor counted as skipped)
+NOT_SELECTED = "not_selected"
+
+#: default distance entries per block (2^24 float32 = 64 MiB per [b, g] array; the ranking
+#: holds about three such arrays)
+DEFAULT_BLOCK_ELEMENTS = 1 << 24
+
+
+@dataclasses.dataclass
+class EvalOptions:
+    """Options of one evaluation (CLI names in brackets)."""
+
+    max_rank: int = 50                       # --max-rank
+    ap_convention: str = "sum-of-precisions"  # --ap
+    full_curve: bool = False                 # --full-cmc (always on for single-shot)
+    block_rows: int = 0                      # --block-size (0 = from DEFAULT_BLOCK_ELEMENTS)
+    sgs_repeats: int = 10                    # --sgs-repeats (E2)
+    seed: int = 0                            # --seed (E2 sampling)
+    per_camera: bool = False                 # --per-camera
+    query_cameras: list[int] | None = None   # --query-cams / camera-split
+    auc_max_rank: int | None = None          # --auc-max-rank (default: gallery size)
+    progress: bool = False
+
+    def rows_per_block(self, num_columns: int) -> int:
+        if self.block_rows > 0:
+            return self.block_rows
+        return max(1, DEFAULT_BLOCK_ELEMENTS // max(num_columns, 1))
+
+
+@dataclasses.dataclass
+class QueryOutcomes:
+    """Per-query results of one trial ([Q] arrays; NaN / -1 where the query is skipped)."""
+
+    status: np.ndarray          # "" valid, else a skip reason
+    camera: np.ndarray          # query camid
+    first_rank: np.ndarray      # 0-based rank of the first positive (after removal)
+    ap: np.ndarray
+    inp: np.ndarray
+    num_positives: np.ndarray
+    sgs_ranks: np.ndarray | None = None   # [Q, repeats] (E2)
+
+    @property
+    def valid(self) -> np.ndarray:
+        return self.status == ""
+
+
+@dataclasses.dataclass
+class TrialResult:
+    """Metrics of one trial; every metric a fraction in [0, 1] (None when undefined)."""
+
+    trial: int
+    num_queries: int
+    num_valid_queries: int
+    skipped: dict[str, int]
+    gallery_size: int
+    cmc: np.ndarray
+    mAP: float | None
+    mINP: float | None
+    cmc_full: np.ndarray | None = None
+    pur: float | None = None
+    auc: float | None = None
+    per_camera: dict[str, dict[str, Any]] | None = None
+    outcomes: QueryOutcomes | None = None
+
+
+def _to_backend(backend, block):
+    if not backend.is_torch or not isinstance(block, np.ndarray):
+        return block
+    import torch
+    return torch.from_numpy(block).to(backend.device)
+
+
+def evaluate_trial(distances, labels: TrialLabels, protocol: Protocol,
+                   options: EvalOptions | None = None, backend=None, trial: int = 0,
+                   check_distances: bool = False) -> TrialResult:
+    """Score one trial.
+
+    distances: object with ``block(query_pos [b], gallery_pos [g] | None) -> [b, g]``
+    (:class:`~reidcli.evaluation.distances.QueryGallery`, ``MatrixDistances``, a re-ranker).
+    labels: the trial's query [Q] / gallery [G] labels.
+    check_distances: test every block for NaN (for distances not derived from checked
+    features).
+    """
+    options = options or EvalOptions()
+    labels.validate()
+    own_backend = backend is None
+    backend = backend or NumpyBackend()
+    try:
+        outcomes = _score_queries(distances, labels, protocol, options, backend, trial,
+                                  check_distances)
+    finally:
+        if own_backend:
+            backend.close()
+    return summarize_trial(outcomes, labels, protocol, options, trial)
+
+
+def _query_mask(labels: TrialLabels, options: EvalOptions) -> np.ndarray:
+    if options.query_cameras is None:
+        return np.ones(labels.num_queries, dtype=bool)
+    return np.isin(labels.query_cams, options.query_cameras)
+
+
+def _score_queries(distances, labels: TrialLabels, protocol: Protocol, options: EvalOptions,
+                   backend, trial: int, check_distances: bool) -> QueryOutcomes:
+    nq = labels.num_queries
+    selected = _query_mask(labels, options)
+    status = np.full(nq, SKIP_NO_MATCH, dtype=object)
+    status[~scorable_queries(labels)] = SKIP_JUNK_QUERY
+    status[~selected] = NOT_SELECTED
+    out = QueryOutcomes(status=status, camera=labels.query_cams.copy(),
+                        first_rank=np.full(nq, -1, dtype=np.int64), ap=np.full(nq, np.nan),
+                        inp=np.full(nq, np.nan), num_positives=np.zeros(nq, dtype=np.int64),
+                        sgs_ranks=np.full((nq, options.sgs_repeats), -1, dtype=np.int64)
+                        if protocol.single_gallery_shot else None)
+    groups = make_groups(protocol, labels)
+    indexes = [ranking.IdentityIndex(labels.gallery_ids[g.gallery_pos]) for g in groups]
+    jobs = []
+    for group, index in zip(groups, indexes):
+        if len(group.gallery_pos) == 0:          # nothing to rank: its queries have no match
+            continue
+        queries = group.query_pos[selected[group.query_pos]]
+        step = options.rows_per_block(len(group.gallery_pos))
+        jobs.extend((group, index, queries[s:s + step]) for s in range(0, len(queries), step))
+    for group, index, qpos in track(jobs, description="ranking query blocks", unit="blocks",
+                                    enabled=options.progress and len(jobs) > 1):
+        block = _to_backend(backend, distances.block(qpos, group.gallery_pos))
+        if tuple(block.shape) != (len(qpos), len(group.gallery_pos)):
+            raise EvaluationError(f"distance block has shape {tuple(block.shape)}, expected "
+                                  f"{(len(qpos), len(group.gallery_pos))}",
+                                  "the distance source is faulty")
+        if check_distances and backend.has_nan(block):
+            raise EvaluationError("distances hold NaN values", "check the features or model")
+        if protocol.single_gallery_shot:
+            _score_sgs_block(out, block, qpos, group.gallery_pos, index, labels, options,
+                             backend, trial)
+        else:
+            _score_block(out, block, qpos, group.gallery_pos, index, labels, protocol,
+                         options, backend)
+    return out
+
+
+def _score_block(out: QueryOutcomes, block, qpos: np.ndarray, gpos: np.ndarray,
+                 index: ranking.IdentityIndex, labels: TrialLabels, protocol: Protocol,
+                 options: EvalOptions, backend) -> None:
+    """Rank one block [b, g] and store its queries' first rank, AP, INP (E1/E3/E4/E5)."""
+    cols, present, segment = index.columns_of(labels.query_ids[qpos])
+    removed = np.zeros_like(present)
+    if protocol.same_camera_removal:
+        removed = present & (labels.gallery_cams[gpos][cols] == labels.query_cams[qpos][:, None])
+    block_ranks = ranking.rank_specials(backend, block, cols, present, removed)
+    if protocol.deduplicate_cmc:
+        first = ranking.deduplicated_first_rank(backend.to_numpy(block), index, segment,
+                                                block_ranks)
+    else:
+        first = ranking.first_positive_rank(block_ranks)
+    out.first_rank[qpos] = first
+    out.ap[qpos] = ranking.average_precision(block_ranks, options.ap_convention)
+    out.inp[qpos] = ranking.inverse_negative_penalty(block_ranks)
+    out.num_positives[qpos] = block_ranks.num_positives
+    out.status[qpos[block_ranks.positive.any(axis=1)]] = ""
+
+
+def _score_sgs_block(out: QueryOutcomes, block, qpos: np.ndarray, gpos: np.ndarray,
+                     index: ranking.IdentityIndex, labels: TrialLabels, options: EvalOptions,
+                     backend, trial: int) -> None:
+    """E2: sampled single-gallery-shot ranks of one block's queries."""
+    segment = index.segment_of(labels.query_ids[qpos])
+    same_id = labels.gallery_ids[gpos][None, :] == labels.query_ids[qpos][:, None]
+    same_cam = labels.gallery_cams[gpos][None, :] == labels.query_cams[qpos][:, None]
+    ranks = sgs.single_gallery_shot_ranks(backend.to_numpy(block), index, segment,
+                                          ~(same_id & same_cam), qpos, trial,
+                                          options.sgs_repeats, options.seed)
+    ok = ranks[:, 0] >= 0
+    out.sgs_ranks[qpos] = ranks
+    out.first_rank[qpos] = np.where(ok, ranks[:, 0], -1)
+    out.status[qpos[ok]] = ""
+
+
+# -- aggregation ---------------------------------------------------------------------------
+def _curve_length(protocol: Protocol, labels: TrialLabels) -> int:
+    """Length of the full CMC curve: gallery size (identities for de-duplicated CMC)."""
+    kept = labels.gallery_pids != -1
+    if protocol.deduplicate_cmc or protocol.single_gallery_shot:
+        return int(len(np.unique(labels.gallery_ids[kept])))
+    return int(kept.sum())
+
+
+def _first_ranks(outcomes: QueryOutcomes, mask: np.ndarray) -> np.ndarray:
+    """First-positive ranks of the masked valid queries (all repeats for E2), flattened."""
+    if outcomes.sgs_ranks is not None:
+        return outcomes.sgs_ranks[mask].reshape(-1)
+    return outcomes.first_rank[mask]
+
+
+def summarize_trial(outcomes: QueryOutcomes, labels: TrialLabels, protocol: Protocol,
+                    options: EvalOptions, trial: int = 0) -> TrialResult:
+    """Curves and means of one trial's per-query outcomes."""
+    valid = outcomes.valid
+    selected = outcomes.status != NOT_SELECTED
+    n_valid = int(valid.sum())
+    if selected.sum() == 0:
+        raise EvaluationError(f"trial {trial}: the query set is empty",
+                              "check the store's query rows, --trials and --query-cams")
+    if n_valid == 0:
+        raise EvaluationError(f"trial {trial}: none of its {int(selected.sum())} queries has a "
+                              "match in the gallery",
+                              "check the protocol (--protocol) and that query and gallery share "
+                              "identities")
+    skipped = {reason: int((outcomes.status == reason).sum())
+               for reason in (SKIP_NO_MATCH, SKIP_JUNK_QUERY)}
+    length = _curve_length(protocol, labels)
+    firsts = _first_ranks(outcomes, valid)
+    cmc = ranking.cmc_curve(firsts, options.max_rank)
+    want_full = options.full_curve or protocol.full_curve
+    full = ranking.cmc_curve(firsts, max(length, 1)) if want_full else None
+    result = TrialResult(
+        trial=trial, num_queries=int(selected.sum()), num_valid_queries=n_valid,
+        skipped=skipped, gallery_size=length, cmc=cmc,
+        mAP=float(np.mean(outcomes.ap[valid])) if protocol.has_map else None,
+        mINP=float(np.mean(outcomes.inp[valid])) if protocol.has_map else None,
+        cmc_full=full, outcomes=outcomes)
+    if full is not None:
+        result.pur = pur(full, length)
+        result.auc = cmc_auc(full, options.auc_max_rank)
+    if options.per_camera or protocol.per_camera:
+        result.per_camera = per_camera_breakdown(outcomes, protocol, options)
+    return result
+
+
+def per_camera_breakdown(outcomes: QueryOutcomes, protocol: Protocol,
+                         options: EvalOptions) -> dict[str, dict[str, Any]]:
+    """mAP / mINP / rank-1 / rank-5 per query camera and their mean weighted by valid queries.
+
+    The weighted mean equals the metric over the union of those queries; that identity is
+    checked (to 1e-9) as a guard against bookkeeping errors.
+    """
+    valid = outcomes.valid
+    cams = np.unique(outcomes.camera[valid])
+    table: dict[str, dict[str, Any]] = {}
+    for cam in cams:
+        mask = valid & (outcomes.camera == cam)
+        table[str(int(cam))] = _metrics_of(outcomes, mask, protocol)
+    weights = np.array([table[str(int(c))]["num_valid_queries"] for c in cams], dtype=float)
+    weighted: dict[str, Any] = {"num_valid_queries": int(weights.sum())}
+    for key in ("mAP", "mINP", "rank1", "rank5"):
+        values = [table[str(int(c))][key] for c in cams]
+        weighted[key] = None if any(v is None for v in values) else \
+            float(np.dot(weights, values) / weights.sum())
+    union = _metrics_of(outcomes, valid, protocol)
+    for key in ("mAP", "mINP", "rank1", "rank5"):
+        if weighted[key] is not None and abs(weighted[key] - union[key]) > 1e-9:
+            raise AssertionError(f"per-camera weighted {key} {weighted[key]} differs from the "
+                                 f"union {union[key]}")
+    return {"cameras": table, "weighted_mean": weighted}
+
+
+def _metrics_of(outcomes: QueryOutcomes, mask: np.ndarray, protocol: Protocol) -> dict:
+    firsts = _first_ranks(outcomes, mask)
+    cmc = ranking.cmc_curve(firsts, 5)
+    return {"num_valid_queries": int(mask.sum()),
+            "mAP": float(np.mean(outcomes.ap[mask])) if protocol.has_map else None,
+            "mINP": float(np.mean(outcomes.inp[mask])) if protocol.has_map else None,
+            "rank1": float(cmc[0]), "rank5": float(cmc[4])}

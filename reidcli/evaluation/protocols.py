@@ -1,0 +1,241 @@
+"""Evaluation protocols (datasets.md §4 E1–E5, DART3 setting A) as data: who is a query, which
+gallery entries each query sees, and which metrics are reported.
+
+A protocol turns one trial's query and gallery labels into *groups*: a set of queries and the
+gallery columns all of them see (junk is dropped from every group; SYSU's same-location
+cameras are dropped per query location). Identity-specific removal (same id and camera, E1)
+happens later in the ranking, per query.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Iterable
+
+import numpy as np
+import pandas as pd
+
+from reidcli.evaluation.errors import EvaluationError
+
+JUNK_PID = -1
+DISTRACTOR_PID = 0
+
+#: SYSU-MM01 camera (1-based) → location; cams 2 and 3 share a room (datasets.md E4)
+SYSU_LOCATION = {1: 1, 2: 2, 3: 2, 4: 4, 5: 5, 6: 6}
+
+#: datasets evaluated with the single-shot rule E3 (full CMC, PUR, AUC) under --protocol auto
+SINGLE_SHOT_DATASETS = frozenset({"viper", "grid", "prid450s", "prid2011", "cuhk01", "ilids"})
+
+
+@dataclasses.dataclass(frozen=True)
+class Protocol:
+    """How one trial is scored.
+
+    same_camera_removal: E1 — drop gallery entries of the query's id *and* camera.
+    sysu_locations: E4 — drop gallery entries at the query's location (cam 3 skips cam 2).
+    deduplicate_cmc: E4 — CMC on the ranked list with each identity at its first occurrence.
+    single_gallery_shot: E2 — CMC averaged over sampled one-image-per-identity galleries.
+    full_curve: E3 — keep the full CMC curve and report PUR and CMC-AUC.
+    per_camera: report per-query-camera metrics and their weighted mean.
+    needs_query_cams: queries are restricted to chosen (unseen) cameras.
+    """
+
+    name: str
+    rule: str
+    same_camera_removal: bool = True
+    sysu_locations: bool = False
+    deduplicate_cmc: bool = False
+    single_gallery_shot: bool = False
+    full_curve: bool = False
+    per_camera: bool = False
+    needs_query_cams: bool = False
+
+    @property
+    def has_map(self) -> bool:
+        return not self.single_gallery_shot
+
+
+PROTOCOLS: dict[str, Protocol] = {
+    "market": Protocol("market", "E1"),
+    "cuhk03_sgs": Protocol("cuhk03_sgs", "E2", single_gallery_shot=True),
+    "single-shot": Protocol("single-shot", "E3", full_curve=True),
+    "sysu": Protocol("sysu", "E4", same_camera_removal=False, sysu_locations=True,
+                     deduplicate_cmc=True),
+    "regdb": Protocol("regdb", "E5", same_camera_removal=False),
+    "camera-split": Protocol("camera-split", "E1 (DART3 setting A)", per_camera=True,
+                             needs_query_cams=True),
+}
+_ALIASES = {"single_shot": "single-shot", "singleshot": "single-shot", "cuhk03-sgs":
+            "cuhk03_sgs", "cuhk03": "cuhk03_sgs", "camera_split": "camera-split",
+            "sysu_mm01": "sysu", "e1": "market", "e2": "cuhk03_sgs", "e3": "single-shot",
+            "e4": "sysu", "e5": "regdb"}
+#: eval_rule values written into stores (datasets.md §2) → protocol
+_STORE_RULES = {"market": "market", "cuhk03_sgs": "cuhk03_sgs", "sysu": "sysu",
+                "regdb": "regdb", "single_shot": "single-shot", "single-shot": "single-shot"}
+
+
+def protocol_names() -> list[str]:
+    return ["auto", *PROTOCOLS]
+
+
+def get_protocol(name: str) -> Protocol:
+    key = _ALIASES.get(name.lower(), name.lower())
+    if key not in PROTOCOLS:
+        raise EvaluationError(f"--protocol {name!r} is unknown",
+                              f"use one of {', '.join(protocol_names())}")
+    return PROTOCOLS[key]
+
+
+def auto_protocol(dataset: str | None, store_rule: str | None, num_trials: int) -> Protocol:
+    """``--protocol auto``: the store's evaluation rule, else the dataset's, else ``market``.
+
+    A store whose rule is ``market`` is scored single-shot (E3) when its dataset is one of
+    the small single-shot sets or it holds several trials.
+    """
+    dataset = (dataset or "").lower()
+    rule = _STORE_RULES.get((store_rule or "").lower())
+    if rule is None:
+        rule = {"sysu_mm01": "sysu", "sysu": "sysu", "regdb": "regdb"}.get(dataset, "market")
+    if rule == "market" and (dataset in SINGLE_SHOT_DATASETS or num_trials > 1):
+        rule = "single-shot"
+    return PROTOCOLS[rule]
+
+
+# -- labels ----------------------------------------------------------------------------------
+def identity_codes(records: pd.DataFrame) -> np.ndarray:
+    """Integer identity per record row from its ``(dataset, domain, pid_scope, pid)`` key.
+
+    Bare pids are not global (they restart per synthetic domain and MSMT17 split), so query
+    and gallery ids are compared through these codes. int64 [N].
+    """
+    scope = records["x_pid_scope"].fillna("all").astype(str) if "x_pid_scope" in records \
+        else pd.Series("all", index=records.index)
+    keys = pd.DataFrame({"dataset": records["dataset"].astype(str).to_numpy(),
+                         "domain": records["domain"].astype(str).to_numpy(),
+                         "scope": scope.to_numpy(),
+                         "pid": records["pid"].to_numpy(np.int64)})
+    return keys.groupby(["dataset", "domain", "scope", "pid"], sort=False).ngroup() \
+        .to_numpy(np.int64)
+
+
+@dataclasses.dataclass
+class TrialLabels:
+    """Labels of one trial's queries [Q] and gallery [G] (identity codes, pids, cameras)."""
+
+    query_ids: np.ndarray
+    query_pids: np.ndarray
+    query_cams: np.ndarray
+    gallery_ids: np.ndarray
+    gallery_pids: np.ndarray
+    gallery_cams: np.ndarray
+
+    @classmethod
+    def from_arrays(cls, query_pids, query_cams, gallery_pids, gallery_cams,
+                    query_ids=None, gallery_ids=None) -> "TrialLabels":
+        """Labels from arrays; identity codes default to the pids themselves."""
+        qp = np.asarray(query_pids, dtype=np.int64)
+        gp = np.asarray(gallery_pids, dtype=np.int64)
+        return cls(query_ids=qp.copy() if query_ids is None else np.asarray(query_ids, np.int64),
+                   query_pids=qp, query_cams=np.asarray(query_cams, dtype=np.int64),
+                   gallery_ids=gp.copy() if gallery_ids is None
+                   else np.asarray(gallery_ids, np.int64),
+                   gallery_pids=gp, gallery_cams=np.asarray(gallery_cams, dtype=np.int64))
+
+    @classmethod
+    def from_records(cls, records: pd.DataFrame, codes: np.ndarray, query_rows: np.ndarray,
+                     gallery_rows: np.ndarray) -> "TrialLabels":
+        pids = records["pid"].to_numpy(np.int64)
+        cams = records["camid"].to_numpy(np.int64)
+        return cls(query_ids=codes[query_rows], query_pids=pids[query_rows],
+                   query_cams=cams[query_rows], gallery_ids=codes[gallery_rows],
+                   gallery_pids=pids[gallery_rows], gallery_cams=cams[gallery_rows])
+
+    @property
+    def num_queries(self) -> int:
+        return len(self.query_ids)
+
+    @property
+    def num_gallery(self) -> int:
+        return len(self.gallery_ids)
+
+    def validate(self) -> None:
+        for name in ("query_pids", "query_cams", "query_ids"):
+            if len(getattr(self, name)) != self.num_queries:
+                raise ValueError(f"{name} has {len(getattr(self, name))} entries, "
+                                 f"expected {self.num_queries}")
+        for name in ("gallery_pids", "gallery_cams", "gallery_ids"):
+            if len(getattr(self, name)) != self.num_gallery:
+                raise ValueError(f"{name} has {len(getattr(self, name))} entries, "
+                                 f"expected {self.num_gallery}")
+
+
+@dataclasses.dataclass
+class Group:
+    """Queries (positions in the trial's query list) and the gallery columns they all see."""
+
+    query_pos: np.ndarray
+    gallery_pos: np.ndarray
+
+
+#: reasons a query is skipped, as counted in the report
+SKIP_NO_MATCH = "no_match"
+SKIP_JUNK_QUERY = "junk_or_distractor_query"
+
+
+def scorable_queries(labels: TrialLabels) -> np.ndarray:
+    """Queries that can have a match: not junk (-1) and not a distractor (0). bool [Q]."""
+    return labels.query_pids > DISTRACTOR_PID
+
+
+def make_groups(protocol: Protocol, labels: TrialLabels) -> list[Group]:
+    """Split the trial's scorable queries into groups sharing one gallery column set."""
+    queries = np.flatnonzero(scorable_queries(labels))
+    kept = np.flatnonzero(labels.gallery_pids != JUNK_PID)
+    if not protocol.sysu_locations:
+        return [Group(queries, kept)] if len(queries) else []
+    q_loc = sysu_location(labels.query_cams[queries])
+    g_loc = sysu_location(labels.gallery_cams[kept])
+    return [Group(queries[q_loc == loc], kept[g_loc != loc]) for loc in np.unique(q_loc)]
+
+
+def sysu_location(camids: np.ndarray) -> np.ndarray:
+    """Location of 0-based SYSU camera ids (``camid + 1`` looked up in E4's table)."""
+    cams = np.asarray(camids, dtype=np.int64) + 1
+    lookup = np.arange(max(int(cams.max(initial=0)), 6) + 1)
+    for cam, loc in SYSU_LOCATION.items():
+        lookup[cam] = loc
+    return lookup[cams]
+
+
+# -- camera selection (DART3 setting A, --query-cams) -------------------------------------------
+def parse_camera_list(text: str | None, option: str) -> list[int] | None:
+    """``"0,6,7"`` → [0, 6, 7] (0-based store camera indices); None/"" → None."""
+    if text is None or not str(text).strip():
+        return None
+    try:
+        cams = sorted({int(t) for t in str(text).replace(" ", "").split(",") if t})
+    except ValueError:
+        raise EvaluationError(f"{option} {text!r} is not a comma list of integers",
+                              f"give 0-based store camera indices, e.g. {option} 0,6") from None
+    if any(c < 0 for c in cams):
+        raise EvaluationError(f"{option} {text}: camera indices are 0-based and ≥ 0",
+                              "use the store's camid values (file camera c1 → 0)")
+    return cams
+
+
+def unseen_query_cameras(query_cams: Iterable[int], query_cameras: list[int] | None,
+                         train_cameras: list[int] | None) -> list[int]:
+    """Cameras whose queries are scored under ``camera-split``."""
+    present = sorted({int(c) for c in query_cams})
+    if query_cameras is not None:
+        chosen = query_cameras
+    elif train_cameras is not None:
+        chosen = [c for c in present if c not in set(train_cameras)]
+    else:
+        raise EvaluationError("--protocol camera-split needs the unseen cameras",
+                              "pass --query-cams LIST or --train-cams LIST (0-based camids)")
+    missing = [c for c in chosen if c not in present]
+    if missing or not chosen:
+        raise EvaluationError(f"no query of the store is from camera(s) "
+                              f"{', '.join(map(str, missing or chosen)) or '(none left)'}",
+                              f"query cameras are {', '.join(map(str, present))}")
+    return list(chosen)

@@ -1,0 +1,264 @@
+"""Evaluate a feature store (optionally through a fitted model) over a protocol's trials.
+
+``evaluate_store(request)`` opens the store, picks the protocol (``auto``: from the store)
+and, for each chosen trial, reads that trial's query and gallery features, builds the
+distance source (features → optional ``--feat-norm`` → optional model → metric, optionally
+re-ranked) and scores it with :func:`reidcli.evaluation.engine.evaluate_trial`.
+"""
+from __future__ import annotations
+
+import dataclasses
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from reidcli.evaluation.backend import make_backend, resolve_device
+from reidcli.evaluation.distances import (FeatureMetric, ModelMetric, QueryGallery, as_slice,
+                                          check_features, normalize_features)
+from reidcli.evaluation.engine import EvalOptions, TrialResult, evaluate_trial
+from reidcli.evaluation.errors import EvaluationError
+from reidcli.evaluation.protocols import (Protocol, TrialLabels, auto_protocol, get_protocol,
+                                          identity_codes, unseen_query_cameras)
+from reidcli.evaluation.rerank import KReciprocalReranker, RerankOptions
+from reidcli.evaluation.scores import nmi_camera_bias
+
+
+@dataclasses.dataclass
+class StoreEvalRequest:
+    """What ``reid eval`` was asked (CLI option names in brackets)."""
+
+    store: Path                                  # --store
+    model: Path | None = None                    # --model
+    feature: str | None = None                   # --feature
+    protocol: str = "auto"                       # --protocol
+    trials: str | None = "all"                   # --trials
+    distance: str = "auto"                       # --distance
+    feat_norm: str = "none"                      # --feat-norm
+    n_parts: int = 6                             # --n-parts
+    query_cams: list[int] | None = None          # --query-cams
+    train_cams: list[int] | None = None          # --train-cams
+    rerank: RerankOptions | None = None          # --rerank [--k1 --k2 --lambda]
+    nmi: bool = False                            # --nmi
+    nmi_k: str = "cams"                          # --nmi-k
+    device: str = "auto"                         # --device
+    options: EvalOptions = dataclasses.field(default_factory=EvalOptions)
+
+
+@dataclasses.dataclass
+class StoreEvaluation:
+    """Results of every trial plus what produced them (for the report)."""
+
+    protocol: Protocol
+    trials: list[TrialResult]
+    meta: dict[str, Any]
+
+
+def _parse_trials(text: str | None, num_trials: int) -> list[int]:
+    from reidcli.features.layout import parse_trials
+    return parse_trials(text, num_trials)
+
+
+def _trial_rows(st) -> tuple[list[tuple[int, np.ndarray, np.ndarray]], Any]:
+    """All trials as ``(k, query_rows, gallery_rows)``: the store's protocol trials, or one
+    trial of its ``query``/``gallery`` rows."""
+    proto = st.protocol
+    if proto is not None and proto.trials:
+        return [(k, np.asarray(t["query_idx"], np.int64), np.asarray(t["gallery_idx"], np.int64))
+                for k, t in enumerate(proto.trials)], proto
+    return [(0, st.split_rows("query"), st.split_rows("gallery"))], None
+
+
+def _train_cameras_of(st) -> list[int] | None:
+    for source in (st.attrs, st.provenance):
+        value = source.get("train_cams")
+        if value is not None:
+            try:
+                return [int(c) for c in (value if isinstance(value, (list, tuple, np.ndarray))
+                                         else str(value).split(","))]
+            except (TypeError, ValueError):
+                return None
+    return None
+
+
+def evaluate_store(request: StoreEvalRequest) -> StoreEvaluation:
+    """Score a store over the chosen protocol's trials (see module doc).
+
+    Features are read per trial and role (query, gallery) straight from the store, so memory
+    holds one trial's features plus one distance block.
+    """
+    from reidcli import fitted
+    from reidcli.store import open_store
+
+    started = time.perf_counter()
+    model = fitted.load(request.model) if request.model is not None else None
+    device = resolve_device(request.device)
+    with open_store(request.store) as st:
+        plan = _plan(st, request, model)
+        options = plan["options"]
+        backend = make_backend(device)
+        results: list[TrialResult] = []
+        metric_name, nmi = None, None
+        try:
+            for k, q_rows, g_rows in plan["trials"]:
+                q_feat = _trial_inputs(st, plan, model, k, q_rows, request, "query")
+                g_feat = _trial_inputs(st, plan, model, k, g_rows, request, "gallery")
+                metric, q_feat, g_feat, metric_name = _metric_for_trial(
+                    model, k, q_feat, g_feat, request.distance, plan["info"], backend)
+                labels = TrialLabels.from_records(plan["records"], plan["codes"], q_rows,
+                                                  g_rows)
+                if request.rerank is not None:
+                    source = KReciprocalReranker(metric, q_feat, g_feat, request.rerank,
+                                                 progress=options.progress)
+                else:
+                    source = QueryGallery(metric, q_feat, g_feat)
+                results.append(evaluate_trial(source, labels, plan["protocol"], options,
+                                              backend=backend, trial=k,
+                                              check_distances=model is not None))
+                if request.nmi and nmi is None:
+                    nmi = _nmi(request, plan["records"], q_rows, g_rows, q_feat, g_feat)
+                del source, q_feat, g_feat
+        finally:
+            backend.close()
+        meta = {
+            "store": str(st.path), "dataset": st.dataset, "feature": plan["feature"],
+            "feature_metric": plan["info"]["metric"], "distance": metric_name,
+            "model": None if model is None else {"path": str(request.model),
+                                                 "method": model.method,
+                                                 "num_trials": model.num_trials},
+            "trials_evaluated": [k for k, _, _ in plan["trials"]], "device": device,
+            "feat_norm": request.feat_norm,
+            "rerank": None if request.rerank is None else dataclasses.asdict(request.rerank),
+            "options": {"max_rank": options.max_rank, "ap": options.ap_convention,
+                        "query_cams": options.query_cameras,
+                        "sgs_repeats": options.sgs_repeats
+                        if plan["protocol"].single_gallery_shot else None,
+                        "seed": options.seed},
+            "nmi": nmi, "store_provenance": st.provenance,
+            "seconds": round(time.perf_counter() - started, 3),
+        }
+    return StoreEvaluation(protocol=plan["protocol"], trials=results, meta=meta)
+
+
+def _reads_own_inputs(model) -> bool:
+    """True for models that read what they need from the store themselves (``read_inputs``),
+    e.g. C-DPCF pooling conv maps; they need no store feature."""
+    return model is not None and hasattr(model.for_trial(0), "read_inputs")
+
+
+def _trial_inputs(st, plan: dict, model, k: int, rows: np.ndarray,
+                  request: StoreEvalRequest, role: str) -> np.ndarray:
+    """What the distance of trial ``k`` consumes for ``rows``: store features, or the model's
+    own inputs (``read_inputs(store, rows) -> [len(rows), d]``)."""
+    if plan["feature"] is None:
+        trial_model = model.for_trial(k if model.num_trials > 1 else 0)
+        return check_features(trial_model.read_inputs(st, rows),
+                              f"{model.method} inputs ({role} rows)")
+    return _read_features(st, plan["feature"], rows, request, role)
+
+
+def _plan(st, request: StoreEvalRequest, model) -> dict[str, Any]:
+    """Protocol, chosen trials, labels and feature of an evaluation; user errors up front."""
+    if _reads_own_inputs(model):
+        if request.feature is not None:
+            raise EvaluationError(f"fitted model {request.model} ({model.method}) reads its "
+                                  "inputs from the store itself", "drop --feature")
+        feature, info = None, {"metric": model.method, "dim": None, "normalized": False}
+    else:
+        feature = _choose_feature(st, request.feature, model)
+        info = st.feature_info(feature)
+    all_trials, store_protocol = _trial_rows(st)
+    if request.protocol == "auto":
+        protocol = auto_protocol(st.dataset, store_protocol.eval_rule if store_protocol
+                                 else None, len(all_trials))
+    else:
+        protocol = get_protocol(request.protocol)
+    if request.trials not in (None, "all") or len(all_trials) > 1:
+        chosen = _parse_trials(request.trials, len(all_trials))
+    else:
+        chosen = [0]
+    trials = [all_trials[k] for k in chosen]
+    if any(len(q) == 0 for _, q, _ in trials):
+        raise EvaluationError(f"store {st.path} has no query rows"
+                              + (" in a chosen trial" if store_protocol else ""),
+                              "write query rows (split 'query') or a protocol into the store")
+    if any(len(g) == 0 for _, _, g in trials):
+        raise EvaluationError(f"store {st.path} has no gallery rows"
+                              + (" in a chosen trial" if store_protocol else ""),
+                              "write gallery rows (split 'gallery') into the store")
+    if model is not None and model.num_trials not in (1, len(all_trials)):
+        raise EvaluationError(f"fitted model {request.model} has {model.num_trials} trials but "
+                              f"the store's protocol has {len(all_trials)}",
+                              "fit the model over this store's protocol trials")
+    records = st.records
+    options = request.options
+    if protocol.needs_query_cams or request.query_cams is not None:
+        train_cams = request.train_cams if request.train_cams is not None \
+            else _train_cameras_of(st)
+        query_cams = records["camid"].to_numpy(np.int64)[np.concatenate([q for _, q, _ in
+                                                                        trials])]
+        cams = unseen_query_cameras(query_cams, request.query_cams,
+                                    train_cams if protocol.needs_query_cams else None)
+        options = dataclasses.replace(options, query_cameras=cams)
+    return {"feature": feature, "info": info, "protocol": protocol,
+            "trials": trials, "records": records, "codes": identity_codes(records),
+            "options": options}
+
+
+def _read_features(st, feature: str, rows: np.ndarray, request: StoreEvalRequest,
+                   role: str) -> np.ndarray:
+    """A trial's query or gallery features [len(rows), D], checked and normalised.
+
+    A contiguous run of rows is read as one slice (no index copy of a large gallery)."""
+    feats = check_features(st.features(feature, as_slice(rows)),
+                           f"store feature {feature!r} ({role} rows)")
+    return normalize_features(feats, request.feat_norm, request.n_parts)
+
+
+def _choose_feature(st, requested: str | None, model) -> str:
+    if requested is not None:
+        name = st.require_feature(requested)
+        if model is not None and model.feature and model.feature != name:
+            raise EvaluationError(f"fitted model {model.path} was fit on feature "
+                                  f"{model.feature!r}, not {name!r}",
+                                  f"drop --feature or pass --feature {model.feature}")
+        return name
+    if model is not None and model.feature:
+        return st.require_feature(model.feature)
+    return st.default_feature()
+
+
+def _metric_for_trial(model, k: int, q_feat: np.ndarray, g_feat: np.ndarray, distance: str,
+                      info: dict, backend):
+    """(metric, query features, gallery features, metric name) for trial ``k``."""
+    if model is None:
+        name = info["metric"] if distance == "auto" else distance
+        return FeatureMetric(name, backend), q_feat, g_feat, name
+    trial_model = model.for_trial(k if model.num_trials > 1 else 0)
+    expected = getattr(trial_model, "input_dim", None)
+    if expected is not None and expected != q_feat.shape[1] and \
+            not hasattr(trial_model, "read_inputs"):
+        raise EvaluationError(f"fitted model {model.path} expects {expected}-dimensional "
+                              f"features, the store feature has {q_feat.shape[1]}",
+                              "evaluate the feature the model was fit on (--feature)")
+    if hasattr(trial_model, "transform"):
+        q_t = check_features(trial_model.transform(q_feat), "model-transformed query features")
+        g_t = check_features(trial_model.transform(g_feat), "model-transformed gallery features")
+        name = getattr(trial_model, "metric", "euclidean") if distance == "auto" else distance
+        return FeatureMetric(name, backend), q_t, g_t, f"{model.method}+{name}"
+    if distance not in ("auto",):
+        raise EvaluationError(f"--distance {distance}: fitted model {model.path} "
+                              f"({model.method}) defines its own distance",
+                              "drop --distance when evaluating through this model")
+    return ModelMetric(trial_model, backend, f"{model.method}"), q_feat, g_feat, model.method
+
+
+def _nmi(request: StoreEvalRequest, records, q_rows, g_rows, q_feat, g_feat) -> dict:
+    rows = np.concatenate([q_rows, g_rows])
+    feats = np.concatenate([q_feat, g_feat])
+    cam_keys = records["domain"].astype(str).to_numpy()[rows].astype(object) + "/" + \
+        records["camid"].astype(str).to_numpy()[rows].astype(object)
+    cams = np.unique(cam_keys, return_inverse=True)[1]
+    pids = identity_codes(records)[rows]
+    return nmi_camera_bias(feats, cams, pids, k=request.nmi_k, seed=request.options.seed)

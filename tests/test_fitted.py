@@ -1,0 +1,89 @@
+"""Fitted-model files: save/load round trip, dispatch on method, clear errors."""
+from __future__ import annotations
+
+import h5py
+import numpy as np
+import pytest
+
+from reidcli import fitted
+from reidcli.errors import FittedModelError, OutputExistsError
+
+
+def test_linear_projection_round_trip(tmp_path):
+    rng = np.random.default_rng(0)
+    trials = [{"W": rng.standard_normal((6, 3)), "mean": rng.standard_normal(6)},
+              {"W": rng.standard_normal((6, 3))}]
+    path = fitted.save(tmp_path / "m.h5", "linear-projection", trials, {"dim": 3},
+                       {"command": "test"}, feature="emb")
+    assert not (tmp_path / "m.h5.partial").exists()
+    model = fitted.load(path)
+    assert (model.method, model.num_trials, model.feature) == ("linear-projection", 2, "emb")
+    assert model.hyperparameters == {"dim": 3} and model.provenance == {"command": "test"}
+    x = rng.standard_normal((4, 6)).astype(np.float32)
+    t0, t1 = model.for_trial(0), model.for_trial(1)
+    assert t0.metric == "euclidean"
+    np.testing.assert_allclose(t0.transform(x), (x - trials[0]["mean"]) @ trials[0]["W"],
+                               rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(t1.transform(x), x @ trials[1]["W"], rtol=1e-5, atol=1e-5)
+    with pytest.raises(FittedModelError, match="trials 0..1"):
+        model.for_trial(2)
+    with pytest.raises(FittedModelError, match="6-dimensional"):
+        t0.transform(np.zeros((2, 5)))
+
+
+def test_single_dict_is_one_trial_and_nested_groups_round_trip(tmp_path):
+    seen = {}
+
+    def factory(arrays, hyper):
+        seen.update(arrays=arrays, hyper=hyper)
+
+        class M:
+            metric = "custom"
+
+            def distance(self, q, g):
+                return np.zeros((len(q), len(g)))
+        return M()
+
+    fitted.register_method("test-nested", factory)
+    fitted.save(tmp_path / "n.h5", "test-nested",
+                {"a": np.arange(3), "repeat_0": {"b": np.ones(2)}}, {"k": 1}, {})
+    model = fitted.load(tmp_path / "n.h5")
+    assert model.num_trials == 1
+    m = model.for_trial(0)
+    assert m.distance(np.zeros((2, 1)), np.zeros((3, 1))).shape == (2, 3)
+    np.testing.assert_array_equal(seen["arrays"]["repeat_0"]["b"], np.ones(2))
+    assert seen["hyper"] == {"k": 1}
+
+
+def test_refuses_existing_output_without_force(tmp_path):
+    fitted.save(tmp_path / "m.h5", "linear-projection", {"W": np.eye(2)})
+    with pytest.raises(OutputExistsError):
+        fitted.save(tmp_path / "m.h5", "linear-projection", {"W": np.eye(2)})
+    fitted.save(tmp_path / "m.h5", "linear-projection", {"W": 2 * np.eye(2)}, force=True)
+    np.testing.assert_array_equal(fitted.load(tmp_path / "m.h5").for_trial(0).W, 2 * np.eye(2))
+
+
+def test_wrong_format_unknown_method_and_damaged_files(tmp_path):
+    with h5py.File(tmp_path / "store.h5", "w") as h5:
+        h5.attrs["format"] = "reidcli.store"
+    with pytest.raises(FittedModelError, match="not a reidcli fitted model") as info:
+        fitted.load(tmp_path / "store.h5")
+    assert "\n" not in str(info.value) and " — " in str(info.value)
+    fitted.save(tmp_path / "u.h5", "linear-projection", {"W": np.eye(2)})
+    with h5py.File(tmp_path / "u.h5", "a") as h5:
+        h5.attrs["method"] = "no-such-method"
+    with pytest.raises(FittedModelError, match="unknown method 'no-such-method'"):
+        fitted.load(tmp_path / "u.h5")
+    with h5py.File(tmp_path / "e.h5", "w") as h5:
+        h5.attrs["format"] = "reidcli.fitted"
+        h5.attrs["method"] = "linear-projection"
+    with pytest.raises(FittedModelError, match="trial_0"):
+        fitted.load(tmp_path / "e.h5")
+    (tmp_path / "t.txt").write_text("x")
+    with pytest.raises(FittedModelError, match="not an HDF5 file"):
+        fitted.load(tmp_path / "t.txt")
+    with pytest.raises(FittedModelError, match="does not exist"):
+        fitted.load(tmp_path / "missing.h5")
+    fitted.save(tmp_path / "w.h5", "linear-projection", {"mean": np.zeros(2)})
+    with pytest.raises(FittedModelError, match="lacks the array W"):
+        fitted.load(tmp_path / "w.h5").for_trial(0)
