@@ -197,6 +197,18 @@ class ModelMetric:
         return self.name
 
 
+def check_query_gallery(query_features: np.ndarray, gallery_features: np.ndarray
+                        ) -> tuple[np.ndarray, np.ndarray]:
+    """Validate query [Q, D] and gallery [G, D] features: finite, 2-D, same dimension."""
+    query_features = check_features(query_features, "query features")
+    gallery_features = check_features(gallery_features, "gallery features")
+    if query_features.shape[1] != gallery_features.shape[1]:
+        raise EvaluationError(f"query features have dimension {query_features.shape[1]} "
+                              f"but gallery features {gallery_features.shape[1]}",
+                              "evaluate features of one extractor/model")
+    return query_features, gallery_features
+
+
 class QueryGallery:
     """Distance blocks between a trial's queries and (a subset of) its gallery.
 
@@ -205,12 +217,8 @@ class QueryGallery:
     """
 
     def __init__(self, metric, query_features: np.ndarray, gallery_features: np.ndarray):
-        query_features = check_features(query_features, "query features")
-        gallery_features = check_features(gallery_features, "gallery features")
-        if query_features.shape[1] != gallery_features.shape[1]:
-            raise EvaluationError(f"query features have dimension {query_features.shape[1]} "
-                                  f"but gallery features {gallery_features.shape[1]}",
-                                  "evaluate features of one extractor/model")
+        query_features, gallery_features = check_query_gallery(query_features,
+                                                               gallery_features)
         self.metric = metric
         self.query = metric.prepare(query_features)
         self.gallery = metric.prepare(gallery_features)

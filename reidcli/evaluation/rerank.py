@@ -25,7 +25,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from reidcli.evaluation.backend import NumpyBackend
-from reidcli.evaluation.distances import check_features
+from reidcli.evaluation.distances import check_query_gallery
 from reidcli.evaluation.errors import EvaluationError
 from reidcli.progress import track
 
@@ -154,12 +154,8 @@ class KReciprocalReranker:
                  options: RerankOptions = RerankOptions(), progress: bool = False,
                  block_elements: int = _BLOCK_ELEMENTS, stored_neighbours: int | None = None):
         options.validate()
-        query_features = check_features(query_features, "query features")
-        gallery_features = check_features(gallery_features, "gallery features")
-        if query_features.shape[1] != gallery_features.shape[1]:
-            raise EvaluationError(f"query features have dimension {query_features.shape[1]} "
-                                  f"but gallery features {gallery_features.shape[1]}",
-                                  "evaluate features of one extractor/model")
+        query_features, gallery_features = check_query_gallery(query_features,
+                                                               gallery_features)
         self.metric = metric
         self._cpu = NumpyBackend()        # threads for the row partitions
         self.options = options
