@@ -10,18 +10,16 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import os
+import pkgutil
 from pathlib import Path
 from typing import Any, Callable
 
 from reidcli.data.records import DatasetSplit
 from reidcli.errors import DatasetError, UsageError
 
-#: modules imported on first use of the registry (each registers one dataset)
-LOADER_MODULES: list[str] = [
-    "reidcli.data.datasets.synthetic",
-    "reidcli.data.datasets.market1501",
-    "reidcli.data.datasets.dukemtmc",
-]
+#: package whose modules are imported on first use of the registry (each loader module calls
+#: :func:`register`; helper modules that register nothing are harmless)
+LOADER_PACKAGE = "reidcli.data.datasets"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,8 +68,9 @@ def _ensure_loaded() -> None:
     global _loaded
     if not _loaded:
         _loaded = True
-        for mod in LOADER_MODULES:
-            importlib.import_module(mod)
+        package = importlib.import_module(LOADER_PACKAGE)
+        for mod in sorted(m.name for m in pkgutil.iter_modules(package.__path__)):
+            importlib.import_module(f"{LOADER_PACKAGE}.{mod}")
 
 
 def available() -> list[str]:
