@@ -83,6 +83,7 @@ def check(
 ) -> None:
     """Parse a dataset copy and print its per-split counts; exit 1 on a broken layout."""
     from reidcli.data.check import check_dataset
+    from reidcli.data.registry import info
 
     try:
         split, rows = check_dataset(name, root, trial=trial,
@@ -98,7 +99,10 @@ def check(
         mark = "" if row["matches"] is None else (" ✓" if row["matches"] else " ≠")
         table.add_row(row["split"], f"{row['images']:,}", f"{row['ids']:,}", str(row["cams"]),
                       row["expected"] + mark)
-    Console().print(table)
+    console = Console()
+    console.print(table)
+    for fact in info(name).unconfirmed:
+        console.print(f"[yellow]warning:[/yellow] unconfirmed (datasets.md §9): {fact}")
 
 
 @app.command("synth")

@@ -40,6 +40,8 @@ class DatasetInfo:
     protocol: str = "standard"
     eval_rule: str = "market"
     notes: tuple[str, ...] = ()
+    #: facts datasets.md §9 marks unconfirmed; ``reid data check`` prints them as warnings
+    unconfirmed: tuple[str, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
