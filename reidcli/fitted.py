@@ -118,16 +118,31 @@ def _read_group(group: h5py.Group) -> dict[str, Any]:
 
 
 def save(path: str | os.PathLike, method: str,
-         trials: Sequence[Mapping[str, Any]] | Mapping[str, Any],
+         trials: Sequence[Mapping[str, Any]] | Mapping[Any, Any],
          hyperparameters: Mapping[str, Any] | None = None,
          provenance: Mapping[str, Any] | None = None, feature: str | None = None,
          force: bool = False, option: str = "--out") -> Path:
-    """Write a fitted model atomically; ``trials`` is one dict of arrays per trial (a single
-    dict = one trial). Refuses an existing ``path`` unless ``force``."""
-    if isinstance(trials, Mapping):
-        trials = [trials]
-    if not trials:
+    """Write a fitted model atomically. Refuses an existing ``path`` unless ``force``.
+
+    ``trials`` is a list with one dict of arrays per store trial 0..n-1, a dict
+    ``{store_trial_index: arrays}`` (a model fitted on some trials only, e.g. ``--trials 0,3``)
+    or a single dict of arrays (= trial 0). A trial's arrays may hold ``repeat_<r>`` groups
+    (several fits per trial, e.g. C-DPCF's reduced training ids); every trial then has the
+    same number of repeats.
+    """
+    if isinstance(trials, Mapping) and trials and all(isinstance(k, (int, np.integer))
+                                                      for k in trials):
+        items = sorted((int(k), v) for k, v in trials.items())
+    elif isinstance(trials, Mapping):
+        items = [(0, trials)] if trials else []
+    else:
+        items = list(enumerate(trials))
+    if not items:
         raise UsageError("a fitted model needs at least one trial", "pass the fitted arrays")
+    repeats = {_count_repeats(arrays) for _, arrays in items}
+    if len(repeats) != 1:
+        raise UsageError("trials of a fitted model have different numbers of repeats",
+                         "fit every trial with the same --repeats")
     with atomic_output(path, force=force, option=option) as tmp:
         with h5py.File(tmp, "w") as h5:
             h5.attrs["format"] = FITTED_FORMAT
@@ -137,13 +152,25 @@ def save(path: str | os.PathLike, method: str,
             h5.attrs["provenance"] = json.dumps(dict(provenance or {}), sort_keys=True,
                                                 default=str)
             h5.attrs["feature"] = feature or ""
-            h5.attrs["num_trials"] = len(trials)
+            h5.attrs["num_trials"] = len(items)
+            h5.attrs["num_repeats"] = repeats.pop()
             h5.attrs["created"] = _dt.datetime.now(_dt.timezone.utc).isoformat(
                 timespec="seconds")
             h5.attrs["reidcli_version"] = __version__
-            for k, arrays in enumerate(trials):
+            for k, arrays in items:
                 _write_group(h5.create_group(f"{TRIAL_PREFIX}{k}"), arrays)
     return Path(path)
+
+
+REPEAT_PREFIX = "repeat_"
+
+
+def _count_repeats(arrays: Mapping[str, Any]) -> int:
+    """Number of ``repeat_<r>`` groups of a trial (1 when it has none)."""
+    keys = [k for k in arrays if str(k).startswith(REPEAT_PREFIX)]
+    if keys and sorted(int(str(k)[len(REPEAT_PREFIX):]) for k in keys) != list(range(len(keys))):
+        raise UsageError("repeat groups must be repeat_0..repeat_<n-1>", "fix the fitted arrays")
+    return max(1, len(keys))
 
 
 def _attr(h5: h5py.File, key: str, default: Any = None) -> Any:
@@ -168,26 +195,44 @@ class FittedModel:
     """A loaded fitted-model file (metadata read on load; trial arrays read on demand)."""
 
     def __init__(self, path: Path, method: str, hyperparameters: dict, provenance: dict,
-                 feature: str | None, trial_groups: list[str]):
+                 feature: str | None, trial_groups: list[str], num_repeats: int = 1):
         self.path = path
         self.method = method
         self.hyperparameters = hyperparameters
         self.provenance = provenance
         self.feature = feature
         self._trial_groups = trial_groups
+        #: store trial index of each fitted trial, increasing
+        self.trial_ids = [int(g[len(TRIAL_PREFIX):]) for g in trial_groups]
+        #: fits per trial (``repeat_<r>`` groups; 1 = none)
+        self.num_repeats = int(num_repeats)
 
     @property
     def num_trials(self) -> int:
         return len(self._trial_groups)
 
-    def for_trial(self, k: int):
-        """The model of trial ``k`` (has ``metric`` and ``transform`` or ``distance``)."""
-        if not 0 <= k < self.num_trials:
-            raise FittedModelError(f"fitted model {self.path} has trials 0..{self.num_trials - 1}"
-                                   f", trial {k} was asked for",
+    def covers(self, trial: int) -> bool:
+        """Whether the model has a fit for store trial ``trial`` (a one-trial model covers
+        every trial of a store without a protocol)."""
+        return trial in self.trial_ids
+
+    def for_trial(self, k: int, repeat: int | None = None):
+        """The model of store trial ``k`` (and repeat ``repeat`` when it has repeats).
+
+        The result has ``metric`` and ``transform`` or ``distance`` (or ``read_inputs``).
+        """
+        if k not in self.trial_ids:
+            raise FittedModelError(f"fitted model {self.path} has no fit for trial {k} (it has "
+                                   f"{_ranges(self.trial_ids)})",
                                    "evaluate the trials it was fitted on (--trials)")
         with h5py.File(self.path, "r") as h5:
-            arrays = _read_group(h5[self._trial_groups[k]])
+            arrays = _read_group(h5[self._trial_groups[self.trial_ids.index(k)]])
+        if self.num_repeats > 1:
+            r = 0 if repeat is None else int(repeat)
+            if not 0 <= r < self.num_repeats:
+                raise FittedModelError(f"fitted model {self.path} has repeats 0.."
+                                       f"{self.num_repeats - 1}, not {r}", "pick a valid repeat")
+            arrays = arrays[f"{REPEAT_PREFIX}{r}"]
         model = _METHODS[self.method](arrays, dict(self.hyperparameters))
         if not (hasattr(model, "transform") or hasattr(model, "distance")):
             raise FittedModelError(f"method {self.method!r} built a model with neither "
@@ -237,9 +282,21 @@ def load(path: str | os.PathLike) -> FittedModel:
         groups = sorted((k for k in h5 if k.startswith(TRIAL_PREFIX)
                          and k[len(TRIAL_PREFIX):].isdigit()),
                         key=lambda k: int(k[len(TRIAL_PREFIX):]))
-        if not groups or [int(g[len(TRIAL_PREFIX):]) for g in groups] != list(range(len(groups))):
-            raise FittedModelError(f"fitted model {path} has no complete trial_0..trial_<k> "
-                                   "groups", "the file is damaged; re-fit the model")
+        if not groups or len(groups) != int(h5.attrs.get("num_trials", len(groups))):
+            raise FittedModelError(f"fitted model {path} lacks some of its trial_<k> groups",
+                                   "the file is damaged; re-fit the model")
         return FittedModel(path, method, _json_attr(h5, "hyperparameters", path),
                            _json_attr(h5, "provenance", path), _attr(h5, "feature") or None,
-                           groups)
+                           groups, int(h5.attrs.get("num_repeats", 1)))
+
+
+def _ranges(ids: Sequence[int]) -> str:
+    """``[0, 1, 2, 5]`` → ``"trials 0-2, 5"``."""
+    parts, start = [], None
+    for i, v in enumerate(ids):
+        if start is None:
+            start = v
+        if i + 1 == len(ids) or ids[i + 1] != v + 1:
+            parts.append(str(start) if start == v else f"{start}-{v}")
+            start = None
+    return "trials " + ", ".join(parts)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from reidcli import fitted
-from reidcli.errors import FittedModelError, OutputExistsError
+from reidcli.errors import FittedModelError, OutputExistsError, UsageError
 
 
 def test_linear_projection_round_trip(tmp_path):
@@ -25,7 +25,7 @@ def test_linear_projection_round_trip(tmp_path):
     np.testing.assert_allclose(t0.transform(x), (x - trials[0]["mean"]) @ trials[0]["W"],
                                rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(t1.transform(x), x @ trials[1]["W"], rtol=1e-5, atol=1e-5)
-    with pytest.raises(FittedModelError, match="trials 0..1"):
+    with pytest.raises(FittedModelError, match="no fit for trial 2 .it has trials 0-1"):
         model.for_trial(2)
     with pytest.raises(FittedModelError, match="6-dimensional"):
         t0.transform(np.zeros((2, 5)))
@@ -77,7 +77,7 @@ def test_wrong_format_unknown_method_and_damaged_files(tmp_path):
     with h5py.File(tmp_path / "e.h5", "w") as h5:
         h5.attrs["format"] = "reidcli.fitted"
         h5.attrs["method"] = "linear-projection"
-    with pytest.raises(FittedModelError, match="trial_0"):
+    with pytest.raises(FittedModelError, match="trial_<k>"):
         fitted.load(tmp_path / "e.h5")
     (tmp_path / "t.txt").write_text("x")
     with pytest.raises(FittedModelError, match="not an HDF5 file"):
@@ -87,3 +87,23 @@ def test_wrong_format_unknown_method_and_damaged_files(tmp_path):
     fitted.save(tmp_path / "w.h5", "linear-projection", {"mean": np.zeros(2)})
     with pytest.raises(FittedModelError, match="lacks the array W"):
         fitted.load(tmp_path / "w.h5").for_trial(0)
+
+
+def test_partial_trials_and_repeats(tmp_path):
+    """A model fitted on store trials 1 and 3 only, with two repeats per trial."""
+    def fit(scale):
+        return {"W": scale * np.eye(2)}
+    trials = {3: {"repeat_0": fit(1.0), "repeat_1": fit(2.0)},
+              1: {"repeat_0": fit(3.0), "repeat_1": fit(4.0)}}
+    fitted.save(tmp_path / "m.h5", "linear-projection", trials)
+    model = fitted.load(tmp_path / "m.h5")
+    assert model.trial_ids == [1, 3] and model.num_repeats == 2 and model.num_trials == 2
+    assert model.covers(3) and not model.covers(0)
+    np.testing.assert_array_equal(model.for_trial(1, 1).W, 4.0 * np.eye(2))
+    np.testing.assert_array_equal(model.for_trial(3, 0).W, np.eye(2))
+    with pytest.raises(FittedModelError, match="repeats 0..1, not 2"):
+        model.for_trial(3, 2)
+    with pytest.raises(FittedModelError, match="no fit for trial 0"):
+        model.for_trial(0)
+    with pytest.raises(UsageError, match="different numbers of repeats"):
+        fitted.save(tmp_path / "x.h5", "linear-projection", {0: fit(1.0), 1: trials[1]})

@@ -83,6 +83,8 @@ class TrialResult:
     auc: float | None = None
     per_camera: dict[str, dict[str, Any]] | None = None
     outcomes: QueryOutcomes | None = None
+    #: fit index within the trial for models fitted several times per trial, else None
+    repeat: int | None = None
 
 
 def _to_backend(backend, block):

@@ -42,7 +42,8 @@ def _count(values: list[int]) -> int | float:
 
 
 def trial_dict(result: TrialResult) -> dict[str, Any]:
-    out = {"trial": result.trial, "num_queries": result.num_queries,
+    out = {"trial": result.trial, **({"repeat": result.repeat} if result.repeat is not None
+                                      else {}), "num_queries": result.num_queries,
            "num_valid_queries": result.num_valid_queries,
            "num_skipped_queries": int(sum(result.skipped.values())),
            "skipped": dict(result.skipped), "gallery_size": result.gallery_size,
@@ -125,7 +126,9 @@ def cmc_csv_text(report: dict[str, Any]) -> str:
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     trials = report["trials"]
-    writer.writerow(["rank", "cmc", "std"] + [f"trial_{t['trial']}" for t in trials])
+    writer.writerow(["rank", "cmc", "std"] + [
+        f"trial_{t['trial']}" + (f"_repeat_{t['repeat']}" if "repeat" in t else "")
+        for t in trials])
     for r, (mean, std) in enumerate(zip(report["cmc"], report["std"]["cmc"]), start=1):
         writer.writerow([r, f"{mean:.10g}", f"{std:.10g}"] +
                         [f"{t['cmc'][r - 1]:.10g}" for t in trials])

@@ -101,11 +101,11 @@ def evaluate_store(request: StoreEvalRequest) -> StoreEvaluation:
         results: list[TrialResult] = []
         metric_name, nmi = None, None
         try:
-            for k, q_rows, g_rows in plan["trials"]:
-                q_feat = _trial_inputs(st, plan, model, k, q_rows, request, "query")
-                g_feat = _trial_inputs(st, plan, model, k, g_rows, request, "gallery")
+            for k, repeat, q_rows, g_rows in _runs(plan["trials"], model):
+                q_feat = _trial_inputs(st, plan, model, k, repeat, q_rows, request, "query")
+                g_feat = _trial_inputs(st, plan, model, k, repeat, g_rows, request, "gallery")
                 metric, q_feat, g_feat, metric_name = _metric_for_trial(
-                    model, k, q_feat, g_feat, request.distance, plan["info"], backend)
+                    model, k, repeat, q_feat, g_feat, request.distance, plan["info"], backend)
                 labels = TrialLabels.from_records(plan["records"], plan["codes"], q_rows,
                                                   g_rows)
                 if request.rerank is not None:
@@ -113,9 +113,11 @@ def evaluate_store(request: StoreEvalRequest) -> StoreEvaluation:
                                                  progress=options.progress)
                 else:
                     source = QueryGallery(metric, q_feat, g_feat)
-                results.append(evaluate_trial(source, labels, plan["protocol"], options,
-                                              backend=backend, trial=k,
-                                              check_distances=model is not None))
+                result = evaluate_trial(source, labels, plan["protocol"], options,
+                                        backend=backend, trial=k,
+                                        check_distances=model is not None)
+                result.repeat = repeat
+                results.append(result)
                 if request.nmi and nmi is None:
                     nmi = _nmi(request, plan["records"], q_rows, g_rows, q_feat, g_feat)
                 del source, q_feat, g_feat
@@ -126,7 +128,8 @@ def evaluate_store(request: StoreEvalRequest) -> StoreEvaluation:
             "feature_metric": plan["info"]["metric"], "distance": metric_name,
             "model": None if model is None else {"path": str(request.model),
                                                  "method": model.method,
-                                                 "num_trials": model.num_trials},
+                                                 "num_trials": model.num_trials,
+                                                 "num_repeats": model.num_repeats},
             "trials_evaluated": [k for k, _, _ in plan["trials"]], "device": device,
             "feat_norm": request.feat_norm,
             "rerank": None if request.rerank is None else dataclasses.asdict(request.rerank),
@@ -141,18 +144,33 @@ def evaluate_store(request: StoreEvalRequest) -> StoreEvaluation:
     return StoreEvaluation(protocol=plan["protocol"], trials=results, meta=meta)
 
 
+def _runs(trials, model):
+    """``(trial, repeat, query_rows, gallery_rows)`` per evaluation run: one per trial, or one
+    per (trial, repeat) for a model fitted several times per trial (repeat None otherwise)."""
+    repeats = model.num_repeats if model is not None else 1
+    for k, q_rows, g_rows in trials:
+        for r in range(repeats):
+            yield k, (r if repeats > 1 else None), q_rows, g_rows
+
+
+def _model_for(model, k: int, repeat: int | None):
+    """The fitted model of store trial ``k``: a one-trial model serves every trial."""
+    return model.for_trial(k if model.num_trials > 1 else model.trial_ids[0], repeat)
+
+
 def _reads_own_inputs(model) -> bool:
     """True for models that read what they need from the store themselves (``read_inputs``),
     e.g. C-DPCF pooling conv maps; they need no store feature."""
-    return model is not None and hasattr(model.for_trial(0), "read_inputs")
+    return model is not None and hasattr(_model_for(model, model.trial_ids[0], None),
+                                         "read_inputs")
 
 
-def _trial_inputs(st, plan: dict, model, k: int, rows: np.ndarray,
+def _trial_inputs(st, plan: dict, model, k: int, repeat: int | None, rows: np.ndarray,
                   request: StoreEvalRequest, role: str) -> np.ndarray:
     """What the distance of trial ``k`` consumes for ``rows``: store features, or the model's
     own inputs (``read_inputs(store, rows) -> [len(rows), d]``)."""
     if plan["feature"] is None:
-        trial_model = model.for_trial(k if model.num_trials > 1 else 0)
+        trial_model = _model_for(model, k, repeat)
         return check_features(trial_model.read_inputs(st, rows),
                               f"{model.method} inputs ({role} rows)")
     return _read_features(st, plan["feature"], rows, request, role)
@@ -187,10 +205,14 @@ def _plan(st, request: StoreEvalRequest, model) -> dict[str, Any]:
         raise EvaluationError(f"store {st.path} has no gallery rows"
                               + (" in a chosen trial" if store_protocol else ""),
                               "write gallery rows (split 'gallery') into the store")
-    if model is not None and model.num_trials not in (1, len(all_trials)):
-        raise EvaluationError(f"fitted model {request.model} has {model.num_trials} trials but "
-                              f"the store's protocol has {len(all_trials)}",
-                              "fit the model over this store's protocol trials")
+    if model is not None and model.num_trials > 1:
+        missing = [k for k in chosen if not model.covers(k)]
+        if missing:
+            raise EvaluationError(f"fitted model {request.model} has no fit for trial(s) "
+                                  f"{', '.join(map(str, missing))} of the store's "
+                                  f"{len(all_trials)}-trial protocol",
+                                  "evaluate its trials with --trials "
+                                  f"{','.join(map(str, model.trial_ids))} or re-fit over all")
     records = st.records
     options = request.options
     if protocol.needs_query_cams or request.query_cams is not None:
@@ -229,13 +251,14 @@ def _choose_feature(st, requested: str | None, model) -> str:
     return st.default_feature()
 
 
-def _metric_for_trial(model, k: int, q_feat: np.ndarray, g_feat: np.ndarray, distance: str,
+def _metric_for_trial(model, k: int, repeat: int | None, q_feat: np.ndarray,
+                      g_feat: np.ndarray, distance: str,
                       info: dict, backend):
     """(metric, query features, gallery features, metric name) for trial ``k``."""
     if model is None:
         name = info["metric"] if distance == "auto" else distance
         return FeatureMetric(name, backend), q_feat, g_feat, name
-    trial_model = model.for_trial(k if model.num_trials > 1 else 0)
+    trial_model = _model_for(model, k, repeat)
     expected = getattr(trial_model, "input_dim", None)
     if expected is not None and expected != q_feat.shape[1] and \
             not hasattr(trial_model, "read_inputs"):
