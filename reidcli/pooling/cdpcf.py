@@ -1,0 +1,310 @@
+"""C-DPCF, DPCF, AvgP+XQDA and AvgP+pad.+XQDA on conv maps (cdpcf.md §3, paper §III).
+
+:func:`fit_layer` learns one layer's weight maps (Eq. 9) and one XQDA per (layer, map);
+:class:`PooledMetricModel` is the fitted model ``reid eval`` uses: it reads the conv maps of
+the rows it is asked about, pools them with each image's own camera maps, projects them and
+sums the L·K Mahalanobis distances (Eq. 11). Maps are read in chunks, so memory holds one
+chunk of maps plus the pooled training features of one layer.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable
+
+import numpy as np
+
+from reidcli.errors import FittedModelError, UsageError
+from reidcli.pooling.geometry import area_positions, position_areas, same_area_mask
+from reidcli.pooling.pooled import (average_weights, camera_positions, center_and_normalize,
+                                    flat_maps, l2_rows, pad_by_camera, pool_by_camera)
+from reidcli.pooling.projection import project_maps, random_orthonormal_projection
+from reidcli.pooling.weight_maps import CrossCameraScatter, top_eigenvectors
+
+METHODS = ("cdpcf", "dpcf", "avgp", "avgp-pad")
+METRICS = ("xqda", "none")
+CENTERING = ("global", "per-camera")
+
+#: ``read(layer, rows) -> maps [len(rows), D', H, W]`` for rows in increasing order
+MapReader = Callable[[str, np.ndarray], np.ndarray]
+
+
+@dataclasses.dataclass(frozen=True)
+class PoolingConfig:
+    """Hyperparameters of one fit (defaults = the paper's, cdpcf.md §6)."""
+
+    method: str = "cdpcf"
+    K: int = 10
+    E: int = 64                      # 0 = "w/o R" (R = I)
+    grid: tuple[int, int] = (6, 1)   # G = 6 horizontal stripes
+    seed: int = 0
+    metric: str = "xqda"             # "none" = "w/o V": 1 − cosine of raw pooled vectors
+    xqda_lambda: float = 0.001
+    xqda_solver: str = "svd"
+    xqda_dims: int | None = None
+    center: str = "global"
+    chunk: int = 256
+
+    def __post_init__(self) -> None:
+        if self.method not in METHODS:
+            raise UsageError(f"unknown pooling method {self.method!r}",
+                             f"choose one of {', '.join(METHODS)}")
+        if self.metric not in METRICS:
+            raise UsageError(f"--metric {self.metric!r} is not one of {', '.join(METRICS)}",
+                             "pass --metric xqda or --metric none")
+        if self.center not in CENTERING:
+            raise UsageError(f"--center {self.center!r} is not one of {', '.join(CENTERING)}",
+                             "pass --center global or --center per-camera")
+        if self.K < 1 or self.E < 0 or self.chunk < 1:
+            raise UsageError(f"need --K ≥ 1 and --E ≥ 0 (got K={self.K}, E={self.E})",
+                             "pass positive values")
+
+    @property
+    def learns_maps(self) -> bool:
+        return self.method in ("cdpcf", "dpcf")
+
+    @property
+    def camera_specific(self) -> bool:
+        return self.method == "cdpcf"
+
+    @property
+    def num_maps(self) -> int:
+        return self.K if self.learns_maps else 1
+
+    def hyperparameters(self, layers: list[str], cameras: np.ndarray) -> dict:
+        """The JSON attrs of the fitted file (cdpcf.md §1)."""
+        return {"method": self.method, "K": self.num_maps, "E": self.E,
+                "G": self.grid[0] * self.grid[1], "grid": f"{self.grid[0]}x{self.grid[1]}",
+                "layers": list(layers), "C": int(len(cameras)),
+                "camids": [int(c) for c in cameras], "seed": self.seed,
+                "metric": self.metric, "xqda_lambda": self.xqda_lambda,
+                "xqda_solver": self.xqda_solver, "xqda_dims": self.xqda_dims,
+                "center": self.center}
+
+
+def _chunks(n: int, size: int):
+    for start in range(0, n, size):
+        yield np.arange(start, min(start + size, n))
+
+
+def learn_weight_maps(read: MapReader, layer: str, layer_idx: int, rows: np.ndarray,
+                      pids: np.ndarray, camids: np.ndarray, config: PoolingConfig,
+                      *, context: str = "") -> dict[str, np.ndarray]:
+    """Weight maps of one layer (cdpcf.md §3.1–3.4): {"weight_maps" [T, K], "eigenvalues" [K]}.
+
+    ``rows`` (increasing) are the training rows, ``pids``/``camids`` their labels. The maps
+    are streamed in chunks: project (q = R^T F*), accumulate the cross-camera statistics.
+    """
+    first = read(layer, rows[:1])
+    channels, height, width = first.shape[1:]
+    areas = position_areas(height, width, config.grid)
+    positions = area_positions(areas)
+    size = height * width
+    if config.E == 0:
+        projection, mask = None, same_area_mask(areas)          # "w/o R": masked Grams
+    else:
+        dim = len(positions) * channels
+        if config.E > dim:
+            raise UsageError(f"--E {config.E} exceeds the {dim}-dimensional pooled features "
+                             f"of layer {layer}", f"pass --E ≤ {dim} (or 0 for w/o R)")
+        projection = random_orthonormal_projection(dim, config.E, config.seed, layer_idx)
+        mask = None
+    scatter = CrossCameraScatter(pids, camids, size, camera_specific=config.camera_specific,
+                                 mask=mask, context=context or f"layer {layer}")
+    for idx in _chunks(len(rows), config.chunk):
+        maps = flat_maps(read(layer, rows[idx]))
+        scatter.add(idx, project_maps(maps, projection, positions))
+    weights, values = top_eigenvectors(scatter.result(), config.K,
+                                       context=context or f"layer {layer}")
+    return {"weight_maps": weights, "eigenvalues": values}
+
+
+def pooled_features(read: MapReader, layer: str, rows: np.ndarray, cam_index: np.ndarray,
+                    weight_maps: np.ndarray, config: PoolingConfig,
+                    dtype=np.float32) -> np.ndarray:
+    """Pooled features x [n, K, G·D'] of ``rows`` (each image pooled by its camera's maps)."""
+    out = None
+    positions: list[np.ndarray] = []
+    for idx in _chunks(len(rows), config.chunk):
+        raw = read(layer, rows[idx])
+        if out is None:
+            positions = area_positions(position_areas(raw.shape[2], raw.shape[3], config.grid))
+            out = np.empty((len(rows), weight_maps.shape[1], len(positions) * raw.shape[1]),
+                           dtype=dtype)
+        out[idx] = pool_by_camera(flat_maps(raw), cam_index[idx], weight_maps, positions,
+                                  config.camera_specific)
+    if out is None:
+        raise UsageError(f"no rows to pool for layer {layer}", "check the store's rows")
+    return out
+
+
+def _map_weights(read: MapReader, layer: str, rows: np.ndarray, config: PoolingConfig
+                 ) -> np.ndarray:
+    """The constant average-pooling "map" w = 1/|A_g| [S, 1] (avgp, avgp-pad)."""
+    raw = read(layer, rows[:1])
+    areas = position_areas(raw.shape[2], raw.shape[3], config.grid)
+    return average_weights(area_positions(areas), raw.shape[2] * raw.shape[3])
+
+
+def _means(x: np.ndarray, cam_index: np.ndarray, num_cameras: int, center: str) -> np.ndarray:
+    """μ [D] (global) or [C, D] (per camera) of pooled training features x [N, D]."""
+    if center == "global":
+        return x.mean(0)
+    return np.stack([x[cam_index == c].mean(0) for c in range(num_cameras)])
+
+
+def _normalized(x: np.ndarray, mean: np.ndarray, cam_index: np.ndarray) -> np.ndarray:
+    if mean.ndim == 1:
+        return center_and_normalize(x, mean)
+    out = np.empty_like(x, dtype=np.float64)
+    for c in np.unique(cam_index):
+        pick = cam_index == c
+        out[pick] = center_and_normalize(x[pick].astype(np.float64), mean[c])
+    return out
+
+
+def fit_layer(read: MapReader, layer: str, layer_idx: int, rows: np.ndarray,
+              pids: np.ndarray, camids: np.ndarray, config: PoolingConfig,
+              *, context: str = "") -> dict:
+    """Everything one layer contributes to a fitted trial (cdpcf.md §1 layout).
+
+    Returns ``{"weight_maps", "eigenvalues", "map_<k>": {"mean", "proj", "metric"}}``
+    (weight maps absent for avgp*, XQDA arrays absent for ``metric="none"``).
+    """
+    from reidcli.metric.xqda import XQDA
+
+    rows = np.asarray(rows, dtype=np.int64)
+    cameras, cam_index = np.unique(np.asarray(camids, dtype=np.int64), return_inverse=True)
+    arrays: dict = {}
+    if config.learns_maps:
+        arrays.update(learn_weight_maps(read, layer, layer_idx, rows, pids, camids, config,
+                                        context=context))
+        weights = arrays["weight_maps"]
+    else:
+        weights = _map_weights(read, layer, rows, config)
+    x = pooled_features(read, layer, rows, cam_index, weights, config)
+    for k in range(x.shape[1]):
+        xk = x[:, k].astype(np.float64)
+        group: dict = {}
+        if config.metric == "xqda":
+            mean = _means(xk, cam_index, len(cameras), config.center)
+            xn = _normalized(xk, mean, cam_index)
+            if config.method == "avgp-pad":
+                xn = pad_by_camera(xn, cam_index, len(cameras))
+            model = XQDA(lam=config.xqda_lambda, solver=config.xqda_solver,
+                         max_dims=config.xqda_dims).fit(xn, pids, camids)
+            group = {"mean": mean, "proj": model.projection_.astype(np.float32),
+                     "metric": model.metric_}
+        arrays[f"map_{k}"] = group
+    return arrays
+
+
+class PooledMetricModel:
+    """A fitted pooling trial used by ``reid eval`` (cdpcf.md §3.10).
+
+    :meth:`read_inputs` turns store rows into per-(layer, map) projections u = W^T x̃
+    concatenated [n, Σr] (or unit-norm raw pooled vectors for ``metric="none"``);
+    :meth:`distance` sums the L·K Mahalanobis distances (Eq. 11) with one GEMM per block.
+    """
+
+    def __init__(self, arrays: dict, hyperparameters: dict):
+        self.hp = hyperparameters
+        try:
+            self.config = PoolingConfig(
+                method=hyperparameters["method"], K=int(hyperparameters["K"]),
+                E=int(hyperparameters["E"]), grid=tuple(int(v) for v in
+                                                         str(hyperparameters["grid"]).split("x")),
+                seed=int(hyperparameters["seed"]), metric=hyperparameters["metric"],
+                center=hyperparameters.get("center", "global"))
+            self.layers = list(hyperparameters["layers"])
+            self.cameras = np.asarray(hyperparameters["camids"], dtype=np.int64)
+        except (KeyError, ValueError, TypeError) as exc:
+            raise FittedModelError(f"pooling model hyperparameters are incomplete ({exc})",
+                                   "re-fit with reid fit-pooling") from None
+        self.arrays = arrays
+        self.metric = self.config.method
+        self._blocks: list[np.ndarray] = []
+        if self.config.metric == "xqda":
+            for layer in self.layers:
+                for k in range(self.config.num_maps):
+                    group = self._group(layer, k)
+                    if "metric" not in group:
+                        raise FittedModelError(f"fitted {layer}/map_{k} has no XQDA metric",
+                                               "re-fit with reid fit-pooling")
+                    self._blocks.append(np.asarray(group["metric"], dtype=np.float64))
+
+    def _group(self, layer: str, k: int) -> dict:
+        try:
+            return self.arrays[layer][f"map_{k}"]
+        except KeyError:
+            raise FittedModelError(f"fitted model lacks {layer}/map_{k}",
+                                   "re-fit with reid fit-pooling") from None
+
+    def _weights(self, read: MapReader, layer: str, rows: np.ndarray) -> np.ndarray:
+        if self.config.learns_maps:
+            return np.asarray(self.arrays[layer]["weight_maps"], dtype=np.float64)
+        return _map_weights(read, layer, rows, self.config)
+
+    def embed(self, read: MapReader, rows: np.ndarray, camids: np.ndarray) -> np.ndarray:
+        """Inputs of :meth:`distance` for ``rows``: float64 [n, Σ_lk r_lk] (or Σ D for none)."""
+        rows = np.asarray(rows, dtype=np.int64)
+        order = np.argsort(rows, kind="stable")
+        sorted_rows = rows[order]
+        cam_index = camera_positions(np.asarray(camids)[order], self.cameras, "reid eval")
+        parts = []
+        for layer in self.layers:
+            x = pooled_features(read, layer, sorted_rows, cam_index,
+                                self._weights(read, layer, sorted_rows), self.config)
+            for k in range(x.shape[1]):
+                xk = x[:, k].astype(np.float64)
+                if self.config.metric == "none":
+                    parts.append(l2_rows(xk))
+                    continue
+                group = self._group(layer, k)
+                xn = _normalized(xk, np.asarray(group["mean"], dtype=np.float64), cam_index)
+                if self.config.method == "avgp-pad":
+                    xn = pad_by_camera(xn, cam_index, len(self.cameras))
+                parts.append(xn @ np.asarray(group["proj"], dtype=np.float64))
+        out = np.concatenate(parts, axis=1)
+        restore = np.empty_like(order)
+        restore[order] = np.arange(len(order))
+        return out[restore]
+
+    def read_inputs(self, store, rows: np.ndarray) -> np.ndarray:
+        """:meth:`embed` with conv maps and cameras read from a feature store."""
+        store.require_convmaps(self.layers)
+        camids = store.records["camid"].to_numpy()[np.asarray(rows, dtype=np.int64)]
+        return self.embed(store.convmaps, rows, camids)
+
+    def distance(self, query: np.ndarray, gallery: np.ndarray) -> np.ndarray:
+        """δ² [q, g] = Σ_lk (u_q − u_g)^T M_lk (u_q − u_g) (Eq. 11), or Σ (1 − cos)."""
+        query = np.asarray(query, dtype=np.float64)
+        gallery = np.asarray(gallery, dtype=np.float64)
+        if self.config.metric == "none":
+            terms = len(self.layers) * self.config.num_maps
+            return terms - query @ gallery.T
+        qm, gm, start = np.empty_like(query), np.empty_like(gallery), 0
+        for block in self._blocks:
+            stop = start + block.shape[0]
+            qm[:, start:stop] = query[:, start:stop] @ block
+            gm[:, start:stop] = gallery[:, start:stop] @ block
+            start = stop
+        if start != query.shape[1]:
+            raise FittedModelError(f"pooled inputs have {query.shape[1]} columns, the metric "
+                                   f"blocks {start}", "re-fit with reid fit-pooling")
+        aq = np.einsum("ij,ij->i", qm, query)
+        ag = np.einsum("ij,ij->i", gm, gallery)
+        return aq[:, None] + ag[None, :] - 2.0 * (qm @ gallery.T)
+
+
+def _factory(arrays: dict, hyperparameters: dict) -> PooledMetricModel:
+    return PooledMetricModel(arrays, hyperparameters)
+
+
+def _register() -> None:
+    from reidcli import fitted
+
+    for name in METHODS:
+        fitted.register_method(name, _factory)
+
+
+_register()

@@ -1,0 +1,178 @@
+"""Camera-specific (C-DPCF) and shared (DPCF) weight maps from cross-camera pair statistics
+(cdpcf.md §3.3–3.4, paper Eq. 9 and Appendices A–B).
+
+The projected maps Q_i are streamed chunk by chunk into per-camera sufficient statistics —
+weighted self products Σ a_i q_i^T q_i and per-(person, camera) sums y_{p,c} — so Σ_S and Σ_D
+come out in closed form without enumerating pairs or keeping every image's q in memory.
+"""
+from __future__ import annotations
+
+import dataclasses
+import warnings
+
+import numpy as np
+import scipy.linalg
+
+from reidcli.errors import UsageError
+
+
+@dataclasses.dataclass
+class PairScatter:
+    """Σ_S, Σ_D [T, T] over ordered cross-camera pairs and the pair counts N_S, N_D."""
+
+    sigma_same: np.ndarray
+    sigma_diff: np.ndarray
+    n_same: int
+    n_diff: int
+
+
+class CrossCameraScatter:
+    """Accumulates the closed-form cross-camera pair covariances of projected maps.
+
+    ``pids``, ``camids``: int [N] labels of the training images, known up front (they fix the
+    partner counts a^S_i = n_{p_i} − n_{p_i,c_i} and a^A_i = N − N_{c_i}). Feed every image's
+    q_i [E, S] once via :meth:`add`; :meth:`result` gives Σ_S, Σ_D of size T × T with
+    T = C·S when ``camera_specific`` (C-DPCF: Q_i = q_i in column block c_i, Eq. 6) else T = S
+    (DPCF). ``mask`` (S × S) multiplies every product elementwise — the "w/o R" masked Gram
+    path (§3.2), where q_i are the raw maps F^o_i.
+    """
+
+    def __init__(self, pids: np.ndarray, camids: np.ndarray, positions: int, *,
+                 camera_specific: bool = True, mask: np.ndarray | None = None,
+                 context: str = "training set"):
+        pids = np.asarray(pids, dtype=np.int64)
+        camids = np.asarray(camids, dtype=np.int64)
+        if pids.shape != camids.shape or pids.ndim != 1:
+            raise ValueError("pids and camids must be 1-D arrays of equal length")
+        self.cameras, self.cam_index = np.unique(camids, return_inverse=True)
+        self.persons, self.person_index = np.unique(pids, return_inverse=True)
+        n_cams, n_persons = len(self.cameras), len(self.persons)
+        counts = np.zeros((n_persons, n_cams), dtype=np.int64)       # n_{p,c}
+        np.add.at(counts, (self.person_index, self.cam_index), 1)
+        n_p, n_c, n = counts.sum(1), counts.sum(0), len(pids)
+        self.n_same = int((n_p ** 2 - (counts ** 2).sum(1)).sum())    # N_S
+        n_all = int(n ** 2 - (n_c ** 2).sum())                        # N_A
+        self.n_diff = n_all - self.n_same                             # N_D
+        if n_cams < 2 or self.n_same == 0:
+            raise UsageError(f"{context} has no same-person cross-camera pairs "
+                             f"({len(self.persons)} persons, {n_cams} cameras)",
+                             "train on persons seen by at least two cameras")
+        if self.n_diff == 0:
+            raise UsageError(f"{context} has no different-person cross-camera pairs",
+                             "train on at least two persons")
+        self.weight_same = (n_p[self.person_index]
+                            - counts[self.person_index, self.cam_index]).astype(np.float64)
+        self.weight_all = (n - n_c[self.cam_index]).astype(np.float64)
+        self.positions = int(positions)
+        self.camera_specific = camera_specific
+        self.mask = mask
+        self._rows: int | None = None
+        self._self_same = None            # [C, S, S]  Σ_{i∈c} a^S_i q_i^T q_i
+        self._self_all = None             # [C, S, S]  Σ_{i∈c} a^A_i q_i^T q_i
+        self._sums = None                 # [P, C, E·S] y_{p,c}
+        self._seen = np.zeros(len(pids), dtype=bool)
+
+    def add(self, index: np.ndarray, q: np.ndarray) -> None:
+        """Add images ``index`` (positions in the label arrays) with projections q [n, E, S]."""
+        index = np.asarray(index, dtype=np.int64)
+        n, rows, s = q.shape
+        if s != self.positions:
+            raise ValueError(f"q has {s} positions, expected {self.positions}")
+        if self._rows is None:
+            self._rows = rows
+            c, p = len(self.cameras), len(self.persons)
+            self._self_same = np.zeros((c, s, s))
+            self._self_all = np.zeros((c, s, s))
+            self._sums = np.zeros((p, c, rows * s))
+        if self._seen[index].any():
+            raise ValueError("an image was added twice")
+        self._seen[index] = True
+        q = np.asarray(q, dtype=np.float64)
+        cams = self.cam_index[index]
+        for c in np.unique(cams):
+            pick = cams == c
+            qc = q[pick]                                               # [n_c, E, S]
+            w_same = np.sqrt(self.weight_same[index[pick]])[:, None, None]
+            w_all = np.sqrt(self.weight_all[index[pick]])[:, None, None]
+            a = (qc * w_same).reshape(-1, s)
+            self._self_same[c] += a.T @ a
+            a = (qc * w_all).reshape(-1, s)
+            self._self_all[c] += a.T @ a
+        # y_{p,c} += q_i via one scatter per (person, camera) group (one-hot product)
+        groups = self.person_index[index] * len(self.cameras) + cams
+        uniq, inverse = np.unique(groups, return_inverse=True)
+        onehot = np.zeros((len(uniq), n))
+        onehot[inverse, np.arange(n)] = 1.0
+        flat = self._sums.reshape(-1, rows * s)
+        flat[uniq] += onehot @ q.reshape(n, rows * s)
+
+    def result(self) -> PairScatter:
+        """Σ_S = Z_S / N_S and Σ_D = (Z_A − Z_S) / (N_A − N_S) (cdpcf.md §3.3)."""
+        if self._rows is None or not self._seen.all():
+            raise ValueError(f"{int((~self._seen).sum())} training images were never added")
+        c, s, rows = len(self.cameras), self.positions, self._rows
+        sums = self._sums.reshape(len(self.persons), c, rows, s)
+        per_cam = sums.sum(0)                                          # y_c [C, E, S]
+        blocks_same = np.zeros((c, c, s, s))
+        blocks_all = np.zeros((c, c, s, s))
+        for a in range(c):
+            blocks_same[a, a] = 2.0 * self._self_same[a]
+            blocks_all[a, a] = 2.0 * self._self_all[a]
+            ya = sums[:, a].reshape(-1, s)
+            for b in range(a + 1, c):
+                cross = ya.T @ sums[:, b].reshape(-1, s)              # Σ_p y_{p,a}^T y_{p,b}
+                blocks_same[a, b] = -2.0 * cross
+                blocks_same[b, a] = -2.0 * cross.T
+                cross = per_cam[a].T @ per_cam[b]                      # y_a^T y_b
+                blocks_all[a, b] = -2.0 * cross
+                blocks_all[b, a] = -2.0 * cross.T
+        if self.mask is not None:
+            blocks_same *= self.mask
+            blocks_all *= self.mask
+        if self.camera_specific:
+            z_same = blocks_same.transpose(0, 2, 1, 3).reshape(c * s, c * s)
+            z_all = blocks_all.transpose(0, 2, 1, 3).reshape(c * s, c * s)
+        else:
+            z_same, z_all = blocks_same.sum((0, 1)), blocks_all.sum((0, 1))
+        return PairScatter(sigma_same=z_same / self.n_same,
+                           sigma_diff=(z_all - z_same) / self.n_diff,
+                           n_same=self.n_same, n_diff=self.n_diff)
+
+
+def top_eigenvectors(scatter: PairScatter, k: int, context: str = "") -> tuple[
+        np.ndarray, np.ndarray]:
+    """Weight maps W [T, K] and eigenvalues [K] of Σ_D − Σ_S (Eq. 9), descending.
+
+    Each column is sign-fixed so its largest-|·| entry is positive (cdpcf.md §3.4, [D] 8);
+    a warning names kept eigenvalues ≤ 0 (such maps are not discriminative).
+    """
+    diff = scatter.sigma_diff - scatter.sigma_same
+    diff = 0.5 * (diff + diff.T)
+    t = diff.shape[0]
+    if not 1 <= k <= t:
+        raise UsageError(f"--K {k} is out of range for {t}-dimensional weight maps",
+                         f"pass --K between 1 and {t}")
+    values, vectors = scipy.linalg.eigh(diff, subset_by_index=[t - k, t - 1])
+    values, vectors = values[::-1], vectors[:, ::-1]
+    peak = np.argmax(np.abs(vectors), axis=0)
+    signs = np.sign(vectors[peak, np.arange(k)])
+    signs[signs == 0] = 1.0
+    vectors = vectors * signs[None, :]
+    if (values <= 0).any():
+        warnings.warn(f"{context}: {int((values <= 0).sum())} of the K={k} kept eigenvalues "
+                      "of Σ_D − Σ_S are ≤ 0; those weight maps are not discriminative",
+                      stacklevel=2)
+    return np.ascontiguousarray(vectors), values.copy()
+
+
+def cross_camera_pair_covariances(q: np.ndarray, pids: np.ndarray, camids: np.ndarray, *,
+                                  camera_specific: bool = False) -> PairScatter:
+    """Σ_S, Σ_D of in-memory projections q [N, E, S] (cdpcf.md §3.3) in one call.
+
+    ``camera_specific`` places q_i in column block c_i (C-DPCF, T = C·S); else T = S.
+    With E = 1 and S = d this gives XQDA's Σ_I and Σ_E (§4.2).
+    """
+    q = np.asarray(q, dtype=np.float64)
+    scatter = CrossCameraScatter(pids, camids, q.shape[2], camera_specific=camera_specific)
+    scatter.add(np.arange(len(q)), q)
+    return scatter.result()

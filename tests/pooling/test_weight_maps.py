@@ -1,0 +1,122 @@
+"""Closed-form cross-camera pair statistics and weight maps (cdpcf.md §3.3–3.4, §8.3)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from reidcli.errors import UsageError
+from reidcli.pooling.weight_maps import (CrossCameraScatter, cross_camera_pair_covariances,
+                                         top_eigenvectors)
+
+
+def _brute_force(q, pids, camids, camera_specific):
+    """Σ_S, Σ_D by enumerating every ordered cross-camera pair (the definition, Eq. 9)."""
+    n, e, s = q.shape
+    cams = np.unique(camids)
+    t = len(cams) * s if camera_specific else s
+    big = np.zeros((n, e, t))
+    for i in range(n):
+        c = int(np.searchsorted(cams, camids[i])) if camera_specific else 0
+        big[i, :, c * s:(c + 1) * s] = q[i]
+    same, diff, n_same, n_diff = np.zeros((t, t)), np.zeros((t, t)), 0, 0
+    for i in range(n):
+        for j in range(n):
+            if camids[i] == camids[j]:
+                continue
+            d = big[i] - big[j]
+            if pids[i] == pids[j]:
+                same += d.T @ d
+                n_same += 1
+            else:
+                diff += d.T @ d
+                n_diff += 1
+    return same / n_same, diff / n_diff, n_same, n_diff
+
+
+@pytest.mark.parametrize("camera_specific", [False, True])
+def test_closed_form_equals_pair_enumeration(camera_specific):
+    rng = np.random.default_rng(3)
+    pids = np.array([1, 1, 1, 2, 2, 3, 3, 3, 3, 4, 5, 5, 6, 6, 6, 7])
+    camids = np.array([0, 1, 2, 0, 0, 1, 2, 2, 0, 1, 0, 2, 1, 1, 0, 2])
+    q = rng.standard_normal((len(pids), 3, 5))
+    cov = cross_camera_pair_covariances(q, pids, camids, camera_specific=camera_specific)
+    same, diff, n_same, n_diff = _brute_force(q, pids, camids, camera_specific)
+    assert (cov.n_same, cov.n_diff) == (n_same, n_diff)
+    np.testing.assert_allclose(cov.sigma_same, same, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(cov.sigma_diff, diff, rtol=1e-10, atol=1e-12)
+
+
+def test_streaming_in_any_chunk_order_matches_one_shot():
+    rng = np.random.default_rng(0)
+    pids = rng.integers(1, 8, 40)
+    camids = rng.integers(0, 3, 40)
+    q = rng.standard_normal((40, 2, 6))
+    whole = cross_camera_pair_covariances(q, pids, camids, camera_specific=True)
+    acc = CrossCameraScatter(pids, camids, 6, camera_specific=True)
+    order = rng.permutation(40)
+    for part in np.array_split(order, 5):
+        acc.add(part, q[part])
+    got = acc.result()
+    np.testing.assert_allclose(got.sigma_diff, whole.sigma_diff, rtol=1e-12)
+    with pytest.raises(ValueError, match="added twice"):
+        acc.add(order[:1], q[order[:1]])
+    partial = CrossCameraScatter(pids, camids, 6)
+    partial.add(np.arange(3), q[:3])
+    with pytest.raises(ValueError, match="never added"):
+        partial.result()
+
+
+def test_balanced_two_camera_structure():
+    """Balanced single-shot, C = 2: zero diagonal blocks, ±-symmetric spectrum, ‖w^c‖ = 1/√2."""
+    rng = np.random.default_rng(1)
+    persons, s = 30, 8
+    pids = np.repeat(np.arange(persons), 2)
+    camids = np.tile([0, 1], persons)
+    q = rng.standard_normal((2 * persons, 4, s))
+    cov = cross_camera_pair_covariances(q, pids, camids, camera_specific=True)
+    diff = cov.sigma_diff - cov.sigma_same
+    scale = np.abs(diff).max()
+    assert np.abs(diff[:s, :s]).max() <= 1e-12 * scale
+    assert np.abs(diff[s:, s:]).max() <= 1e-12 * scale
+    values = np.linalg.eigvalsh(diff)
+    np.testing.assert_allclose(np.sort(values), np.sort(-values), atol=1e-10 * scale)
+    weights, top = top_eigenvectors(cov, 3)
+    np.testing.assert_allclose(np.linalg.norm(weights[:s], axis=0), np.sqrt(0.5), atol=1e-8)
+    np.testing.assert_allclose(weights.T @ weights, np.eye(3), atol=1e-10)
+    assert np.all(np.diff(top) <= 0)
+    peak = np.abs(weights).argmax(axis=0)
+    assert np.all(weights[peak, np.arange(3)] > 0)          # sign convention
+
+
+def test_offsets_cancel_only_for_balanced_data():
+    rng = np.random.default_rng(2)
+    persons, s = 25, 6
+    pids = np.repeat(np.arange(persons), 2)
+    camids = np.tile([0, 1], persons)
+    q = rng.standard_normal((2 * persons, 3, s))
+
+    def gap(qq, p=pids, c=camids):
+        cov = cross_camera_pair_covariances(qq, p, c, camera_specific=False)
+        return cov.sigma_diff - cov.sigma_same
+
+    base = gap(q)
+    offset = rng.standard_normal((3, s))
+    np.testing.assert_allclose(gap(q + offset), base, rtol=1e-10, atol=1e-10)
+    one_cam = q.copy()
+    one_cam[camids == 1] += offset
+    np.testing.assert_allclose(gap(one_cam), base, rtol=1e-10, atol=1e-10)
+    keep = np.arange(len(pids)) % 7 != 0                       # unbalanced
+    a = gap(q[keep], pids[keep], camids[keep])
+    b = gap(one_cam[keep], pids[keep], camids[keep])
+    assert np.abs(a - b).max() > 1e-3 * np.abs(a).max()
+
+
+def test_errors_name_the_problem():
+    with pytest.raises(UsageError, match="no same-person cross-camera pairs"):
+        CrossCameraScatter(np.array([1, 2, 3]), np.array([0, 1, 0]), 4)
+    with pytest.raises(UsageError, match="no different-person"):
+        CrossCameraScatter(np.array([1, 1]), np.array([0, 1]), 4)
+    cov = cross_camera_pair_covariances(np.ones((4, 1, 3)), np.array([1, 1, 2, 2]),
+                                        np.array([0, 1, 0, 1]))
+    with pytest.raises(UsageError, match="--K 4 is out of range"):
+        top_eigenvectors(cov, 4)
