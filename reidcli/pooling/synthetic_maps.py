@@ -59,3 +59,46 @@ def toy_problem(seed: int, *, biased: bool = True, train_persons: int = 150,
     train = toy_conv_maps(train_persons, seed, biased=biased, first_pid=1)
     test = toy_conv_maps(test_persons, seed + 1000, biased=biased, first_pid=10_001)
     return train, test
+
+
+def write_toy_store(path, *, seed: int = 0, persons: int = 120, trials: int = 3,
+                    biased: bool = True, layers: tuple[str, ...] = ("conv4_x", "conv5_x"),
+                    force: bool = False):
+    """A conv-map feature store of toy maps with half/half single-shot trials.
+
+    Every person has one image per camera; each layer holds the same maps (scaled per layer so
+    layers differ). Trial k splits the persons in half with ``PCG64([seed, k])``: training
+    rows = both images of the train half, query = camera-0 images of the test half, gallery =
+    camera-1 images. Returns the path.
+    """
+    import pandas as pd
+
+    from reidcli.data.records import normalize_frame
+    from reidcli.store import StoreWriter
+
+    toy = toy_conv_maps(persons, seed, biased=biased)
+    n = len(toy.pids)
+    records = normalize_frame(pd.DataFrame({
+        "path": [f"toy/{p:04d}_c{c}.png" for p, c in zip(toy.pids, toy.camids)],
+        "pid": toy.pids, "camid": toy.camids,
+        "split": np.where(toy.camids == 0, "query", "gallery"), "dataset": "toy"}))
+    protocol = []
+    ids = np.unique(toy.pids)
+    for k in range(trials):
+        rng = np.random.Generator(np.random.PCG64([seed, k]))
+        test_ids = np.sort(rng.permutation(ids)[:len(ids) // 2])
+        train_ids = np.setdiff1d(ids, test_ids)
+        is_test = np.isin(toy.pids, test_ids)
+        protocol.append({
+            "train_idx": np.flatnonzero(~is_test), "train_pids": train_ids,
+            "test_pids": test_ids, "query_idx": np.flatnonzero(is_test & (toy.camids == 0)),
+            "gallery_idx": np.flatnonzero(is_test & (toy.camids == 1))})
+    with StoreWriter(path, records, dataset="toy", force=force,
+                     provenance={"command": "write_toy_store", "seed": seed}) as writer:
+        for i, layer in enumerate(layers):
+            writer.add_convmap(layer, toy.maps.shape[1:], dtype="float32")
+            writer.append_convmap(layer, toy.maps * (1.0 + i))
+        stripes = toy.maps.reshape(n, CHANNELS, 3, HEIGHT // 3, WIDTH).mean(axis=(3, 4))
+        writer.set_feature("pcb_g", stripes.transpose(0, 2, 1).reshape(n, -1), metric="cosine")
+        writer.write_protocol("single_shot_half", protocol, eval_rule="market")
+    return path

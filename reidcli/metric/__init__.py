@@ -1,0 +1,1 @@
+"""Metric learning on stored features: XQDA (and later WARCA, KISSME, LFDA, ...)."""
