@@ -106,3 +106,71 @@ def quadratic_distances(uq: np.ndarray, ug: np.ndarray, metric: np.ndarray) -> n
     aq = np.einsum("ij,ij->i", qm, uq)
     ag = np.einsum("ij,ij->i", gm, ug)
     return aq[:, None] + ag[None, :] - 2.0 * (qm @ ug.T)
+
+
+# -- fitted-model integration (``reid train xqda`` → ``reid eval --model``) -----------------
+PREPROCESSING = ("center-l2", "l2", "none")
+
+
+def preprocess(x: np.ndarray, mode: str, mean: np.ndarray | None) -> np.ndarray:
+    """The features XQDA sees: ``center-l2`` = (x − μ)/‖x − μ‖ (cdpcf.md §3.6), ``l2``, or
+    ``none``. x [n, d] → float64 [n, d]."""
+    x = np.asarray(x, dtype=np.float64)
+    if mode == "center-l2":
+        x = x - mean[None, :]
+    if mode in ("center-l2", "l2"):
+        x = x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
+    return x
+
+
+class XQDAModel:
+    """A fitted XQDA trial: ``distance(query [q, d], gallery [g, d]) -> [q, g]``."""
+
+    metric = "xqda"
+
+    def __init__(self, proj: np.ndarray, metric: np.ndarray, mean: np.ndarray | None,
+                 normalize: str):
+        self.proj = np.asarray(proj, dtype=np.float64)
+        self.M = np.asarray(metric, dtype=np.float64)
+        self.mean = None if mean is None else np.asarray(mean, dtype=np.float64)
+        self.normalize = normalize
+
+    @property
+    def input_dim(self) -> int:
+        return int(self.proj.shape[0])
+
+    def distance(self, query: np.ndarray, gallery: np.ndarray) -> np.ndarray:
+        uq = preprocess(query, self.normalize, self.mean) @ self.proj
+        ug = preprocess(gallery, self.normalize, self.mean) @ self.proj
+        return quadratic_distances(uq, ug, self.M)
+
+
+def fit_xqda_arrays(x: np.ndarray, pids: np.ndarray, camids: np.ndarray, *, lam: float = 0.001,
+                    solver: str = "svd", max_dims: int | None = None,
+                    normalize: str = "center-l2") -> dict:
+    """Fit one trial: ``{"proj" float32 [d, r], "metric" [r, r], "mean" [d]}``."""
+    if normalize not in PREPROCESSING:
+        raise UsageError(f"--normalize {normalize!r} is unknown",
+                         f"choose one of {', '.join(PREPROCESSING)}")
+    x = np.asarray(x, dtype=np.float64)
+    mean = x.mean(0)
+    model = XQDA(lam=lam, solver=solver, max_dims=max_dims).fit(
+        preprocess(x, normalize, mean), pids, camids)
+    return {"proj": model.projection_.astype(np.float32), "metric": model.metric_, "mean": mean}
+
+
+def _factory(arrays: dict, hyperparameters: dict) -> XQDAModel:
+    from reidcli.errors import FittedModelError
+    missing = [k for k in ("proj", "metric") if k not in arrays]
+    if missing:
+        raise FittedModelError(f"xqda trial lacks {', '.join(missing)}", "re-fit the model")
+    return XQDAModel(arrays["proj"], arrays["metric"], arrays.get("mean"),
+                     hyperparameters.get("normalize", "center-l2"))
+
+
+def _register() -> None:
+    from reidcli import fitted
+    fitted.register_method("xqda", _factory)
+
+
+_register()

@@ -117,3 +117,36 @@ def test_rank_fallback_cap_and_errors():
         XQDA(solver="qr")
     with pytest.raises(UsageError, match="NaN"):
         XQDA().fit(np.full((4, 2), np.nan), pids[:4], camids[:4])
+
+
+def test_train_xqda_cli_then_eval(capsys, tmp_path):
+    import json
+
+    from reidcli.pooling.synthetic_maps import write_toy_store
+    from tests.cli.helpers import run_cli
+
+    store = write_toy_store(tmp_path / "s.h5", persons=80, trials=2)
+    code, _, err = run_cli(capsys, "train", "xqda", "--store", store, "--out", tmp_path / "m.h5")
+    assert code == 0, err
+    code, _, err = run_cli(capsys, "eval", "--store", store, "--model", tmp_path / "m.h5",
+                           "--json", tmp_path / "r.json", "--quiet")
+    assert code == 0, err
+    xqda = json.loads((tmp_path / "r.json").read_text())
+    assert xqda["num_trials"] == 2
+    # the same numbers by hand for trial 1
+    from reidcli.evaluation.arrays import evaluate_arrays
+    from reidcli.metric.xqda import XQDAModel, fit_xqda_arrays
+    from reidcli.store import open_store
+    with open_store(store) as st:
+        t = st.protocol.trials[1]
+        rec = st.records
+        x = st.features("pcb_g")
+    pid, cam = rec["pid"].to_numpy(), rec["camid"].to_numpy()
+    tr, q, g = np.sort(t["train_idx"]), t["query_idx"], t["gallery_idx"]
+    arrays = fit_xqda_arrays(x[tr], pid[tr], cam[tr])
+    model = XQDAModel(arrays["proj"], arrays["metric"], arrays["mean"], "center-l2")
+    want = evaluate_arrays(pid[q], cam[q], pid[g], cam[g], distances=model.distance(x[q], x[g]))
+    np.testing.assert_allclose(xqda["trials"][1]["cmc"][:10], want.cmc[:10], atol=1e-12)
+    code, _, err = run_cli(capsys, "train", "xqda", "--store", store, "--out",
+                           tmp_path / "n.h5", "--solver", "qr")
+    assert code == 2 and "--solver" in err
