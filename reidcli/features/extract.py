@@ -45,6 +45,29 @@ HANDCRAFTED: dict[str, HandcraftedFeature] = {
 }
 
 
+@dataclasses.dataclass(frozen=True)
+class HandcraftedMaps:
+    """Spatial maps [n, C, H, W] computed from RGB images resized to ``size`` = (H, W)."""
+
+    name: str
+    size: tuple[int, int]
+    compute: Callable[[np.ndarray], np.ndarray]     # uint8 [n, H, W, 3] → float32 [n, C, h, w]
+    description: str = ""
+
+
+def _color_grid(images: np.ndarray) -> np.ndarray:
+    from reidcli.features.color_maps import color_grid_maps
+    return color_grid_maps(images)
+
+
+#: name → hand-crafted conv-map stand-in (``reid extract --maps``)
+HANDCRAFTED_MAPS: dict[str, HandcraftedMaps] = {
+    "color-grid": HandcraftedMaps(
+        "color-grid", (96, 32), _color_grid,
+        description="16 colour/gradient channels on a 24×8 grid of 4×4-pixel cells"),
+}
+
+
 def read_image_batch(paths: Sequence[str], size: tuple[int, int]) -> np.ndarray:
     """Decode images as RGB and resize to ``size`` = (H, W): uint8 [n, H, W, 3]."""
     h, w = size
@@ -65,23 +88,31 @@ def read_image_batch(paths: Sequence[str], size: tuple[int, int]) -> np.ndarray:
 
 def extract_handcrafted_store(layout: StoreLayout, out: str | os.PathLike,
                               features: Sequence[str] = ("hsv-stripes",), *,
+                              maps: Sequence[str] = (), maps_dtype: str = "float16",
                               batch_size: int = 256, force: bool = False,
                               progress: bool = True, command: list[str] | None = None,
                               inputs: Sequence[str | os.PathLike] = ()) -> Path:
     """Describe every row of ``layout`` with the named hand-crafted features; write a store.
 
-    The store holds ``/features/<name>`` [N, D] per descriptor and the layout's protocol.
+    The store holds ``/features/<name>`` [N, D] per descriptor, ``/convmaps/<name>``
+    [N, C, H, W] per hand-crafted map (``maps``) and the layout's protocol.
     """
     unknown = [f for f in features if f not in HANDCRAFTED]
     if unknown:
         raise UsageError(f"unknown feature(s) {', '.join(unknown)}",
                          f"choose from {', '.join(sorted(HANDCRAFTED))}")
+    unknown = [m for m in maps if m not in HANDCRAFTED_MAPS]
+    if unknown:
+        raise UsageError(f"unknown map(s) {', '.join(unknown)}",
+                         f"choose from {', '.join(sorted(HANDCRAFTED_MAPS))}")
+    if not features and not maps:
+        raise UsageError("nothing to extract", "pass --features and/or --maps")
     if len(layout.records) == 0:
         raise UsageError("the dataset has no images", "check --root and the dataset options")
-    descs = [HANDCRAFTED[f] for f in features]
+    descs = [HANDCRAFTED[f] for f in features] + [HANDCRAFTED_MAPS[m] for m in maps]
     paths = layout.records["path"].tolist()
     prov = make_provenance(command=command, inputs=inputs, features=list(features),
-                           protocol=layout.protocol)
+                           maps=list(maps), protocol=layout.protocol)
     with StoreWriter(out, layout.records, dataset=layout.dataset, provenance=prov,
                      force=force) as writer:
         created: set[str] = set()
@@ -94,6 +125,12 @@ def extract_handcrafted_store(layout: StoreLayout, out: str | os.PathLike,
                 if desc.size not in images_by_size:
                     images_by_size[desc.size] = read_image_batch(batch, desc.size)
                 block = np.asarray(desc.compute(images_by_size[desc.size]), dtype=np.float32)
+                if isinstance(desc, HandcraftedMaps):
+                    if desc.name not in created:
+                        writer.add_convmap(desc.name, block.shape[1:], dtype=maps_dtype)
+                        created.add(desc.name)
+                    writer.append_convmap(desc.name, block)
+                    continue
                 if desc.name not in created:
                     writer.add_feature(desc.name, block.shape[1], metric=desc.metric,
                                        normalized=desc.normalized)

@@ -1,0 +1,21 @@
+# Shared C-DPCF chain (sourced by recipes/cdpcf_*.sh): fit every method of Table I / Fig. 3
+# on a conv-map store, evaluate over the protocol's trials and print ours beside the paper.
+# usage: cdpcf_chain STORE WORKDIR DATASET_COLUMN [PCB_FEATURE] [fit-pooling options...]
+cdpcf_chain() {
+  local store="$1" work="$2" column="$3" pcb_feature="$4"; shift 4
+  local results=()
+  local -A labels=([cdpcf]="C-DPCF" [dpcf]="DPCF" [avgp]="AvgP+XQDA" [avgp-pad]="AvgP+pad.+XQDA")
+  for method in cdpcf dpcf avgp avgp-pad; do
+    reid fit-pooling "$method" --store "$store" --out "$work/$method.h5" --force "$@"
+    reid eval --store "$store" --model "$work/$method.h5" --json "$work/$method.json" \
+      --force --quiet
+    results+=("${labels[$method]}=$work/$method.json")
+    rm -f "$work/$method.h5"      # fitted files are large on real data (cdpcf.md §1)
+  done
+  if [ -n "$pcb_feature" ]; then   # PCB (source): cosine on the whole raw PCB-g vector
+    reid eval --store "$store" --feature "$pcb_feature" --feat-norm global \
+      --json "$work/pcb_source.json" --force --quiet
+    results+=("PCB (source)=$work/pcb_source.json")
+  fi
+  python -m reidcli.paper.compare cdpcf --dataset "$column" "${results[@]}"
+}

@@ -1,0 +1,1 @@
+"""Published numbers the recipes print beside ours (transcribed from the papers)."""

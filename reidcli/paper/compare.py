@@ -1,0 +1,119 @@
+"""Print our results beside a paper table (used by ``recipes/*.sh``).
+
+``python -m reidcli.paper.compare cdpcf --dataset viper "C-DPCF=cdpcf.json" "DPCF=dpcf.json"``
+reads ``reid eval --json`` reports and prints rank-1/5/10/20 and PUR (mean ± std over trials)
+with the paper's rank-1 where the paper prints one ("n/a (figure only)" otherwise), then the
+paper's qualitative ordering claims as PASS/FAIL lines computed from our numbers.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+from importlib import resources
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from reidcli.errors import InputFileError, ReidError, UsageError
+
+RANKS = (1, 5, 10, 20)
+
+#: (claim, better method, worse method, allow equality) — cdpcf.md §7, Fig. 3
+CDPCF_CLAIMS = (
+    ("DPCF > AvgP+XQDA", "DPCF", "AvgP+XQDA", False),
+    ("AvgP+XQDA > PCB (source)", "AvgP+XQDA", "PCB (source)", False),
+    ("C-DPCF ≥ DPCF", "C-DPCF", "DPCF", True),
+    ("AvgP+pad.+XQDA < AvgP+XQDA", "AvgP+XQDA", "AvgP+pad.+XQDA", False),
+)
+
+
+def paper_table(name: str) -> list[dict[str, str]]:
+    """Rows of ``reidcli/paper/<name>.csv``."""
+    text = resources.files("reidcli.paper").joinpath(f"{name}.csv").read_text()
+    return list(csv.DictReader(text.splitlines()))
+
+
+def load_result(path: Path) -> dict:
+    """Summary of a ``reid eval --json`` report: cmc@ranks, their stds, PUR (percent)."""
+    try:
+        report = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as exc:
+        raise InputFileError(f"cannot read result {path} ({exc.__class__.__name__})",
+                             "pass a JSON written by reid eval --json") from None
+    cmc, std = report.get("cmc", []), report.get("std", {}).get("cmc", [])
+    out = {"trials": report.get("num_trials", 1)}
+    for r in RANKS:
+        out[f"r{r}"] = 100 * cmc[r - 1] if len(cmc) >= r else None
+        out[f"s{r}"] = 100 * std[r - 1] if len(std) >= r else None
+    out["pur"] = None if report.get("pur") is None else 100 * report["pur"]
+    return out
+
+
+def _fmt(mean, std=None) -> str:
+    if mean is None:
+        return "—"
+    return f"{mean:.1f}" if not std else f"{mean:.1f} ± {std:.1f}"
+
+
+def compare(paper: str, dataset: str, results: list[tuple[str, Path]],
+            console: Console | None = None) -> list[tuple[str, bool | None]]:
+    """Print the comparison table and claim lines; returns ``[(claim, passed or None)]``."""
+    console = console or Console(width=max(Console().width, 132))
+    if paper != "cdpcf":
+        raise UsageError(f"no paper table for {paper!r}", "use: cdpcf")
+    rows = {r["method"]: r for r in paper_table("cdpcf_table1")}
+    if dataset not in next(iter(rows.values())):
+        console.print(f"note: Table I has no {dataset!r} column (it covers viper, grid, "
+                      "prid450s, cuhk01); paper values are shown as n/a")
+    table = Table(title=f"{dataset}: ours vs C-DPCF paper Table I (rank-1 %)")
+    for col in ("method", "trials", *(f"rank-{r}" for r in RANKS), "PUR", "paper rank-1"):
+        table.add_column(col, justify="right" if col != "method" else "left")
+    ours = {}
+    for label, path in results:
+        res = load_result(path)
+        ours[label] = res
+        paper_value = rows.get(label, {}).get(dataset) or (
+            "n/a (figure only)" if dataset in next(iter(rows.values())) else "n/a")
+        table.add_row(label, str(res["trials"]),
+                      *(_fmt(res[f"r{r}"], res[f"s{r}"]) for r in RANKS),
+                      _fmt(res["pur"]), paper_value)
+    console.print(table)
+    verdicts = []
+    for claim, better, worse, allow_equal in CDPCF_CLAIMS:
+        if better not in ours or worse not in ours:
+            verdicts.append((claim, None))
+            console.print(f"SKIP  {claim} (not run)")
+            continue
+        a, b = ours[better]["r1"], ours[worse]["r1"]
+        ok = a >= b if allow_equal else a > b
+        verdicts.append((claim, ok))
+        console.print(f"{'PASS' if ok else 'FAIL'}  {claim}: {a:.1f} vs {b:.1f}")
+    return verdicts
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m reidcli.paper.compare",
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("paper", help="paper table: cdpcf")
+    parser.add_argument("--dataset", required=True, help="column, e.g. viper")
+    parser.add_argument("results", nargs="+", help="LABEL=result.json (labels as in the paper)")
+    args = parser.parse_args(argv)
+    pairs = []
+    try:
+        for item in args.results:
+            if "=" not in item:
+                raise UsageError(f"result {item!r} is not LABEL=path.json",
+                                 "write e.g. C-DPCF=cdpcf.json")
+            label, path = item.split("=", 1)
+            pairs.append((label, Path(path)))
+        compare(args.paper, args.dataset, pairs)
+    except ReidError as exc:
+        Console(stderr=True).print(f"error: {exc.message}", markup=False)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
