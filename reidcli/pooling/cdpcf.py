@@ -111,8 +111,7 @@ def learn_weight_maps(read: MapReader, layer: str, layer_idx: int, rows: np.ndar
     scatter = CrossCameraScatter(pids, camids, size, camera_specific=config.camera_specific,
                                  mask=mask, context=context or f"layer {layer}")
     for idx in _chunks(len(rows), config.chunk):
-        maps = flat_maps(read(layer, rows[idx]))
-        scatter.add(idx, project_maps(maps, projection, positions))
+        scatter.add(idx, project_maps(read(layer, rows[idx]), projection, positions))
     weights, values = top_eigenvectors(scatter.result(), config.K,
                                        context=context or f"layer {layer}")
     return {"weight_maps": weights, "eigenvalues": values}

@@ -31,21 +31,32 @@ def random_orthonormal_projection(dim: int, rank: int, seed: int, layer: int) ->
 
 
 def project_maps(maps: np.ndarray, projection: np.ndarray | None, positions: list[np.ndarray],
-                 dtype=np.float64) -> np.ndarray:
+                 dtype=None) -> np.ndarray:
     """Projected maps q [n, E, S] of conv maps [n, D', H, W] (or [n, D', S]).
 
-    Column s of q_i is R_g^T f_s with R_g = rows g·D'..(g+1)·D'−1 of R and g = g(s); one GEMM
-    per area over the whole chunk. ``projection=None`` returns the raw maps [n, D', S] ("w/o R").
+    Column s of q_i is R_g^T f_s with R_g = rows g·D'..(g+1)·D'−1 of R and g = g(s): per
+    area one batched GEMM R_g^T [E, D'] × F_i[:, A_g] over the chunk, reading the stored
+    layout in place (no transposed copy of the maps). ``dtype`` defaults to float64 for float64 maps and float32
+    otherwise (stored maps are float16, so float32 products lose nothing; the covariance
+    algebra downstream is float64). ``projection=None`` returns the raw maps [n, D', S]
+    ("w/o R").
     """
+    maps = np.asarray(maps)
+    if dtype is None:
+        dtype = np.float64 if maps.dtype == np.float64 else np.float32
     n, channels = maps.shape[:2]
-    flat = np.asarray(maps, dtype=dtype).reshape(n, channels, -1)
+    flat = maps.reshape(n, channels, -1)
     if projection is None:
-        return flat
+        return flat.astype(dtype, copy=False)
     rank = projection.shape[1]
-    proj = projection.astype(dtype, copy=False)
+    proj_t = projection.astype(dtype, copy=False).T                  # R^T [E, D]
+    flat = flat.astype(dtype, copy=False)
     out = np.empty((n, rank, flat.shape[2]), dtype=dtype)
     for g, pos in enumerate(positions):
-        block = proj[g * channels:(g + 1) * channels]                  # R_g [D', E]
-        part = flat[:, :, pos].transpose(0, 2, 1).reshape(-1, channels)  # [(n·|A_g|), D']
-        out[:, :, pos] = (part @ block).reshape(n, len(pos), rank).transpose(0, 2, 1)
+        block = proj_t[:, g * channels:(g + 1) * channels]             # R_g^T [E, D']
+        if len(pos) and pos[-1] - pos[0] + 1 == len(pos):              # stripe: a slice view
+            cols = slice(int(pos[0]), int(pos[-1]) + 1)
+            out[:, :, cols] = np.matmul(block, flat[:, :, cols])        # n GEMMs E×D'×|A_g|
+        else:
+            out[:, :, pos] = np.matmul(block, flat[:, :, pos])
     return out

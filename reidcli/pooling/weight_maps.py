@@ -91,13 +91,15 @@ class CrossCameraScatter:
         cams = self.cam_index[index]
         for c in np.unique(cams):
             pick = cams == c
-            qc = q[pick]                                               # [n_c, E, S]
-            w_same = np.sqrt(self.weight_same[index[pick]])[:, None, None]
-            w_all = np.sqrt(self.weight_all[index[pick]])[:, None, None]
-            a = (qc * w_same).reshape(-1, s)
-            self._self_same[c] += a.T @ a
-            a = (qc * w_all).reshape(-1, s)
-            self._self_all[c] += a.T @ a
+            qc = q[pick].reshape(-1, s)                                # [(n_c·E), S]
+            w_same = self.weight_same[index[pick]]
+            gram = qc.T @ qc                                           # Σ_{i∈c} q_i^T q_i
+            self._self_all[c] += self.weight_all[index[pick][0]] * gram  # a^A const. in c
+            if np.all(w_same == w_same[0]):                            # balanced: one product
+                self._self_same[c] += w_same[0] * gram
+            else:
+                a = qc * np.repeat(np.sqrt(w_same), rows)[:, None]
+                self._self_same[c] += a.T @ a
         # y_{p,c} += q_i via one scatter per (person, camera) group (one-hot product)
         groups = self.person_index[index] * len(self.cameras) + cams
         uniq, inverse = np.unique(groups, return_inverse=True)
