@@ -1,0 +1,37 @@
+"""reidcli.paper: the transcribed tables and the comparison printer."""
+from __future__ import annotations
+
+import json
+
+from rich.console import Console
+
+from reidcli.paper.compare import compare, main, paper_table
+
+
+def _report(path, rank1, pur=0.5):
+    cmc = [min(1.0, rank1 + 0.02 * r) for r in range(50)]
+    path.write_text(json.dumps({"cmc": cmc, "std": {"cmc": [0.01] * 50}, "pur": pur,
+                                "num_trials": 10}))
+    return path
+
+
+def test_table_one_transcription():
+    rows = {r["method"]: r for r in paper_table("cdpcf_table1")}
+    assert rows["C-DPCF"]["viper"] == "76.3" and rows["DPCF"]["cuhk01"] == "88.1"
+    assert rows["DN+C-DPCF"]["grid"] == "42.3" and rows["DN"]["cuhk01"] == ""
+    times = {r["method"]: float(r["seconds"]) for r in paper_table("cdpcf_table2")}
+    assert times["C-DPCF (w/o R)"] == 1684.4
+
+
+def test_compare_prints_ours_beside_paper_and_claims(tmp_path):
+    console = Console(record=True, width=160)
+    results = [("C-DPCF", _report(tmp_path / "c.json", 0.5)),
+               ("DPCF", _report(tmp_path / "d.json", 0.4)),
+               ("AvgP+XQDA", _report(tmp_path / "a.json", 0.45))]
+    verdicts = dict(compare("cdpcf", "viper", results, console))
+    text = console.export_text()
+    assert "76.3" in text and "50.0 ± 1.0" in text and "n/a (figure only)" in text
+    assert verdicts["C-DPCF ≥ DPCF"] is True
+    assert verdicts["DPCF > AvgP+XQDA"] is False
+    assert verdicts["AvgP+XQDA > PCB (source)"] is None
+    assert main(["cdpcf", "--dataset", "viper", "C-DPCF"]) == 2
