@@ -33,7 +33,10 @@ def _select_domain(records: pd.DataFrame, domain: str | None) -> pd.DataFrame:
 def single_shot_half(records: pd.DataFrame, *, trial: int, seed: int, dataset_root: Path,
                      n_test_ids: int | None = None, probe_cam: int = 0, gallery_cam: int = 1,
                      domain: str | None = None, num_trials: int = 10,
-                     name: str | None = None) -> DatasetSplit:
+                     name: str | None = None, with_train: bool = True,
+                     unpaired_in_gallery: bool = False, all_probe_images: bool = False,
+                     all_gallery_images: bool = False,
+                     protocol: str = "single_shot_half") -> DatasetSplit:
     """Two-view half/half person split (C-DPCF targets, cdpcf.md §5; datasets.md §5.16).
 
     Eligible persons (pid > 0) have images in both ``probe_cam`` and ``gallery_cam``. Per
@@ -41,6 +44,11 @@ def single_shot_half(records: pd.DataFrame, *, trial: int, seed: int, dataset_ro
     ``probe_cam`` image each, gallery = one random ``gallery_cam`` image each plus every
     pid-0 distractor image of ``gallery_cam``; train = all images (both views) of the other
     eligible persons. ``domain`` restricts the records to one domain first.
+
+    Variants used by the loaders: ``with_train=False`` (domain-generalisation test only, e.g.
+    PRID2011 ``dg``), ``unpaired_in_gallery`` (gallery-camera images of persons never seen by
+    the probe camera join every gallery, PRID2011's 549 extra persons),
+    ``all_probe_images``/``all_gallery_images`` (multi-shot: every image of the view).
     """
     records = normalize_frame(_select_domain(records, domain).sort_values(
         "path", kind="stable").reset_index(drop=True))
@@ -56,7 +64,10 @@ def single_shot_half(records: pd.DataFrame, *, trial: int, seed: int, dataset_ro
                            f"{gallery_cam}; found {len(eligible)} (asked {n_test} test ids)",
                            "check the dataset, its domain and the n_test_ids option")
     two_views = np.isin(cams, [probe_cam, gallery_cam])
-    distractors = rel[(pids == 0) & (cams == gallery_cam)].tolist()
+    extra = (pids == 0) & (cams == gallery_cam)
+    if unpaired_in_gallery:
+        extra |= (cams == gallery_cam) & (pids > 0) & ~np.isin(pids, eligible)
+    distractors = rel[extra].tolist()
 
     def build() -> list[Trial]:
         trials = []
@@ -65,25 +76,121 @@ def single_shot_half(records: pd.DataFrame, *, trial: int, seed: int, dataset_ro
             test_ids, train_ids = choose_ids(eligible, n_test, rng)
             probe, gallery = [], []
             for pid in test_ids:          # one random image per view (sorted candidates)
-                for cam, out in ((probe_cam, probe), (gallery_cam, gallery)):
+                for cam, out, every in ((probe_cam, probe, all_probe_images),
+                                        (gallery_cam, gallery, all_gallery_images)):
                     options = np.flatnonzero((pids == pid) & (cams == cam))
-                    out.append(rel[options[rng.integers(len(options))]])
-            train = rel[np.isin(pids, train_ids) & two_views].tolist()
+                    if every:
+                        out.extend(rel[options].tolist())
+                    else:
+                        out.append(rel[options[rng.integers(len(options))]])
+            train = rel[np.isin(pids, train_ids) & two_views].tolist() if with_train else []
             trials.append({"train": train, "query": sorted(probe),
                            "gallery": sorted(gallery + distractors)})
         return trials
 
-    key = (f"single_shot_half_{(domain or 'all').replace('/', '-')}_p{probe_cam}g{gallery_cam}"
+    key = (f"{protocol}_{(domain or 'all').replace('/', '-')}_p{probe_cam}g{gallery_cam}"
            f"_n{n_test}_t{num_trials}_seed{seed}")
     trials = cached_trials(dataset_root, key, build, fingerprint=sorted(rel.tolist()))
-    options = {"protocol": "single_shot_half", "n_test_ids": n_test, "probe_cam": probe_cam,
+    options = {"protocol": protocol, "n_test_ids": n_test, "probe_cam": probe_cam,
                "gallery_cam": gallery_cam, "domain": domain, "seed": seed}
     return split_from_trial(name or str(records["dataset"].iloc[0]), records, trials, trial,
-                            dataset_root, protocol="single_shot_half", options=options)
+                            dataset_root, protocol=protocol, options=options)
+
+
+def warca_protocol(records: pd.DataFrame, *, trial: int, seed: int, dataset_root: Path,
+                   test_ids: int, draws: int = 1, warca_draw: str = "gallery_single",
+                   num_splits: int = 10, name: str | None = None,
+                   protocol: str = "warca") -> DatasetSplit:
+    """WARCA's protocol (warca.md §5, A8/A9): ``test_ids`` random test persons (only persons
+    with ≥ 2 images), every other person trains; within each split ``draws`` random
+    probe/gallery draws. ``gallery_single`` ([8], default): one random gallery image per test
+    person, the others are probes; ``probe_single``: one random probe, the others gallery.
+    Trial t = split t // draws, draw t % draws (``eval_kwargs`` names both).
+    """
+    if warca_draw not in ("gallery_single", "probe_single"):
+        raise UsageError(f"warca_draw={warca_draw!r} is unknown",
+                         "use warca_draw=gallery_single or warca_draw=probe_single")
+    if draws < 1:
+        raise UsageError(f"draws={draws} must be ≥ 1", "pass draws=1 or draws=10")
+    records = normalize_frame(records.sort_values("path", kind="stable").reset_index(drop=True))
+    rel = np.asarray(relative_paths(records, dataset_root), dtype=object)
+    pids = records["pid"].to_numpy(np.int64)
+    ids, counts = np.unique(pids[pids > 0], return_counts=True)
+    eligible = ids[counts >= 2]
+    if not 1 <= test_ids <= len(eligible):
+        raise DatasetError(f"the WARCA protocol asks {test_ids} test ids but only "
+                           f"{len(eligible)} persons have ≥ 2 images",
+                           "check the dataset copy or pass test_ids=<smaller>")
+
+    def build() -> list[Trial]:
+        trials = []
+        for split_index in range(num_splits):
+            rng = protocol_rng(seed, protocol, "split", split_index)
+            test, _ = choose_ids(eligible, test_ids, rng)
+            train = rel[(pids > 0) & ~np.isin(pids, test)].tolist()
+            for d in range(draws):
+                rng_d = protocol_rng(seed, protocol, warca_draw, split_index, d)
+                probe, gallery = [], []
+                for pid in test:
+                    options = np.flatnonzero(pids == pid)
+                    single = options[rng_d.integers(len(options))]
+                    rest = [i for i in options if i != single]
+                    one, many = (gallery, probe) if warca_draw == "gallery_single" else \
+                        (probe, gallery)
+                    one.append(rel[single])
+                    many.extend(rel[rest].tolist())
+                trials.append({"train": train, "query": sorted(probe),
+                               "gallery": sorted(gallery)})
+        return trials
+
+    key = f"{protocol}_{warca_draw}_p{test_ids}_s{num_splits}_d{draws}_seed{seed}"
+    trials = cached_trials(dataset_root, key, build, fingerprint=sorted(rel.tolist()))
+    split = split_from_trial(name or str(records["dataset"].iloc[0]), records, trials, trial,
+                             dataset_root, protocol=protocol,
+                             options={"protocol": protocol, "test_ids": test_ids,
+                                      "draws": draws, "warca_draw": warca_draw, "seed": seed})
+    split.eval_kwargs = {"split": trial // draws, "draw": trial % draws}
+    return split
+
+
+def random_pairs(records: pd.DataFrame, *, trial: int, seed: int, dataset_root: Path,
+                 test_ids: int, num_trials: int = 10, name: str | None = None,
+                 protocol: str = "dg") -> DatasetSplit:
+    """DG test protocol of iLIDS (datasets.md §5.13): two random images per person fixed
+    once (probe candidate, gallery candidate); per trial ``test_ids`` random persons give one
+    probe and one gallery image each. No training images."""
+    records = normalize_frame(records.sort_values("path", kind="stable").reset_index(drop=True))
+    rel = np.asarray(relative_paths(records, dataset_root), dtype=object)
+    pids = records["pid"].to_numpy(np.int64)
+    ids, counts = np.unique(pids[pids > 0], return_counts=True)
+    eligible = ids[counts >= 2]
+    if not 1 <= test_ids <= len(eligible):
+        raise DatasetError(f"the {protocol} protocol asks {test_ids} test ids but only "
+                           f"{len(eligible)} persons have ≥ 2 images",
+                           "check the dataset copy or pass test_ids=<smaller>")
+
+    def build() -> list[Trial]:
+        rng = protocol_rng(seed, protocol, "pairs")
+        pair = {}
+        for pid in eligible:
+            options = np.flatnonzero(pids == pid)
+            pair[pid] = rng.choice(options, size=2, replace=False)
+        trials = []
+        for t in range(num_trials):
+            chosen, _ = choose_ids(eligible, test_ids, protocol_rng(seed, protocol, t))
+            trials.append({"train": [], "query": sorted(rel[pair[p][0]] for p in chosen),
+                           "gallery": sorted(rel[pair[p][1]] for p in chosen)})
+        return trials
+
+    key = f"{protocol}_pairs_p{test_ids}_t{num_trials}_seed{seed}"
+    trials = cached_trials(dataset_root, key, build, fingerprint=sorted(rel.tolist()))
+    return split_from_trial(name or str(records["dataset"].iloc[0]), records, trials, trial,
+                            dataset_root, protocol=protocol,
+                            options={"protocol": protocol, "test_ids": test_ids, "seed": seed})
 
 
 #: protocol name → builder ``fn(records, *, trial, seed, dataset_root, **options)``
-PROTOCOLS = {"single_shot_half": single_shot_half}
+PROTOCOLS = {"single_shot_half": single_shot_half, "warca": warca_protocol}
 
 
 def apply_protocol(records: pd.DataFrame, protocol: str, *, trial: int, seed: int,
