@@ -201,3 +201,122 @@ def apply_protocol(records: pd.DataFrame, protocol: str, *, trial: int, seed: in
                          f"available: standard, {', '.join(sorted(PROTOCOLS))}")
     return PROTOCOLS[protocol](records, trial=trial, seed=seed, dataset_root=Path(dataset_root),
                                **options)
+
+
+# -- protocols derived from any loaded split (no randomness, nothing to cache) -------------
+def parse_cameras(value: Any, option: str = "train_cams") -> list[int]:
+    """``"0,1,2"`` / ``[0, 1, 2]`` / ``3`` → sorted 0-based camera ids."""
+    if isinstance(value, str):
+        items = [v for v in value.replace(" ", "").split(",") if v]
+    elif isinstance(value, (list, tuple, np.ndarray)):
+        items = list(value)
+    else:
+        items = [value]
+    try:
+        cams = sorted({int(v) for v in items})
+    except (TypeError, ValueError):
+        raise UsageError(f"{option}={value!r} is not a list of camera ids",
+                         f"write e.g. {option}=0,1,2,3,4 (0-based)") from None
+    if not cams or cams[0] < 0:
+        raise UsageError(f"{option}={value!r} needs 0-based camera ids", f"e.g. {option}=0,1,2")
+    return cams
+
+
+def _subset(frame: pd.DataFrame, mask) -> pd.DataFrame:
+    return normalize_frame(frame[np.asarray(mask)].reset_index(drop=True))
+
+
+def camera_holdout(split: DatasetSplit, *, train_cams: Any = None,
+                   num_train_cams: int | None = None) -> DatasetSplit:
+    """DART3's "new camera" protocol (dart3.md §6; datasets.md §5.16).
+
+    Train on the train-split images of ``train_cams``; queries are the test queries of every
+    other camera, the gallery is the test gallery of the other cameras. Without
+    ``train_cams``, the lowest ``num_train_cams`` camera ids train (toolkit assumption: the
+    paper does not say which). ``options["train_cams"]`` tells ``reid eval --protocol
+    camera-split`` which cameras are unseen.
+    """
+    cams = sorted(set(split.train["camid"]) | set(split.query["camid"]) |
+                  set(split.gallery["camid"]))
+    if train_cams is None:
+        if num_train_cams is None:
+            raise UsageError("camera_holdout needs train_cams or num_train_cams",
+                             "pass e.g. train_cams=0,1,2,3,4")
+        train_cams = cams[:int(num_train_cams)]
+    chosen = parse_cameras(train_cams)
+    unknown = sorted(set(chosen) - set(cams))
+    unseen = [c for c in cams if c not in chosen]
+    if unknown or not unseen:
+        raise UsageError(f"train_cams {chosen} must be a proper subset of the dataset's cameras "
+                         f"{cams}", "leave at least one camera unseen")
+    out = DatasetSplit(
+        name=split.name, train=_subset(split.train, split.train["camid"].isin(chosen)),
+        query=_subset(split.query, split.query["camid"].isin(unseen)),
+        gallery=_subset(split.gallery, split.gallery["camid"].isin(unseen)),
+        val=split.val, eval_rule=split.eval_rule, eval_kwargs=dict(split.eval_kwargs),
+        trial=split.trial, num_trials=split.num_trials, protocol="camera_holdout",
+        options={**split.options, "protocol": "camera_holdout", "train_cams": chosen,
+                 "unseen_cams": unseen})
+    if len(out.train) == 0 or len(out.query) == 0:
+        raise DatasetError(f"camera_holdout with train_cams {chosen} leaves "
+                           f"{len(out.train)} training images and {len(out.query)} queries",
+                           "choose other cameras")
+    return out
+
+
+def domain_holdout(split: DatasetSplit, *, target_domain: str) -> DatasetSplit:
+    """DMG-Net's leave-one-domain-out protocol (dmgnet.md §5): train on the train images of
+    every other domain, test on the target domain's query and gallery."""
+    domains = sorted(set(split.all_records()["domain"]))
+    if target_domain not in domains:
+        raise UsageError(f"target_domain={target_domain!r} is not one of {', '.join(domains)}",
+                         "pass one of those domains")
+    return DatasetSplit(
+        name=split.name, train=_subset(split.train, split.train["domain"] != target_domain),
+        query=_subset(split.query, split.query["domain"] == target_domain),
+        gallery=_subset(split.gallery, split.gallery["domain"] == target_domain),
+        eval_rule=split.eval_rule, trial=split.trial, num_trials=split.num_trials,
+        protocol="domain_holdout",
+        options={**split.options, "protocol": "domain_holdout",
+                 "target_domain": target_domain})
+
+
+#: generic protocols the registry applies to any dataset after loading it
+DERIVED = {"camera_holdout": camera_holdout, "domain_holdout": domain_holdout}
+#: their own options (popped before the dataset's loader sees the rest)
+DERIVED_OPTIONS = {"camera_holdout": ("train_cams", "num_train_cams"),
+                   "domain_holdout": ("target_domain",)}
+
+#: DG training compositions (datasets.md §5.15, dmgnet.md §5): (dataset, loader options)
+MIXED_A = (("cuhk02", {"protocol": "all_train"}), ("cuhk03", {}), ("market1501", {}),
+           ("dukemtmc", {}))
+MIXED_B = (("msmt17", {}), ("cuhk03", {}), ("market1501", {}), ("dukemtmc", {}))
+COMPOSITIONS = {"mixed_a": MIXED_A, "mixed_b": MIXED_B}
+
+
+def compose_sources(sources, root=None, *, all_images: bool = True) -> DatasetSplit:
+    """One training set from several datasets (DG "Mixed A/B"): ``sources`` is a
+    composition name or ``[(dataset, options), ...]``. With ``all_images`` every image of every
+    split trains (Mixed A); otherwise only the train splits (Mixed B uses CUHK03's 767 train
+    ids). Identities stay distinct through the ``dataset`` column of the identity key.
+    CUHK-SYSU (part of DIMN's Mixed A) is not in the registry and is left out.
+    """
+    from reidcli.data.registry import load
+
+    if isinstance(sources, str):
+        if sources not in COMPOSITIONS:
+            raise UsageError(f"unknown composition {sources!r}",
+                             f"use one of {', '.join(COMPOSITIONS)}")
+        sources = COMPOSITIONS[sources]
+    parts = []
+    for name, options in sources:
+        split = load(name, root, **options)
+        frame = split.all_records() if all_images else split.train
+        frame = frame[frame["pid"] > 0].copy()
+        frame["split"] = "train"
+        parts.append(frame)
+    train = normalize_frame(pd.concat(parts, ignore_index=True))
+    names = [n for n, _ in sources]
+    return DatasetSplit(name="+".join(names), train=train, query=train.iloc[:0],
+                        gallery=train.iloc[:0], protocol="composition",
+                        options={"sources": names, "all_images": all_images})

@@ -127,13 +127,36 @@ def load(dataset: str, /, root: str | os.PathLike | None = None, trial: int = 0,
          **options: Any) -> DatasetSplit:
     """Load one trial of a dataset: ``reidcli.data.load("market", "/data")``.
 
+    ``protocol="camera_holdout"`` (with ``train_cams``) or ``"domain_holdout"`` (with
+    ``target_domain``) works for every dataset: the dataset is loaded with its other options
+    and the generic protocol of :mod:`reidcli.data.protocols` is applied.
+
     ``dataset`` is positional-only so that loader options may use any name (e.g. ``name``).
     """
     canon = canonical_name(dataset)
     entry = _REGISTRY[canon]
+    derived = _derived_protocol(options)
+    if derived is not None:
+        name, own = derived
+        split = load(canon, root, trial=trial, **options)
+        from reidcli.data.protocols import DERIVED
+        return DERIVED[name](split, **own)
     unknown = sorted(set(options) - set(entry.info.options))
     if unknown and entry.info.options.get("*") is None:
         raise UsageError(f"unknown option(s) {', '.join(unknown)} for dataset {canon}",
                          f"valid options: {', '.join(entry.info.options) or 'none'}")
     merged = {**{k: v for k, v in entry.info.options.items() if k != "*"}, **options}
     return entry.loader(root, trial, **merged)
+
+
+def _derived_protocol(options: dict) -> tuple[str, dict] | None:
+    """Pop a generic protocol (camera_holdout, domain_holdout) and its own options out of
+    ``options`` (in place); None when the protocol is the dataset's own."""
+    from reidcli.data.protocols import DERIVED, DERIVED_OPTIONS
+
+    name = options.get("protocol")
+    if name not in DERIVED:
+        return None
+    del options["protocol"]
+    own = {k: options.pop(k) for k in DERIVED_OPTIONS[name] if k in options}
+    return name, own

@@ -113,8 +113,10 @@ def extract_handcrafted_store(layout: StoreLayout, out: str | os.PathLike,
     paths = layout.records["path"].tolist()
     prov = make_provenance(command=command, inputs=inputs, features=list(features),
                            maps=list(maps), protocol=layout.protocol)
+    attrs = {"train_cams": ",".join(map(str, layout.options["train_cams"]))} \
+        if layout.options.get("train_cams") else None
     with StoreWriter(out, layout.records, dataset=layout.dataset, provenance=prov,
-                     force=force) as writer:
+                     force=force, attrs=attrs) as writer:
         created: set[str] = set()
         starts = range(0, len(paths), batch_size)
         for start in track(starts, description="describing images", unit="batches",

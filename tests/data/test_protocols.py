@@ -59,3 +59,43 @@ def test_protocol_errors(cdpcf_root):
     with pytest.raises(UsageError, match="no records of domain"):
         data.load("synthetic", cdpcf_root, name="cdpcf", protocol="single_shot_half",
                   domain="synthetic/d7")
+
+
+def test_camera_holdout_on_any_dataset(tiny_synthetic_root, default_synthetic_root):
+    split = data.load("synthetic", default_synthetic_root, protocol="camera_holdout",
+                      train_cams="0,1")
+    assert set(split.train["camid"]) == {0, 1} and split.options["train_cams"] == [0, 1]
+    assert not {0, 1} & set(split.query["camid"]) and not {0, 1} & set(split.gallery["camid"])
+    by_count = data.load("synthetic", default_synthetic_root, protocol="camera_holdout",
+                         num_train_cams=2)
+    assert by_count.options["train_cams"] == [0, 1]
+    with pytest.raises(UsageError, match="proper subset"):
+        data.load("synthetic", default_synthetic_root, protocol="camera_holdout",
+                  train_cams="0,1,2,3,4,5,6,7,8,9")
+
+
+def test_domain_holdout(tmp_path):
+    from reidcli.data.synthetic import generate
+    generate(tmp_path, "dg", overrides={"num_train_ids": 6, "num_test_ids": 4, "height": 32,
+                                        "width": 16}, progress=False)
+    split = data.load("synthetic", tmp_path, name="dg", protocol="domain_holdout",
+                      target_domain="synthetic/d3")
+    assert "synthetic/d3" not in set(split.train["domain"])
+    assert set(split.query["domain"]) == {"synthetic/d3"} == set(split.gallery["domain"])
+    with pytest.raises(UsageError, match="target_domain"):
+        data.load("synthetic", tmp_path, name="dg", protocol="domain_holdout",
+                  target_domain="synthetic/d9")
+
+
+def test_compose_sources_keeps_identities_apart(tmp_path):
+    from reidcli.data.protocols import compose_sources
+    from reidcli.data.records import identity_keys
+    from tests.data.fake_trees import small_sets
+    small_sets.viper(tmp_path)
+    small_sets.prid450s(tmp_path)
+    mixed = compose_sources([("viper", {"test_ids": 4}), ("prid450s", {"test_ids": 3})],
+                            tmp_path)
+    assert len(mixed.train) == 16 + 16 and set(mixed.train["split"]) == {"train"}
+    assert identity_keys(mixed.train).nunique() == 16    # viper 8 + prid 8, never merged
+    with pytest.raises(UsageError, match="unknown composition"):
+        compose_sources("mixed_c")
