@@ -1,171 +1,300 @@
-"""XQDA — Cross-view Quadratic Discriminant Analysis (Liao et al., CVPR 2015), as cdpcf.md §4
-states it; shared by C-DPCF/DPCF/AvgP (one XQDA per layer and map) and ``reid train xqda``.
+"""XQDA — Cross-view Quadratic Discriminant Analysis (Liao, Hu, Zhu, Li, CVPR 2015) as
+cdpcf.md §4 states it; shared by C-DPCF/DPCF/AvgP (one XQDA per layer and map) and
+``reid train xqda``.
 
-Covariances come from class sums (the closed-form cross-camera pair statistics of cdpcf.md
-§3.3 with E = 1), never from enumerating pairs.
+Σ_I, Σ_E are the same-/different-person **cross-camera** pair covariances of the rows
+(:func:`~reidcli.metric.pair_covariances.cross_camera_pair_covariances` with E = 1), computed
+from class sums, never by enumerating pairs. Defaults follow the authors' public release:
+λ = 0.001 added to Σ_I only, subspace = left singular vectors of Σ_I′⁻¹Σ_E (``solver="svd"``;
+``"eigh"`` solves the paper's generalized eigenproblem), rank r = #values > 1 (at least 1).
+
+Fitted-model integration: :func:`xqda_arrays` / :func:`fit_xqda_arrays` give the arrays of one
+trial (``proj`` float32 [d, r], ``metric`` float64 [r, r], optional ``mean`` [d]);
+:class:`XQDAModel` is what ``reid eval`` gets back from ``reidcli.fitted.load`` for
+``method="xqda"``.
 """
 from __future__ import annotations
 
+import math
 import warnings
 
 import numpy as np
 import scipy.linalg
 
-from reidcli.errors import UsageError
-from reidcli.pooling.weight_maps import CrossCameraScatter
+from reidcli.errors import FittedModelError, UsageError
+from reidcli.metric.pair_covariances import cross_camera_pair_covariances
 
 SOLVERS = ("svd", "eigh")
+#: feature preprocessing before XQDA: train-mean removal + L2 (cdpcf.md §3.6), L2, nothing
+PREPROCESSING = ("center-l2", "l2", "none")
+#: Gram eigenvalues ≤ SPAN_TOL·max are dropped by the span reduction (§4.1)
+SPAN_TOL = 1e-10
 
 
-def span_basis(x: np.ndarray, tol: float = 1e-10) -> np.ndarray:
+def span_basis(x: np.ndarray, tol: float = SPAN_TOL) -> np.ndarray:
     """Orthonormal basis B [d, N'] of the row span of x [N, d] (cdpcf.md §4.1).
 
-    From the Gram matrix: x x^T = U Λ U^T, keep λ > tol·max λ, B = x^T U Λ^{-1/2}.
+    Gram eigendecomposition x x^T = U Λ U^T, keep λ > tol·max λ, B = x^T U Λ^{-1/2}.
     """
     gram = x @ x.T
     values, vectors = scipy.linalg.eigh(0.5 * (gram + gram.T))
-    keep = values > tol * max(values.max(), 0.0)
-    if not keep.any():
+    top = float(values.max()) if len(values) else 0.0
+    keep = values > tol * top
+    if top <= 0 or not keep.any():
         raise UsageError("XQDA training features are all zero", "check the features")
     return (x.T @ vectors[:, keep]) / np.sqrt(values[keep])[None, :]
+
+
+def quadratic_distances(uq: np.ndarray, ug: np.ndarray, metric: np.ndarray) -> np.ndarray:
+    """(u_q − u_g)^T M (u_q − u_g) = a_q + a_g − 2 (u_q M)·u_g for all pairs.
+
+    uq [q, r], ug [g, r], metric M [r, r] symmetric → [q, g] float64 (one GEMM).
+    """
+    qm = uq @ metric
+    aq = np.einsum("ij,ij->i", qm, uq)
+    ag = np.einsum("ij,ij->i", ug @ metric, ug)
+    return aq[:, None] + ag[None, :] - 2.0 * (qm @ ug.T)
+
+
+def _check_labels(n: int, pids, camids, what: str) -> tuple[np.ndarray, np.ndarray]:
+    pids, camids = np.asarray(pids), np.asarray(camids)
+    if pids.shape != (n,) or camids.shape != (n,):
+        raise UsageError(f"{what}: {n} feature rows but pids of shape {pids.shape} and camids "
+                         f"of shape {camids.shape}", "pass one person id and one camera id per row")
+    if len(np.unique(camids)) < 2:
+        raise UsageError(f"{what} has images of {len(np.unique(camids))} camera(s); XQDA "
+                         "learns from cross-camera pairs", "train on images of at least two cameras")
+    return pids, camids
 
 
 class XQDA:
     """XQDA metric learner (scikit-learn style).
 
-    ``fit(X [N, d], pids [N], camids [N])`` sets ``projection_`` W [d, r], ``metric_`` M [r, r]
-    (symmetric), ``eigenvalues_`` (all values the rank is chosen from, descending) and
-    ``rank_``. ``distance(Xq, Xg)`` = (W^T x − W^T z)^T M (W^T x − W^T z) [q, g].
+    ``XQDA(lam=0.001, solver="svd" | "eigh", max_dims=None).fit(X [N, d], pids [N],
+    camids [N])`` sets
+
+    * ``projection_`` W float64 [d, r] (= B V after the span reduction),
+    * ``metric_`` M float64 [r, r] (symmetrised),
+    * ``eigenvalues_`` float64 — all values the rank is chosen from, descending (singular
+      values of Σ_I′⁻¹Σ_E for ``svd``, generalized eigenvalues for ``eigh``),
+    * ``rank_`` r = #values > 1, at least 1, at most ``max_dims``.
+
+    ``distance(Xq [q, d], Xg [g, d]) -> [q, g]`` is (W^T x − W^T z)^T M (W^T x − W^T z).
+    Rows of X are used as given (normalise them before, cdpcf.md §3.6).
     """
 
     def __init__(self, lam: float = 0.001, solver: str = "svd", max_dims: int | None = None):
         if solver not in SOLVERS:
             raise UsageError(f"--xqda-solver {solver!r} is unknown",
                              f"choose one of {', '.join(SOLVERS)}")
-        if lam < 0:
-            raise UsageError(f"--xqda-lambda {lam} must be ≥ 0", "use the default 0.001")
-        if max_dims is not None and max_dims < 1:
-            raise UsageError(f"--xqda-dims {max_dims} must be ≥ 1", "omit it for the automatic rank")
+        if not (isinstance(lam, (int, float, np.floating, np.integer))
+                and math.isfinite(float(lam)) and lam >= 0):
+            raise UsageError(f"--xqda-lambda {lam!r} must be a finite number ≥ 0",
+                             "use the default 0.001")
+        if max_dims is not None and (int(max_dims) != max_dims or max_dims < 1):
+            raise UsageError(f"--xqda-dims {max_dims!r} must be an integer ≥ 1",
+                             "omit it for the automatic rank")
         self.lam = float(lam)
         self.solver = solver
-        self.max_dims = max_dims
+        self.max_dims = None if max_dims is None else int(max_dims)
 
-    def fit(self, x: np.ndarray, pids: np.ndarray, camids: np.ndarray) -> "XQDA":
-        x = np.asarray(x, dtype=np.float64)
-        pids = np.asarray(pids)
-        camids = np.asarray(camids)
-        if x.ndim != 2 or len(x) != len(pids) or len(x) != len(camids):
-            raise UsageError(f"XQDA needs features [N, d] with N labels; got {x.shape}, "
-                             f"{len(pids)} pids, {len(camids)} camids", "check the inputs")
+    def fit(self, X: np.ndarray, pids: np.ndarray, camids: np.ndarray) -> "XQDA":
+        """Learn W and M from X [N, d] float, pids [N] int, camids [N] int. Returns self."""
+        x = np.asarray(X, dtype=np.float64)
+        if x.ndim != 2 or x.shape[0] < 2 or x.shape[1] < 1:
+            raise UsageError(f"XQDA needs training features of shape [N ≥ 2, d ≥ 1], got "
+                             f"{x.shape}", "pass one feature row per image")
+        pids, camids = _check_labels(len(x), pids, camids, "XQDA training set")
         if not np.isfinite(x).all():
             raise UsageError("XQDA training features hold NaN or Inf", "fix the features")
-        basis = span_basis(x) if x.shape[1] > x.shape[0] else None        # §4.1
-        xr = x if basis is None else x @ basis
-        scatter = CrossCameraScatter(pids, camids, xr.shape[1], camera_specific=False,
-                                     context="XQDA training set")
-        scatter.add(np.arange(len(xr)), xr[:, None, :])
-        cov = scatter.result()                                            # §4.2: Σ_I, Σ_E
-        sigma_i = cov.sigma_same + self.lam * np.eye(xr.shape[1])         # §4.3
+        n, d = x.shape
+        basis = span_basis(x) if d > n else None                          # §4.1 span reduction
+        xr = x if basis is None else x @ basis                            # X_r = X B  [N, N′]
+        cov = cross_camera_pair_covariances(xr[:, None, :], pids, camids,
+                                            context="XQDA training set")  # §4.2 Σ_I, Σ_E
+        dim = xr.shape[1]
+        sigma_i = cov.sigma_same + self.lam * np.eye(dim)                 # §4.3 Σ_I′ = Σ_I + λI
         sigma_e = cov.sigma_diff
-        if self.solver == "svd":                                          # §4.4 (release)
-            u, values, _ = scipy.linalg.svd(np.linalg.solve(sigma_i, sigma_e))
-        else:                                                             # §4.4 (paper)
-            values, u = scipy.linalg.eigh(0.5 * (sigma_e + sigma_e.T),
-                                          0.5 * (sigma_i + sigma_i.T))
-            values, u = values[::-1], u[:, ::-1]
-        rank = int((values > 1).sum())                                    # §4.5
+        try:
+            if self.solver == "svd":             # §4.4 release: svd(Σ_I′⁻¹ Σ_E), descending
+                u, values, _ = scipy.linalg.svd(np.linalg.solve(sigma_i, sigma_e))
+            else:                                # §4.4 paper: Σ_E v = λ Σ_I′ v, descending
+                values, u = scipy.linalg.eigh(sigma_e, sigma_i)
+                values, u = values[::-1], u[:, ::-1]
+        except (np.linalg.LinAlgError, scipy.linalg.LinAlgError) as exc:
+            raise UsageError(f"XQDA: the regularised same-person covariance Σ_I + λI is "
+                             f"singular (λ = {self.lam:g}; {exc})",
+                             "use --xqda-lambda > 0 (default 0.001)") from None
+        rank = int((values > 1).sum())                                    # §4.5 r = #values > 1
         if rank == 0:
-            warnings.warn("XQDA: no generalized eigenvalue exceeds 1; keeping one dimension "
-                          "(the metric is not discriminative)", stacklevel=2)
+            warnings.warn(f"XQDA: no {'singular value' if self.solver == 'svd' else 'eigenvalue'}"
+                          f" exceeds 1 (largest {values[0]:.4g}); keeping r = 1 dimension — the "
+                          "metric is not discriminative", UserWarning, stacklevel=2)
             rank = 1
         if self.max_dims is not None:
             rank = min(rank, self.max_dims)
         v = u[:, :rank]
-        metric = (np.linalg.inv(v.T @ sigma_i @ v)                        # §4.6
-                  - np.linalg.inv(v.T @ sigma_e @ v))
+        try:                                     # §4.6 M = (V^T Σ_I′ V)⁻¹ − (V^T Σ_E V)⁻¹
+            metric = np.linalg.inv(v.T @ sigma_i @ v) - np.linalg.inv(v.T @ sigma_e @ v)
+        except np.linalg.LinAlgError:
+            raise UsageError("XQDA: the different-person covariance is singular on the kept "
+                             "subspace", "check that the training features vary across "
+                             "persons") from None
         self.metric_ = 0.5 * (metric + metric.T)
-        self.projection_ = v if basis is None else basis @ v
-        self.eigenvalues_ = np.asarray(values, dtype=np.float64)
+        self.projection_ = np.ascontiguousarray(v if basis is None else basis @ v)  # W = B V
+        self.eigenvalues_ = np.asarray(values, dtype=np.float64).copy()
         self.rank_ = rank
+        self.n_features_in_ = d
         return self
 
-    def transform(self, x: np.ndarray) -> np.ndarray:
-        """W^T x per row: [n, d] → [n, r]."""
-        return np.asarray(x, dtype=np.float64) @ self.projection_
+    def _fitted(self) -> None:
+        if not hasattr(self, "projection_"):
+            raise UsageError("this XQDA is not fitted yet", "call fit(X, pids, camids) first")
 
-    def distance(self, query: np.ndarray, gallery: np.ndarray) -> np.ndarray:
-        """Mahalanobis distances [q, g] in the learned subspace (§4.7)."""
-        return quadratic_distances(self.transform(query), self.transform(gallery),
-                                   self.metric_)
+    def _rows(self, x: np.ndarray, what: str) -> np.ndarray:
+        x = np.asarray(x, dtype=np.float64)
+        if x.ndim != 2 or x.shape[1] != self.n_features_in_:
+            raise UsageError(f"XQDA {what}: expected features [n, {self.n_features_in_}], got "
+                             f"shape {x.shape}", "pass features of the dimension fitted on")
+        return x
 
+    def transform(self, X: np.ndarray) -> np.ndarray:
+        """U = X W: [n, d] → [n, r] float64."""
+        self._fitted()
+        return self._rows(X, "transform") @ self.projection_
 
-def quadratic_distances(uq: np.ndarray, ug: np.ndarray, metric: np.ndarray) -> np.ndarray:
-    """(u_q − u_g)^T M (u_q − u_g) = a_q + a_g − 2 (u_q M)·u_g for all pairs: [q, g]."""
-    qm = uq @ metric
-    gm = ug @ metric
-    aq = np.einsum("ij,ij->i", qm, uq)
-    ag = np.einsum("ij,ij->i", gm, ug)
-    return aq[:, None] + ag[None, :] - 2.0 * (qm @ ug.T)
+    def pairwise_terms(self, U: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """For projected rows U [n, r]: (U M [n, r], a [n] with a_i = u_i^T M u_i), the two
+        factors of d(x, z) = a_x + a_z − 2 (u_x M)·u_z (§4.7)."""
+        self._fitted()
+        u = np.asarray(U, dtype=np.float64)
+        um = u @ self.metric_
+        return um, np.einsum("ij,ij->i", um, u)
+
+    def distance(self, Xq: np.ndarray, Xg: np.ndarray) -> np.ndarray:
+        """Squared Mahalanobis distances in the learned subspace, [q, d] × [g, d] → [q, g]
+        (MahDist, §4.7): a_x + a_z − 2 (W^T x)^T M (W^T z), one GEMM."""
+        uq, ug = self.transform(Xq), self.transform(Xg)
+        qm, aq = self.pairwise_terms(uq)
+        _, ag = self.pairwise_terms(ug)
+        return aq[:, None] + ag[None, :] - 2.0 * (qm @ ug.T)
 
 
 # -- fitted-model integration (``reid train xqda`` → ``reid eval --model``) -----------------
-PREPROCESSING = ("center-l2", "l2", "none")
+def _mode(normalize, mean) -> str:
+    if isinstance(normalize, (bool, np.bool_)):
+        return ("center-l2" if mean is not None else "l2") if normalize else "none"
+    if normalize not in PREPROCESSING:
+        raise UsageError(f"--normalize {normalize!r} is unknown",
+                         f"choose one of {', '.join(PREPROCESSING)}")
+    return str(normalize)
 
 
 def preprocess(x: np.ndarray, mode: str, mean: np.ndarray | None) -> np.ndarray:
-    """The features XQDA sees: ``center-l2`` = (x − μ)/‖x − μ‖ (cdpcf.md §3.6), ``l2``, or
-    ``none``. x [n, d] → float64 [n, d]."""
+    """The features XQDA sees, x [n, d] → float64 [n, d]: subtract ``mean`` [d] when given,
+    then L2-normalise rows for ``center-l2`` and ``l2`` (cdpcf.md §3.6); ``none`` leaves the
+    rows as they are. ``center-l2`` needs a mean."""
     x = np.asarray(x, dtype=np.float64)
-    if mode == "center-l2":
-        x = x - mean[None, :]
+    if mode == "center-l2" and mean is None:
+        raise UsageError("center-l2 preprocessing needs the training mean",
+                         "pass the mean, or use normalize='l2' / 'none'")
+    if mean is not None:
+        x = x - np.asarray(mean, dtype=np.float64)[None, :]
     if mode in ("center-l2", "l2"):
         x = x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
     return x
 
 
-class XQDAModel:
-    """A fitted XQDA trial: ``distance(query [q, d], gallery [g, d]) -> [q, g]``."""
-
-    metric = "xqda"
-
-    def __init__(self, proj: np.ndarray, metric: np.ndarray, mean: np.ndarray | None,
-                 normalize: str):
-        self.proj = np.asarray(proj, dtype=np.float64)
-        self.M = np.asarray(metric, dtype=np.float64)
-        self.mean = None if mean is None else np.asarray(mean, dtype=np.float64)
-        self.normalize = normalize
-
-    @property
-    def input_dim(self) -> int:
-        return int(self.proj.shape[0])
-
-    def distance(self, query: np.ndarray, gallery: np.ndarray) -> np.ndarray:
-        uq = preprocess(query, self.normalize, self.mean) @ self.proj
-        ug = preprocess(gallery, self.normalize, self.mean) @ self.proj
-        return quadratic_distances(uq, ug, self.M)
+def xqda_arrays(model: XQDA, mean: np.ndarray | None = None) -> dict:
+    """Arrays of one fitted trial: ``{"proj": float32 [d, r], "metric": float64 [r, r]}``
+    plus ``"mean"`` float64 [d] when ``mean`` is given (train mean for ``center-l2``)."""
+    model._fitted()
+    arrays = {"proj": model.projection_.astype(np.float32),
+              "metric": np.asarray(model.metric_, dtype=np.float64)}
+    if mean is not None:
+        mean = np.asarray(mean, dtype=np.float64)
+        if mean.shape != (model.projection_.shape[0],):
+            raise UsageError(f"XQDA mean has shape {mean.shape}, expected "
+                             f"({model.projection_.shape[0]},)", "pass the training mean [d]")
+        arrays["mean"] = mean
+    return arrays
 
 
 def fit_xqda_arrays(x: np.ndarray, pids: np.ndarray, camids: np.ndarray, *, lam: float = 0.001,
                     solver: str = "svd", max_dims: int | None = None,
                     normalize: str = "center-l2") -> dict:
-    """Fit one trial: ``{"proj" float32 [d, r], "metric" [r, r], "mean" [d]}``."""
-    if normalize not in PREPROCESSING:
-        raise UsageError(f"--normalize {normalize!r} is unknown",
-                         f"choose one of {', '.join(PREPROCESSING)}")
+    """Preprocess x [N, d] (``normalize``), fit XQDA and return :func:`xqda_arrays`; the train
+    mean [d] is stored for ``center-l2`` only."""
+    mode = _mode(normalize, None)
     x = np.asarray(x, dtype=np.float64)
-    mean = x.mean(0)
-    model = XQDA(lam=lam, solver=solver, max_dims=max_dims).fit(
-        preprocess(x, normalize, mean), pids, camids)
-    return {"proj": model.projection_.astype(np.float32), "metric": model.metric_, "mean": mean}
+    if x.ndim != 2:
+        raise UsageError(f"XQDA needs training features [N, d], got shape {x.shape}",
+                         "pass one feature row per image")
+    mean = x.mean(0) if mode == "center-l2" and len(x) else None
+    model = XQDA(lam=lam, solver=solver, max_dims=max_dims).fit(preprocess(x, mode, mean),
+                                                                 pids, camids)
+    return xqda_arrays(model, mean)
+
+
+class XQDAModel:
+    """A fitted XQDA trial for ``reid eval``.
+
+    ``XQDAModel(proj [d, r], metric [r, r], mean=None [d], normalize="center-l2")``;
+    ``normalize`` ∈ ``center-l2`` | ``l2`` | ``none`` (or a bool: True = L2 after centring
+    by ``mean`` when given). ``distance(query_block [q, d], gallery_block [g, d]) -> [q, g]``
+    float64: centre by ``mean`` if given, L2-normalise rows if ``normalize`` says so, project
+    and take the XQDA distance.
+    """
+
+    metric = "xqda"
+
+    def __init__(self, proj: np.ndarray, metric: np.ndarray, mean: np.ndarray | None = None,
+                 normalize: str | bool = "center-l2"):
+        self.proj = np.asarray(proj, dtype=np.float64)
+        self.M = np.asarray(metric, dtype=np.float64)
+        self.mean = None if mean is None else np.asarray(mean, dtype=np.float64)
+        self.normalize = _mode(normalize, self.mean)
+        if self.proj.ndim != 2 or self.M.shape != (self.proj.shape[1],) * 2:
+            raise FittedModelError(f"xqda: proj has shape {self.proj.shape} and metric "
+                                   f"{self.M.shape}; expected [d, r] and [r, r]",
+                                   "re-fit the model")
+        if self.mean is not None and self.mean.shape != (self.proj.shape[0],):
+            raise FittedModelError(f"xqda: mean has shape {self.mean.shape}, expected "
+                                   f"({self.proj.shape[0]},)", "re-fit the model")
+        if self.normalize == "center-l2" and self.mean is None:
+            raise FittedModelError("xqda: center-l2 preprocessing but no stored mean",
+                                   "re-fit the model")
+
+    @property
+    def input_dim(self) -> int:
+        return int(self.proj.shape[0])
+
+    def _project(self, x: np.ndarray) -> np.ndarray:
+        x = np.asarray(x)
+        if x.ndim != 2 or x.shape[1] != self.input_dim:
+            raise FittedModelError(f"xqda expects {self.input_dim}-dimensional features, got "
+                                   f"shape {x.shape}",
+                                   "evaluate the store feature the model was fit on")
+        return preprocess(x, self.normalize, self.mean) @ self.proj
+
+    def distance(self, query_block: np.ndarray, gallery_block: np.ndarray) -> np.ndarray:
+        """[q, d] × [g, d] → [q, g] float64 XQDA distances."""
+        return quadratic_distances(self._project(query_block), self._project(gallery_block),
+                                   self.M)
 
 
 def _factory(arrays: dict, hyperparameters: dict) -> XQDAModel:
-    from reidcli.errors import FittedModelError
     missing = [k for k in ("proj", "metric") if k not in arrays]
     if missing:
         raise FittedModelError(f"xqda trial lacks {', '.join(missing)}", "re-fit the model")
-    return XQDAModel(arrays["proj"], arrays["metric"], arrays.get("mean"),
-                     hyperparameters.get("normalize", "center-l2"))
+    mode = hyperparameters.get("normalize")
+    if mode is None:                       # no record: centre + L2 exactly when a mean is stored
+        mode = "center-l2" if "mean" in arrays else "none"
+    if mode not in PREPROCESSING and not isinstance(mode, bool):
+        raise FittedModelError(f"xqda: unknown normalize={mode!r} in the hyperparameters",
+                               "re-fit the model")
+    mean = arrays.get("mean") if mode in ("center-l2", True) else None
+    return XQDAModel(arrays["proj"], arrays["metric"], mean, mode)
 
 
 def _register() -> None:
