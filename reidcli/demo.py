@@ -1,7 +1,8 @@
 """`reid demo`: the synthetic dataset through every pipeline stage that exists.
 
-Stages run now: synthesise data → describe images (hand-crafted HSV stripe histograms, until
-`reid extract` lands) → feature store → evaluation. Each later stage adds itself here.
+Stages run now: synthesise data → describe images (hand-crafted HSV stripe histograms and
+colour-grid maps, until CNN extraction lands) → feature store → XQDA metric learning and C-DPCF
+camera-specific pooling → evaluation of each. Each later stage adds itself here.
 Everything lands in one work folder; the demo replaces its own previous outputs there.
 """
 from __future__ import annotations
@@ -68,32 +69,63 @@ def run_demo(root: str | Path | None = None, workdir: str | Path = "reid-demo",
                     summary=lambda l: f"{len(l.trials)} trial(s), rule {l.eval_rule}")
     store = workdir / f"synthetic_{preset}_hsv.h5"
     dataset_dir = Path(layout.records["path"].iloc[0]).parents[2]
-    _timed(steps, "extract", f"hsv-stripes descriptors → {store}",
-           lambda: extract_handcrafted_store(layout, store, ["hsv-stripes"], force=True,
+    _timed(steps, "extract", f"reid extract --features hsv-stripes --maps color-grid → {store}",
+           lambda: extract_handcrafted_store(layout, store, ["hsv-stripes"],
+                                             maps=["color-grid"], force=True,
                                              progress=progress, command=["reid", "demo"],
                                              inputs=[dataset_dir]))
-    json_out = workdir / f"synthetic_{preset}_hsv.json"
-    report = _timed(steps, "eval", f"reid eval --store {store} --json {json_out}",
-                    lambda: evaluate_to_json(store, json_out, progress=progress),
-                    output=lambda r: str(json_out),
-                    summary=lambda r: f"{r['num_valid_queries']} valid queries, "
-                                      f"protocol {r['protocol']}")
-    results = [{"method": "HSV stripe histograms, Euclidean (hand-crafted baseline)",
-                "store": str(store), **_headline(report)}]
+    results = []
+    runs = [("HSV stripe histograms, Euclidean (hand-crafted baseline)", None, None),
+            ("HSV stripe histograms + XQDA", "xqda", "reid train xqda"),
+            ("colour-grid maps + C-DPCF (K=10, E=64, G=6)", "cdpcf", "reid fit-pooling cdpcf")]
+    for label, method, command in runs:
+        model = None
+        if method is not None:
+            model = workdir / f"synthetic_{preset}_{method}.h5"
+            _timed(steps, "train" if method == "xqda" else "fit-pooling",
+                   f"{command} --store {store} --out {model}",
+                   lambda m=method, out=model: _fit(m, store, out, progress),
+                   output=lambda _, out=model: str(out))
+        json_out = workdir / f"synthetic_{preset}_{method or 'hsv'}.json"
+        report = _timed(steps, "eval", f"reid eval --store {store}"
+                        + (f" --model {model}" if model else "") + f" --json {json_out}",
+                        lambda m=model, j=json_out: evaluate_to_json(store, j, progress, m),
+                        output=lambda r, j=json_out: str(j),
+                        summary=lambda r: f"{r['num_valid_queries']} valid queries, "
+                                          f"protocol {r['protocol']}")
+        results.append({"method": label, "store": str(store), **_headline(report)})
     return DemoResult(steps, results)
 
 
-def evaluate_to_json(store: Path, json_out: Path, progress: bool = True) -> dict[str, Any]:
-    """``reid eval --store STORE --json OUT`` from Python; returns the report."""
+def _fit(method: str, store: Path, out: Path, progress: bool) -> Path:
+    if method == "xqda":
+        from reidcli.metric.fit import fit_feature_metric_store
+        from reidcli.metric.xqda import fit_xqda_arrays
+        fit_feature_metric_store(store, out, "xqda", fit_xqda_arrays,
+                                 {"lambda": 0.001, "solver": "svd", "normalize": "center-l2"},
+                                 feature="hsv-stripes", force=True, progress=progress,
+                                 command="reid demo")
+    else:
+        from reidcli.pooling.cdpcf import PoolingConfig
+        from reidcli.pooling.fit import fit_pooling_store
+        fit_pooling_store(store, out, PoolingConfig(method=method), force=True,
+                          progress=progress, command="reid demo")
+    return out
+
+
+def evaluate_to_json(store: Path, json_out: Path, progress: bool = True,
+                     model: Path | None = None) -> dict[str, Any]:
+    """``reid eval --store STORE [--model M] --json OUT`` from Python; returns the report."""
     from reidcli.evaluation.engine import EvalOptions
     from reidcli.evaluation.report import build_report, write_json
     from reidcli.evaluation.run import StoreEvalRequest, evaluate_store
     from reidcli.provenance import make_provenance
 
-    evaluation = evaluate_store(StoreEvalRequest(store=Path(store),
+    evaluation = evaluate_store(StoreEvalRequest(store=Path(store), model=model,
                                                  options=EvalOptions(progress=progress)))
     report = build_report(evaluation.protocol, evaluation.trials, evaluation.meta,
-                          make_provenance(command=["reid", "demo"], inputs=[store]))
+                          make_provenance(command=["reid", "demo"],
+                                          inputs=[store] + ([model] if model else [])))
     write_json(json_out, report, force=True)
     return report
 

@@ -13,8 +13,11 @@ def test_demo_tiny_end_to_end(capsys, tmp_path):
     code, out, err = run_cli(capsys, "demo", "--preset", "tiny", "--root", tmp_path / "data",
                              "--out", tmp_path / "out")
     assert code == 0, err
-    for stage in ("data", "records", "extract", "eval"):
+    for stage in ("data", "records", "extract", "train", "fit-pooling", "eval"):
         assert f"│ {stage} " in out
+    for method in ("xqda", "cdpcf"):
+        other = json.loads((tmp_path / "out" / f"synthetic_tiny_{method}.json").read_text())
+        assert other["model"]["method"] == method and other["num_valid_queries"] > 0
     report = json.loads((tmp_path / "out" / "synthetic_tiny_hsv.json").read_text())
     assert report["protocol"] == "market" and report["num_valid_queries"] > 0
     cmc = np.asarray(report["cmc"])
@@ -22,6 +25,7 @@ def test_demo_tiny_end_to_end(capsys, tmp_path):
     assert f"{100 * report['mAP']:.1f}" in out
     with open_store(tmp_path / "out" / "synthetic_tiny_hsv.h5") as st:
         assert st.feature_info("hsv-stripes")["dim"] == 144
+        assert st.convmap_layers == ["color-grid"]
         assert st.provenance["inputs"][0]["listing_sha256"]
     # a second run reuses the data and replaces its own outputs
     code, out2, err = run_cli(capsys, "demo", "--preset", "tiny", "--root", tmp_path / "data",

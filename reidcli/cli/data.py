@@ -44,10 +44,10 @@ def list_() -> None:
     from reidcli.data.check import registry_rows
 
     table = Table(title="datasets (expected images / ids per split)")
-    for col in ("name", "aliases", "counts", "protocol", "license"):
+    for col in ("name", "aliases", "counts", "cams", "protocol", "license"):
         table.add_column(col, overflow="fold")
     for row in registry_rows():
-        table.add_row(*(str(row[c]) for c in ("name", "aliases", "counts", "protocol",
+        table.add_row(*(str(row[c]) for c in ("name", "aliases", "counts", "cams", "protocol",
                                               "license")))
     Console().print(table)
 

@@ -15,6 +15,7 @@ def registry_rows() -> list[dict[str, Any]]:
         i = info(name)
         counts = "; ".join(f"{split} {c[0]:,}/{c[1]:,}" for split, c in i.counts.items())
         rows.append({"name": name, "aliases": ", ".join(i.aliases), "counts": counts or "—",
+                     "cams": i.cameras or "—",
                      "protocol": i.protocol, "license": i.license})
     return rows
 

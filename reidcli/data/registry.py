@@ -36,6 +36,8 @@ class DatasetInfo:
     candidates: tuple[str, ...] = (".",)
     #: expected counts per split (datasets.md §6), e.g. {"train": (12936, 751), ...}
     counts: dict = dataclasses.field(default_factory=dict)
+    #: cameras/views, as datasets.md §6 states them (e.g. "6", "2 views", "pseudo")
+    cameras: str = ""
     options: dict = dataclasses.field(default_factory=dict)
     protocol: str = "standard"
     eval_rule: str = "market"

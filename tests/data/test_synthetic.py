@@ -354,6 +354,7 @@ def test_other_protocols_are_delegated(tiny_synthetic_root, monkeypatch):
 
     fake = types.ModuleType("reidcli.data.protocols")
     fake.apply_protocol = apply_protocol
+    fake.DERIVED, fake.DERIVED_OPTIONS = {}, {}
     monkeypatch.setitem(sys.modules, "reidcli.data.protocols", fake)
     out = registry.load("synth", _tree(tiny_synthetic_root, "tiny"), trial=3,
                         protocol="single_shot_half", num_trials=10)

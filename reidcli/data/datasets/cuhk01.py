@@ -25,6 +25,7 @@ INFO = DatasetInfo(
     tree="cuhk01/\n  campus/  PPPPNNN.png (3,884: 971 ids × 4; NNN 001-002 view A, 003-004 view B)"
          "\n  (or CUHK01.zip, extracted on first use)",
     candidates=("cuhk01", "CUHK01", "."),
+    cameras="2 views",
     counts={"train": (1940, 485), "query": (486, 486), "gallery": (486, 486)},
     options={"protocol": "single_shot", "seed": 0, "test_ids": 486, "draws": 1,
              "warca_draw": "gallery_single"},

@@ -20,6 +20,7 @@ INFO = DatasetInfo(
     tree="cuhk02/Dataset/\n  P1/ cam1/ cam2/  (971 ids)\n  P2/ (306)  P3/ (107)  P4/ (193)  "
          "P5/ (239)\n  names <id>_<...>.png, 2 per id per camera, 160×60",
     candidates=("cuhk02/Dataset", "Dataset", "cuhk02", "."),
+    cameras="10 (2 per pair)",
     counts={"train": (6308, 1577), "query": (478, 239), "gallery": (478, 239)},
     options={"protocol": "p5_test"},
     protocol="p5_test (P1-P4 train; P5 cam1 → query, cam2 → gallery)",

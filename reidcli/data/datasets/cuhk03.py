@@ -29,6 +29,7 @@ INFO = DatasetInfo(
          "  cuhk03_new_protocol_config_detected.mat  cuhk03_new_protocol_config_labeled.mat\n"
          "  images_detected/ images_labeled/   (written on first use)",
     candidates=("cuhk03", "CUHK03", "."),
+    cameras="2 views",
     counts={"train": (7365, 767), "query": (1400, 700), "gallery": (5332, 700)},
     options={"subset": "detected", "protocol": "new"},
     protocol="new (767 train / 700 test ids; subset detected by default)",

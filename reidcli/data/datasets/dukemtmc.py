@@ -16,6 +16,7 @@ INFO = DatasetInfo(
     tree="DukeMTMC-reID/\n  bounding_box_train/ (16,522 jpg)\n  bounding_box_test/ (17,661 jpg)\n"
          "  query/ (2,228 jpg)",
     candidates=("dukemtmc-reid/DukeMTMC-reID", "DukeMTMC-reID", "dukemtmc", "."),
+    cameras="8",
     counts={"train": (16522, 702), "query": (2228, 702), "gallery": (17661, 1110)},
     options={},
 )

@@ -26,6 +26,7 @@ INFO = DatasetInfo(
          "  gallery/  PPPP_C_*.jpeg (1,025 incl. 775 0000_* distractors)\n"
          "  features_and_partitions.mat  (trainIdxAll: 10 official partitions)",
     candidates=("grid/underground_reid", "underground_reid", "grid", "."),
+    cameras="2 views (8 physical)",
     counts={"train": (250, 125), "query": (125, 125), "gallery": (900, 126)},
     options={"protocol": "official_mat", "seed": 0, "expected_train_ids": 125},
     protocol="official_mat (the 10 partitions of features_and_partitions.mat; gallery keeps "

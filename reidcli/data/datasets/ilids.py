@@ -18,6 +18,7 @@ INFO = DatasetInfo(
     tree="i-LIDS_Pedestrian/Persons/  PPPPNNN.jpg (476 images, 119 ids, 2-8 each)",
     candidates=("ilids/i-LIDS_Pedestrian/Persons", "i-LIDS_Pedestrian/Persons",
                 "ilids/Persons", "Persons", "."),
+    cameras="pseudo",
     counts={"query": (60, 60), "gallery": (60, 60)},
     options={"protocol": "dg", "seed": 0, "test_ids": 60, "draws": 1,
              "warca_draw": "gallery_single"},

@@ -22,6 +22,7 @@ INFO = DatasetInfo(
          "  query/               (3,368 jpg)\n  gt_bbox/  gt_query/  readme.txt\n"
          "  images/              (optional Market-1501+500k distractors)",
     candidates=("market1501/Market-1501-v15.09.15", "Market-1501-v15.09.15", "market1501", "."),
+    cameras="6",
     counts={"train": (12936, 751), "query": (3368, 750), "gallery": (15913, 751)},
     options={"keep_junk": False, "with_500k": False},
     notes=("gallery ids include pid 0 (distractors)",),

@@ -30,6 +30,7 @@ INFO = DatasetInfo(
          "  list_train.txt list_val.txt list_query.txt list_gallery.txt  (<relpath> <label>)",
     candidates=("msmt17/MSMT17_V1", "msmt17/MSMT17_V2", "MSMT17_V1", "MSMT17_V2",
                 "MSMT17/MSMT17_V2", "msmt17", "."),
+    cameras="15",
     counts={"query": (11659, 3060), "gallery": (82161, 3060)},
     options={"version": "auto", "train_includes_val": False},
     notes=("train = list_train.txt (torchreid convention); with train_includes_val=True "

@@ -18,7 +18,7 @@ COLUMNS = ("path", "pid", "camid", "site", "scenario", "subset")
 SUBSETS = {"A": "test_a", "B": "test_b", "C": "test_c"}
 
 INFO = DatasetInfo(
-    name="person30k", title="Person30K (manifest format)",
+    name="person30k", cameras="6,497 (paper)", title="Person30K (manifest format)",
     url="no public download found (CVPR 2021 paper, see shared/papers/dmgnet_person30k.txt)",
     license="unknown; reidcli never downloads it",
     tree="person30k/\n  manifest.csv   path,pid,camid,site,scenario,subset "

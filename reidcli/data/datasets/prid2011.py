@@ -20,6 +20,7 @@ INFO = DatasetInfo(
          "  cam_b/  person_0001.png .. person_0749.png\n  (0001-0200 are seen by both)",
     candidates=("prid2011/prid_2011/single_shot", "prid_2011/single_shot",
                 "prid2011/single_shot", "single_shot", "."),
+    cameras="2",
     counts={"query": (100, 100), "gallery": (649, 649)},
     options={"protocol": "dg", "seed": 0, "test_ids": 100, "shared_ids": 200},
     protocol="dg (10 trials: 100 of the 200 shared persons; gallery adds cam_b persons "

@@ -19,6 +19,7 @@ INFO = DatasetInfo(
     tree="PRID450S/\n  cam_a/  img_0001.png .. img_0450.png (+ mask files, ignored)\n"
          "  cam_b/  img_0001.png .. img_0450.png",
     candidates=("prid450s", "PRID450S", "prid450s/PRID450S", "."),
+    cameras="2",
     counts={"train": (450, 225), "query": (225, 225), "gallery": (225, 225)},
     options={"protocol": "half", "seed": 0, "test_ids": 225, "draws": 1,
              "warca_draw": "gallery_single"},

@@ -21,6 +21,7 @@ INFO = DatasetInfo(
     tree="RegDB/\n  Visible/<pid>/*.bmp   Thermal/<pid>/*.bmp   (412 ids × 10 + 10)\n"
          "  idx/train_visible_{1..10}.txt  train_thermal_*  test_visible_*  test_thermal_*",
     candidates=("RegDB", "regdb", "."),
+    cameras="2 (visible, thermal)",
     counts={"train": (4120, 206), "query": (2060, 206), "gallery": (2060, 206)},
     options={"direction": "v2t"},
     protocol="10 trials (idx files 1..10); v2t: visible queries, thermal gallery",

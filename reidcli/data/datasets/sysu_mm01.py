@@ -31,6 +31,7 @@ INFO = DatasetInfo(
     tree="SYSU-MM01/\n  cam1/ .. cam6/   PPPP/NNNN.jpg  (cams 3, 6 infrared)\n"
          "  exp/ available_id.txt train_id.txt val_id.txt test_id.txt  (one comma line)",
     candidates=("SYSU-MM01", "sysu-mm01", "SYSU-MM01/ori_data", "sysu_mm01", "."),
+    cameras="6 (2 IR)",
     counts={"train": (34167, 395), "query": (3803, 96), "gallery": (301, 96)},
     options={"mode": "all", "shots": 1, "train_includes_val": True, "seed": 0},
     protocol="all-search single-shot, 10 seeded gallery samplings",

@@ -23,6 +23,7 @@ INFO = DatasetInfo(
     license="research use (terms on the project page); reidcli never downloads it",
     tree="VIPeR/\n  cam_a/  NNN_A.bmp (632, 48×128)\n  cam_b/  NNN_A.bmp (632)",
     candidates=("viper/VIPeR", "VIPeR", "VIPeR.v1.0", "viper", "."),
+    cameras="2",
     counts={"train": (632, 316), "query": (316, 316), "gallery": (316, 316)},
     options={"protocol": "half", "probe_cam": "a", "seed": 0, "test_ids": 316, "draws": 1,
              "warca_draw": "gallery_single"},
