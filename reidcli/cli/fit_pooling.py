@@ -52,6 +52,9 @@ def _make(method: str):
         repeats: int = typer.Option(5, "--repeats", help="Subsets per trial with --train-ids."),
         seed: int = typer.Option(0, "--seed", help="Seed of R and of the id subsets."),
         chunk: int = typer.Option(256, "--chunk", help="Images per block of conv maps read."),
+        average_images: bool = typer.Option(True, "--average-images/--no-average-images",
+                                            help="Keep each camera's mean training image "
+                                            "(for reid plot weight-maps, Fig. 5)."),
         force: bool = typer.Option(False, "--force", help="Overwrite --out."),
         quiet: bool = typer.Option(False, "--quiet", help="No summary on the terminal."),
     ) -> None:
@@ -68,7 +71,8 @@ def _make(method: str):
         summary = fit_pooling_store(store, out, config, layers=_split_layers(layers),
                                     trials=trials, train_ids_limit=train_ids, repeats=repeats,
                                     force=force, progress=ENABLED and not quiet,
-                                    command=invoked_command())
+                                    command=invoked_command(),
+                                    with_average_images=average_images)
         if not quiet:
             typer.echo(f"wrote {summary.path}: {method} on {', '.join(summary.layers)}; "
                        f"{len(summary.trials)} trial(s), cameras "

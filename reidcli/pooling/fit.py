@@ -73,14 +73,45 @@ def fit_trial(store, rows: np.ndarray, layers: list[str], config: PoolingConfig,
             for layer in layers}
 
 
+def average_images(paths: list[str], cam_index: np.ndarray, num_cameras: int,
+                   size: tuple[int, int] = (128, 64), per_camera: int = 500,
+                   seed: int = 0) -> np.ndarray | None:
+    """Mean RGB image of each camera's training images (C-DPCF Fig. 5), uint8 [C, H, W, 3].
+
+    At most ``per_camera`` images per camera (seeded choice); None when the images cannot be
+    read (e.g. a store imported without image paths).
+    """
+    from reidcli.errors import InputFileError
+    from reidcli.features.extract import read_image_batch
+
+    rng = np.random.Generator(np.random.PCG64([seed, 5]))
+    out = np.zeros((num_cameras, *size, 3))
+    for c in range(num_cameras):
+        idx = np.flatnonzero(cam_index == c)
+        if len(idx) > per_camera:
+            idx = np.sort(rng.choice(idx, per_camera, replace=False))
+        try:
+            for start in range(0, len(idx), 256):
+                batch = read_image_batch([paths[i] for i in idx[start:start + 256]], size)
+                out[c] += batch.sum(0)
+        except InputFileError:
+            return None
+        out[c] /= max(len(idx), 1)
+    return np.round(out).astype(np.uint8)
+
+
 def fit_pooling_store(store_path: str | Path, out: str | Path, config: PoolingConfig, *,
                       layers: list[str] | None = None, trials: str | None = "all",
                       train_ids_limit: int | None = None, repeats: int = 5,
                       force: bool = False, progress: bool | None = None,
-                      command: str | None = None) -> PoolingFitSummary:
+                      command: str | None = None,
+                      with_average_images: bool = True) -> PoolingFitSummary:
     """Fit ``config.method`` on every chosen trial of a conv-map store; write ``out``.
 
-    ``layers`` default to every conv-map layer of the store. Returns a summary.
+    ``layers`` default to every conv-map layer of the store. With ``with_average_images``
+    each trial also keeps the mean image of every camera's training images
+    (``trial_<k>/average_images`` uint8 [C, 128, 64, 3], for the Fig. 5 plot). Returns a
+    summary.
     """
     from reidcli.features.layout import parse_trials
     from reidcli.io import check_output
@@ -107,7 +138,8 @@ def fit_pooling_store(store_path: str | Path, out: str | Path, config: PoolingCo
             if len(rows) == 0:
                 raise UsageError(f"trial {k} of store {store_path} has no training rows",
                                  "write train rows or a protocol with train_idx into the store")
-            cameras.update(np.unique(cams_all[rows]).tolist())
+            trial_cams, cam_index = np.unique(cams_all[rows], return_inverse=True)
+            cameras.update(trial_cams.tolist())
             sizes.append(int(len(rows)))
             if train_ids_limit is None:
                 fits[k] = fit_trial(st, rows, layers, config, k)
@@ -116,6 +148,12 @@ def fit_pooling_store(store_path: str | Path, out: str | Path, config: PoolingCo
                     st, reduced_id_rows(rows, pids_all[rows], train_ids_limit, k, r,
                                         config.seed), layers, config, k)
                     for r in range(repeats)}
+            if with_average_images and train_ids_limit is None:
+                images = average_images(records["path"].to_numpy()[rows].tolist(), cam_index,
+                                        len(trial_cams), seed=config.seed)
+                if images is not None:
+                    fits[k]["average_images"] = images
+                    fits[k]["average_image_camids"] = trial_cams
         hyper = config.hyperparameters(layers, np.array(sorted(cameras)))
         hyper.update({"train_ids_limit": train_ids_limit,
                       "repeats": repeats if train_ids_limit is not None else 1,

@@ -94,3 +94,28 @@ def test_user_errors(capsys, tmp_path, toy_store):
     code, _, err = run_cli(capsys, "fit-pooling", "cdpcf", "--store", toy_store, "--out",
                            tmp_path / "z.h5", "--grid", "6by1")
     assert code == 2 and "--grid" in err and "Traceback" not in err
+
+
+def test_average_images_per_camera(tmp_path):
+    """Fig. 5 data: the mean training image of each camera is kept in the fitted file."""
+    from reidcli.data.synthetic import generate
+    from reidcli.features.extract import extract_handcrafted_store, read_image_batch
+    from reidcli.features.layout import dataset_layout
+    root = tmp_path / "data"
+    generate(root, "tiny", progress=False)
+    layout = dataset_layout("synthetic", root, name="tiny", progress=False)
+    store = extract_handcrafted_store(layout, tmp_path / "s.h5", [], maps=["color-grid"],
+                                      progress=False)
+    out = fit_pooling_store(store, tmp_path / "m.h5", PoolingConfig(K=2, E=16),
+                            progress=False).path
+    with h5py.File(out) as h5:
+        images = h5["trial_0/average_images"][()]
+        cams = h5["trial_0/average_image_camids"][()]
+    train = layout.records[layout.records["split"] == "train"]
+    train = train[train["pid"] > 0]
+    assert images.shape == (len(cams), 128, 64, 3) and images.dtype == np.uint8
+    first = train[train["camid"] == cams[0]]["path"].tolist()
+    want = read_image_batch(first, (128, 64)).mean(0)
+    np.testing.assert_allclose(images[0], want, atol=0.51)
+    model = fitted.load(out).for_trial(0)          # extra arrays do not disturb the model
+    assert model.layers == ["color-grid"]
