@@ -22,7 +22,7 @@ from reidcli.pooling.cdpcf import PoolingConfig, learn_weight_maps
 from reidcli.pooling.projection import project_maps, random_orthonormal_projection
 from reidcli.pooling.geometry import area_positions, position_areas
 from reidcli.pooling.pooled import flat_maps
-from reidcli.pooling.weight_maps import cross_camera_pair_covariances
+from reidcli.pooling.weight_maps import camera_block_covariances
 
 LAYERS = {"conv2_x": 256, "conv3_x": 512, "conv4_x": 1024, "conv5_x": 2048}
 PAPER = {"DPCF": 43.6, "DPCF (w/o R)": 1163.9, "C-DPCF": 49.0, "C-DPCF (w/o R)": 1684.4}
@@ -63,7 +63,7 @@ def pair_enumeration_reference(persons: int = 20) -> tuple[float, float, float]:
     proj = random_orthonormal_projection(6 * 256, 64, 0, 0)
     q = project_maps(flat_maps(maps), proj, area_positions(areas))
     start = time.perf_counter()
-    fast = cross_camera_pair_covariances(q, pids, camids, camera_specific=True)
+    fast = camera_block_covariances(q, pids, camids, camera_specific=True)
     t_fast = time.perf_counter() - start
     start = time.perf_counter()
     s = q.shape[2]

@@ -55,10 +55,6 @@ def _labels(pids, camids, weights, context: str):
         raise UsageError(f"{context}: pids and camids must be 1-D arrays of equal length "
                          f"(got shapes {pids.shape} and {camids.shape})",
                          "pass one person id and one camera id per image")
-    for name, arr in (("pids", pids), ("camids", camids)):
-        if arr.size and not (np.issubdtype(arr.dtype, np.integer)
-                             or np.all(np.mod(arr.astype(np.float64), 1) == 0)):
-            raise UsageError(f"{context}: {name} must be integers", f"pass integer {name}")
     if weights is not None:
         weights = np.asarray(weights, dtype=np.float64)
         if weights.shape != pids.shape:
@@ -67,7 +63,7 @@ def _labels(pids, camids, weights, context: str):
         if not np.all(np.isfinite(weights)) or (weights < 0).any():
             raise UsageError(f"{context}: weights must be finite and ≥ 0",
                              "fix the image weights")
-    return pids.astype(np.int64), camids.astype(np.int64), weights
+    return pids, camids, weights
 
 
 class PairCovarianceAccumulator:
@@ -133,8 +129,13 @@ class PairCovarianceAccumulator:
 
     # -- backend helpers ---------------------------------------------------------------------
     def _array(self, x):
+        """numpy float64, or a torch float64 tensor on the device (accepts either input)."""
         if self._torch is None:
+            if hasattr(x, "detach"):                       # a torch tensor
+                x = x.detach().cpu().numpy()
             return np.asarray(x, dtype=np.float64)
+        if isinstance(x, self._torch.Tensor):
+            return x.to(device=self._device, dtype=self._torch.float64)
         return self._torch.as_tensor(np.asarray(x), dtype=self._torch.float64,
                                      device=self._device)
 
@@ -313,7 +314,8 @@ def cross_camera_pair_covariances(Q, pids, camids, *, weights=None, device=None,
                                   context: str = "training set") -> PairCovariances:
     """Σ_S, Σ_D [T, T] over ordered cross-camera pairs of Q [N, E, T] (cdpcf.md §3.3).
 
-    ``pids``, ``camids``: int [N]; ``weights``: optional float [N] ≥ 0 (pair weight w_i·w_j).
+    ``pids``, ``camids``: [N] labels (any sortable dtype, usually int); ``weights``: optional
+    float [N] ≥ 0 (pair weight w_i·w_j).
     E = 1 and T = d gives XQDA's Σ_I, Σ_E (§4.2). ``device`` runs the products in torch
     float64 on that device; ``chunk`` bounds the images per Ψ block. Raises
     :class:`~reidcli.errors.UsageError` naming ``context`` when there are no same-person or

@@ -31,18 +31,69 @@ PREPROCESSING = ("center-l2", "l2", "none")
 SPAN_TOL = 1e-10
 
 
-def span_basis(x: np.ndarray, tol: float = SPAN_TOL) -> np.ndarray:
-    """Orthonormal basis B [d, N'] of the row span of x [N, d] (cdpcf.md §4.1).
+def _torch(device):
+    import torch
+    return torch, torch.device(device)
 
-    Gram eigendecomposition x x^T = U Λ U^T, keep λ > tol·max λ, B = x^T U Λ^{-1/2}.
-    """
-    gram = x @ x.T
-    values, vectors = scipy.linalg.eigh(0.5 * (gram + gram.T))
+
+def _span_eig(x: np.ndarray, tol: float, device=None) -> tuple[np.ndarray, np.ndarray]:
+    """Kept eigenpairs (Λ_k [N′], U_k [N, N′]) of the Gram x x^T (eigenvalues > tol·max)."""
+    if device is None:
+        gram = x @ x.T
+        values, vectors = scipy.linalg.eigh(0.5 * (gram + gram.T))
+    else:
+        torch, dev = _torch(device)
+        xt = torch.as_tensor(x, dtype=torch.float64, device=dev)
+        gram = xt @ xt.T
+        values, vectors = torch.linalg.eigh(0.5 * (gram + gram.T))
+        values, vectors = values.cpu().numpy(), vectors.cpu().numpy()
     top = float(values.max()) if len(values) else 0.0
     keep = values > tol * top
     if top <= 0 or not keep.any():
         raise UsageError("XQDA training features are all zero", "check the features")
-    return (x.T @ vectors[:, keep]) / np.sqrt(values[keep])[None, :]
+    return values[keep], vectors[:, keep]
+
+
+def _subspace(sigma_i: np.ndarray, sigma_e: np.ndarray, solver: str,
+              device=None) -> tuple[np.ndarray, np.ndarray]:
+    """(values descending [m], vectors [m, m]) of the XQDA subspace problem (§4.4)."""
+    if device is None:
+        if solver == "svd":                      # release: left singular vectors of Σ_I′⁻¹ Σ_E
+            u, values, _ = scipy.linalg.svd(np.linalg.solve(sigma_i, sigma_e))
+            return values, u
+        values, u = scipy.linalg.eigh(sigma_e, sigma_i)    # paper: Σ_E v = λ Σ_I′ v
+        return values[::-1], u[:, ::-1]
+    torch, dev = _torch(device)
+    si = torch.as_tensor(sigma_i, dtype=torch.float64, device=dev)
+    se = torch.as_tensor(sigma_e, dtype=torch.float64, device=dev)
+    if solver == "svd":
+        u, values, _ = torch.linalg.svd(torch.linalg.solve(si, se))
+        return values.cpu().numpy(), u.cpu().numpy()
+    low, info = torch.linalg.cholesky_ex(si)   # Σ_I′ = L L^T; C = L⁻¹ Σ_E L⁻ᵀ; v = L⁻ᵀ y
+    if int(info) != 0:
+        raise np.linalg.LinAlgError("Σ_I′ is not positive definite")
+    half = torch.linalg.solve_triangular(low, se, upper=False)
+    c = torch.linalg.solve_triangular(low, half.T, upper=False)
+    values, y = torch.linalg.eigh(0.5 * (c + c.T))
+    v = torch.linalg.solve_triangular(low.T, y, upper=True)
+    return values.flip(0).cpu().numpy(), v.flip(1).cpu().numpy()
+
+
+def _times(a: np.ndarray, b: np.ndarray, device=None) -> np.ndarray:
+    if device is None:
+        return a @ b
+    torch, dev = _torch(device)
+    return (torch.as_tensor(a, dtype=torch.float64, device=dev)
+            @ torch.as_tensor(b, dtype=torch.float64, device=dev)).cpu().numpy()
+
+
+def span_basis(x: np.ndarray, tol: float = SPAN_TOL) -> np.ndarray:
+    """Orthonormal basis B [d, N′] of the row span of x [N, d] (cdpcf.md §4.1).
+
+    Gram eigendecomposition x x^T = U Λ U^T, keep λ > tol·max λ, B = x^T U Λ^{-1/2}.
+    """
+    values, vectors = _span_eig(x, tol)
+    return (x.T @ vectors) / np.sqrt(values)[None, :]
 
 
 def quadratic_distances(uq: np.ndarray, ug: np.ndarray, metric: np.ndarray) -> np.ndarray:
@@ -63,7 +114,8 @@ def _check_labels(n: int, pids, camids, what: str) -> tuple[np.ndarray, np.ndarr
                          f"of shape {camids.shape}", "pass one person id and one camera id per row")
     if len(np.unique(camids)) < 2:
         raise UsageError(f"{what} has images of {len(np.unique(camids))} camera(s); XQDA "
-                         "learns from cross-camera pairs", "train on images of at least two cameras")
+                         "learns from cross-camera pairs",
+                         "train on images of at least two cameras")
     return pids, camids
 
 
@@ -80,10 +132,12 @@ class XQDA:
     * ``rank_`` r = #values > 1, at least 1, at most ``max_dims``.
 
     ``distance(Xq [q, d], Xg [g, d]) -> [q, g]`` is (W^T x − W^T z)^T M (W^T x − W^T z).
-    Rows of X are used as given (normalise them before, cdpcf.md §3.6).
+    Rows of X are used as given (normalise them before, cdpcf.md §3.6). ``device`` (e.g.
+    ``"cuda"``) runs the Gram, covariances and the eigen/SVD step in torch float64 there.
     """
 
-    def __init__(self, lam: float = 0.001, solver: str = "svd", max_dims: int | None = None):
+    def __init__(self, lam: float = 0.001, solver: str = "svd", max_dims: int | None = None,
+                 device: str | None = None):
         if solver not in SOLVERS:
             raise UsageError(f"--xqda-solver {solver!r} is unknown",
                              f"choose one of {', '.join(SOLVERS)}")
@@ -97,6 +151,7 @@ class XQDA:
         self.lam = float(lam)
         self.solver = solver
         self.max_dims = None if max_dims is None else int(max_dims)
+        self.device = device
 
     def fit(self, X: np.ndarray, pids: np.ndarray, camids: np.ndarray) -> "XQDA":
         """Learn W and M from X [N, d] float, pids [N] int, camids [N] int. Returns self."""
@@ -108,19 +163,20 @@ class XQDA:
         if not np.isfinite(x).all():
             raise UsageError("XQDA training features hold NaN or Inf", "fix the features")
         n, d = x.shape
-        basis = span_basis(x) if d > n else None                          # §4.1 span reduction
-        xr = x if basis is None else x @ basis                            # X_r = X B  [N, N′]
-        cov = cross_camera_pair_covariances(xr[:, None, :], pids, camids,
+        back = None
+        if d > n:                                # §4.1 span reduction, B = X^T U Λ^{-1/2}
+            lam_k, u_k = _span_eig(x, SPAN_TOL, self.device)
+            xr = u_k * np.sqrt(lam_k)[None, :]                            # X_r = X B = U Λ^{1/2}
+            back = u_k / np.sqrt(lam_k)[None, :]                          # B = X^T U Λ^{-1/2}
+        else:
+            xr = x
+        cov = cross_camera_pair_covariances(xr[:, None, :], pids, camids, device=self.device,
                                             context="XQDA training set")  # §4.2 Σ_I, Σ_E
         dim = xr.shape[1]
         sigma_i = cov.sigma_same + self.lam * np.eye(dim)                 # §4.3 Σ_I′ = Σ_I + λI
         sigma_e = cov.sigma_diff
-        try:
-            if self.solver == "svd":             # §4.4 release: svd(Σ_I′⁻¹ Σ_E), descending
-                u, values, _ = scipy.linalg.svd(np.linalg.solve(sigma_i, sigma_e))
-            else:                                # §4.4 paper: Σ_E v = λ Σ_I′ v, descending
-                values, u = scipy.linalg.eigh(sigma_e, sigma_i)
-                values, u = values[::-1], u[:, ::-1]
+        try:                       # §4.4 svd(Σ_I′⁻¹ Σ_E) | eigh(Σ_E, Σ_I′), descending
+            values, u = _subspace(sigma_i, sigma_e, self.solver, self.device)
         except (np.linalg.LinAlgError, scipy.linalg.LinAlgError) as exc:
             raise UsageError(f"XQDA: the regularised same-person covariance Σ_I + λI is "
                              f"singular (λ = {self.lam:g}; {exc})",
@@ -141,7 +197,8 @@ class XQDA:
                              "subspace", "check that the training features vary across "
                              "persons") from None
         self.metric_ = 0.5 * (metric + metric.T)
-        self.projection_ = np.ascontiguousarray(v if basis is None else basis @ v)  # W = B V
+        w = v if back is None else _times(x.T, back @ v, self.device)      # W = B V  [d, r]
+        self.projection_ = np.ascontiguousarray(w)
         self.eigenvalues_ = np.asarray(values, dtype=np.float64).copy()
         self.rank_ = rank
         self.n_features_in_ = d

@@ -167,12 +167,13 @@ def top_eigenvectors(scatter: PairScatter, k: int, context: str = "") -> tuple[
     return np.ascontiguousarray(vectors), values.copy()
 
 
-def cross_camera_pair_covariances(q: np.ndarray, pids: np.ndarray, camids: np.ndarray, *,
+def camera_block_covariances(q: np.ndarray, pids: np.ndarray, camids: np.ndarray, *,
                                   camera_specific: bool = False) -> PairScatter:
-    """Σ_S, Σ_D of in-memory projections q [N, E, S] (cdpcf.md §3.3) in one call.
+    """Σ_S, Σ_D of in-memory projections q [N, E, S] in one call (the streaming
+    :class:`CrossCameraScatter`; the general dense form for any Q is
+    :func:`reidcli.metric.pair_covariances.cross_camera_pair_covariances`).
 
     ``camera_specific`` places q_i in column block c_i (C-DPCF, T = C·S); else T = S.
-    With E = 1 and S = d this gives XQDA's Σ_I and Σ_E (§4.2).
     """
     q = np.asarray(q, dtype=np.float64)
     scatter = CrossCameraScatter(pids, camids, q.shape[2], camera_specific=camera_specific)

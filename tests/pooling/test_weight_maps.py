@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from reidcli.errors import UsageError
-from reidcli.pooling.weight_maps import (CrossCameraScatter, cross_camera_pair_covariances,
+from reidcli.pooling.weight_maps import (CrossCameraScatter, camera_block_covariances,
                                          top_eigenvectors)
 
 
@@ -39,7 +39,7 @@ def test_closed_form_equals_pair_enumeration(camera_specific):
     pids = np.array([1, 1, 1, 2, 2, 3, 3, 3, 3, 4, 5, 5, 6, 6, 6, 7])
     camids = np.array([0, 1, 2, 0, 0, 1, 2, 2, 0, 1, 0, 2, 1, 1, 0, 2])
     q = rng.standard_normal((len(pids), 3, 5))
-    cov = cross_camera_pair_covariances(q, pids, camids, camera_specific=camera_specific)
+    cov = camera_block_covariances(q, pids, camids, camera_specific=camera_specific)
     same, diff, n_same, n_diff = _brute_force(q, pids, camids, camera_specific)
     assert (cov.n_same, cov.n_diff) == (n_same, n_diff)
     np.testing.assert_allclose(cov.sigma_same, same, rtol=1e-10, atol=1e-12)
@@ -51,7 +51,7 @@ def test_streaming_in_any_chunk_order_matches_one_shot():
     pids = rng.integers(1, 8, 40)
     camids = rng.integers(0, 3, 40)
     q = rng.standard_normal((40, 2, 6))
-    whole = cross_camera_pair_covariances(q, pids, camids, camera_specific=True)
+    whole = camera_block_covariances(q, pids, camids, camera_specific=True)
     acc = CrossCameraScatter(pids, camids, 6, camera_specific=True)
     order = rng.permutation(40)
     for part in np.array_split(order, 5):
@@ -73,7 +73,7 @@ def test_balanced_two_camera_structure():
     pids = np.repeat(np.arange(persons), 2)
     camids = np.tile([0, 1], persons)
     q = rng.standard_normal((2 * persons, 4, s))
-    cov = cross_camera_pair_covariances(q, pids, camids, camera_specific=True)
+    cov = camera_block_covariances(q, pids, camids, camera_specific=True)
     diff = cov.sigma_diff - cov.sigma_same
     scale = np.abs(diff).max()
     assert np.abs(diff[:s, :s]).max() <= 1e-12 * scale
@@ -96,7 +96,7 @@ def test_offsets_cancel_only_for_balanced_data():
     q = rng.standard_normal((2 * persons, 3, s))
 
     def gap(qq, p=pids, c=camids):
-        cov = cross_camera_pair_covariances(qq, p, c, camera_specific=False)
+        cov = camera_block_covariances(qq, p, c, camera_specific=False)
         return cov.sigma_diff - cov.sigma_same
 
     base = gap(q)
@@ -116,7 +116,7 @@ def test_errors_name_the_problem():
         CrossCameraScatter(np.array([1, 2, 3]), np.array([0, 1, 0]), 4)
     with pytest.raises(UsageError, match="no different-person"):
         CrossCameraScatter(np.array([1, 1]), np.array([0, 1]), 4)
-    cov = cross_camera_pair_covariances(np.ones((4, 1, 3)), np.array([1, 1, 2, 2]),
+    cov = camera_block_covariances(np.ones((4, 1, 3)), np.array([1, 1, 2, 2]),
                                         np.array([0, 1, 0, 1]))
     with pytest.raises(UsageError, match="--K 4 is out of range"):
         top_eigenvectors(cov, 4)
