@@ -1,174 +1,326 @@
-"""Batch samplers for re-id training (yield lists of dataset indices).
+"""Batch samplers for re-id training: each yields lists of dataset indices (pass them to a
+DataLoader as ``batch_sampler``, e.g. through :func:`reidcli.data.image_dataset.make_loader`).
 
-* :class:`PKSampler` — P identities × K images (BoT/PCB triplet batches), DDP-aware.
-* :class:`CrossModalitySampler` — P identities × (K visible + K infrared) (DG-VAE, dgvae.md §3.1).
-* :class:`CameraSplitSampler` — DMG-Net's per-epoch camera split into support/query cameras
-  and paired batches of the same P identities (dmgnet.md §3.2–3.3).
+* :class:`PKSampler` — P identities × K images (BoT triplet batches; dmgnet.md §7 ``bot``).
+* :class:`CrossModalitySampler` — P identities × (K visible + K infrared) (dgvae.md "Sampler").
+* :class:`CameraSplitSampler` — DMG-Net's support/query camera split and paired batches of
+  the same P identities (dmgnet.md §3.2–3.3).
 
-All randomness comes from ``Generator(PCG64([seed, epoch, ...]))``: the same seed and epoch
-give the same batches; call ``set_epoch`` once per epoch.
+Randomness: one ``numpy.random.Generator(PCG64(SeedSequence([seed, epoch, tag])))`` per
+epoch, so the same (seed, epoch) always gives the same batches, whatever happened before;
+call ``set_epoch(e)`` at the start of every epoch (as with torch's DistributedSampler).
+
+Distributed training: every rank builds the same list of the epoch's batches and takes every
+``num_replicas``-th one starting at ``rank``, after trimming the list to a multiple of
+``num_replicas`` — ranks get disjoint batches and the same number of them.
+``num_replicas``/``rank`` default to ``torch.distributed``'s when it is initialised, else 1/0.
+
+``labels`` are training labels (one int per dataset row, e.g. ``ImageRecordDataset.labels``
+from ``labels="encode"``): a bare pid is not a global identity across datasets/domains.
 """
 from __future__ import annotations
+
+import sys
+import warnings
+from typing import Iterator
 
 import numpy as np
 
 from reidcli.errors import UsageError
 
+_TAG_PK, _TAG_CROSS, _TAG_CAMERA = 11, 12, 13
+
 
 def _distributed(num_replicas: int | None, rank: int | None) -> tuple[int, int]:
-    if num_replicas is None or rank is None:
-        try:
-            import torch.distributed as dist
-            if dist.is_available() and dist.is_initialized():
-                return (num_replicas or dist.get_world_size(),
-                        rank if rank is not None else dist.get_rank())
-        except ImportError:  # pragma: no cover
-            pass
-    return (num_replicas or 1, rank or 0)
+    dist = sys.modules.get("torch.distributed")     # not imported → not initialised
+    if (num_replicas is None or rank is None) and dist is not None:
+        if dist.is_available() and dist.is_initialized():
+            num_replicas = dist.get_world_size() if num_replicas is None else num_replicas
+            rank = dist.get_rank() if rank is None else rank
+    num_replicas = 1 if num_replicas is None else int(num_replicas)
+    rank = 0 if rank is None else int(rank)
+    if num_replicas < 1 or not 0 <= rank < num_replicas:
+        raise UsageError(f"rank {rank} of {num_replicas} replicas is impossible",
+                         "give 0 <= rank < num_replicas")
+    return num_replicas, rank
 
 
-def _groups(labels: np.ndarray) -> dict[int, np.ndarray]:
-    labels = np.asarray(labels, dtype=np.int64)
-    order = np.argsort(labels, kind="stable")
-    uniq, starts = np.unique(labels[order], return_index=True)
-    return {int(u): order[s:e] for u, s, e in zip(uniq, starts, list(starts[1:]) + [len(order)])}
+def _check_pk(p: int, k: int) -> tuple[int, int]:
+    if int(p) < 1 or int(k) < 1:
+        raise UsageError(f"P={p}, K={k}: both must be >= 1", "e.g. P=16, K=4")
+    return int(p), int(k)
+
+
+def _groups(labels: np.ndarray, keep: np.ndarray | None = None) -> tuple[np.ndarray, list]:
+    """(sorted unique labels, [row indices of each label, ascending]) over rows in ``keep``."""
+    rows = np.arange(len(labels)) if keep is None else np.flatnonzero(keep)
+    lab = labels[rows]
+    order = np.argsort(lab, kind="stable")
+    uniq, starts = np.unique(lab[order], return_index=True)
+    return uniq, np.split(rows[order], starts[1:]) if len(uniq) else []
 
 
 def _draw(rng: np.random.Generator, pool: np.ndarray, k: int) -> np.ndarray:
-    """k items of ``pool``: without replacement when it has ≥ k, else with replacement."""
+    """``k`` items of ``pool``: without replacement when it has >= k, else with replacement."""
     return rng.choice(pool, size=k, replace=len(pool) < k)
 
 
-class PKSampler:
-    """Batches of ``p`` identities × ``k`` images (ids with < k images are sampled with
-    replacement, as BoT does). An epoch walks the shuffled identity list once, P at a time.
-    With DDP the epoch's batches are dealt round-robin to the ``num_replicas`` ranks, each
-    getting the same number.
+class _EpochBatchSampler:
+    """Shared epoch/seed/rank handling; subclasses build ``_epoch_batches(rng)``."""
+
+    _tag = 0
+
+    def __init__(self, seed: int, num_replicas: int | None, rank: int | None):
+        self.seed, self.epoch = int(seed), 0
+        self.num_replicas, self.rank = _distributed(num_replicas, rank)
+        self._cache: tuple[int, list] | None = None
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = int(epoch)
+
+    def rng(self, epoch: int | None = None, *extra: int) -> np.random.Generator:
+        """The generator of ``epoch`` (default: the current one)."""
+        epoch = self.epoch if epoch is None else int(epoch)
+        return np.random.Generator(np.random.PCG64(
+            np.random.SeedSequence([self.seed, epoch, self._tag, *extra])))
+
+    def _epoch_batches(self, rng: np.random.Generator) -> list:
+        raise NotImplementedError
+
+    def all_batches(self) -> list:
+        """Every batch of the current epoch, before the split among ranks."""
+        if self._cache is None or self._cache[0] != self.epoch:
+            self._cache = (self.epoch, self._epoch_batches(self.rng()))
+        return self._cache[1]
+
+    def _share(self) -> list:
+        batches = self.all_batches()
+        usable = len(batches) - len(batches) % self.num_replicas
+        return batches[self.rank:usable:self.num_replicas]
+
+    def __iter__(self) -> Iterator:
+        return iter(self._share())
+
+    def __len__(self) -> int:
+        return len(self.all_batches()) // self.num_replicas
+
+
+class PKSampler(_EpochBatchSampler):
+    """Batches of ``p`` distinct identities × ``k`` images each (BoT's identity sampler).
+
+    Epoch (BoT's definition, about one pass over the images): each identity's images are
+    shuffled and cut into ⌊n/k⌋ chunks of ``k`` (the < k left-over images sit out this
+    epoch); an identity with fewer than ``k`` images gives one chunk drawn with replacement.
+    While at least ``p`` identities still hold chunks, ``p`` of them are chosen uniformly at
+    random and one chunk of each forms the next batch (identity after identity, k indices
+    each); the chunks of fewer than ``p`` remaining identities are dropped. The number of
+    batches may therefore differ slightly between epochs; ``len()`` is exact for the current
+    epoch.
     """
+
+    _tag = _TAG_PK
 
     def __init__(self, labels, p: int = 16, k: int = 4, seed: int = 0,
                  num_replicas: int | None = None, rank: int | None = None):
-        self.groups = _groups(labels)
-        if p < 1 or k < 1:
-            raise UsageError(f"P={p}, K={k} must be ≥ 1", "e.g. P=16, K=4")
-        if len(self.groups) < p:
-            raise UsageError(f"{len(self.groups)} identities cannot fill batches of P={p}",
-                             "lower --batch-ids or use more training identities")
-        self.p, self.k, self.seed, self.epoch = p, k, int(seed), 0
-        self.num_replicas, self.rank = _distributed(num_replicas, rank)
+        super().__init__(seed, num_replicas, rank)
+        self.p, self.k = _check_pk(p, k)
+        self.labels = np.asarray(labels, dtype=np.int64).reshape(-1)
+        self.ids, self.groups = _groups(self.labels)
+        if len(self.ids) < self.p:
+            raise UsageError(f"{len(self.ids)} identities cannot fill batches of P={self.p}",
+                             "lower P (--batch-ids) or use more training identities")
 
-    def set_epoch(self, epoch: int) -> None:
-        self.epoch = int(epoch)
-
-    def _all_batches(self) -> list[list[int]]:
-        rng = np.random.Generator(np.random.PCG64([self.seed, self.epoch]))
-        ids = np.array(sorted(self.groups))
-        order = rng.permutation(ids)
+    def _epoch_batches(self, rng: np.random.Generator) -> list:
+        p, k = self.p, self.k
+        chunks = []                                        # per identity: [n_chunks, k]
+        for pool in self.groups:                           # loop per identity
+            if len(pool) < k:
+                chunks.append(rng.choice(pool, size=(1, k), replace=True))
+            else:
+                n = len(pool) // k
+                chunks.append(rng.permutation(pool)[:n * k].reshape(n, k))
+        left = np.array([len(c) for c in chunks])           # chunks not yet used
+        table = np.concatenate(chunks)                       # all chunks, id after id
+        nxt = np.cumsum(left) - left                         # next chunk row of each id
+        avail = np.arange(len(chunks))                       # ids with chunks: avail[:m]
+        where = np.arange(len(chunks))                       # position of each id in avail
+        m = len(chunks)
         batches = []
-        for start in range(0, len(order) - self.p + 1, self.p):
-            batch = np.concatenate([_draw(rng, self.groups[int(i)], self.k)
-                                    for i in order[start:start + self.p]])
-            batches.append(batch.tolist())
+        while m >= p:                                        # loop per batch
+            chosen = avail[rng.choice(m, size=p, replace=False)]
+            batches.append(table[nxt[chosen]].reshape(-1).tolist())
+            nxt[chosen] += 1
+            left[chosen] -= 1
+            for i in chosen[left[chosen] == 0]:              # swap-remove exhausted ids
+                j, last = where[i], avail[m - 1]
+                avail[j], where[last] = last, j
+                m -= 1
         return batches
 
-    def __iter__(self):
-        batches = self._all_batches()
-        usable = len(batches) - len(batches) % self.num_replicas
-        return iter(batches[self.rank:usable:self.num_replicas])
 
-    def __len__(self) -> int:
-        return (len(self.groups) // self.p) // self.num_replicas
+class CrossModalitySampler(_EpochBatchSampler):
+    """Batches of ``p`` identities × (``k`` visible + ``k`` infrared) images (dgvae.md
+    "Sampler", AGW's identity sampler; DG-VAE uses P = 4, K = 4 → 32 images).
 
+    Only identities with images in both modalities are drawn. Each batch picks ``p``
+    distinct identities uniformly (independently of the other batches), then ``k`` visible
+    and ``k`` infrared images of each, without replacement when the identity has >= k in
+    that modality and with replacement otherwise (the two modalities are independent draws,
+    dgvae.md A28). Layout of a batch: the ``p·k`` visible indices first (identity after
+    identity, ``k`` each), then the ``p·k`` infrared ones in the same identity order, so
+    ``x[:p*k]`` is the visible half and ``x[p*k:]`` the infrared half.
 
-class CrossModalitySampler:
-    """Batches of ``p`` identities × (``k`` visible + ``k`` infrared) images; only identities
-    with images in both modalities are drawn (dgvae.md §3.1: P = 4, K = 4)."""
-
-    def __init__(self, labels, modality, p: int = 4, k: int = 4, seed: int = 0):
-        labels = np.asarray(labels, dtype=np.int64)
-        infrared = np.asarray(modality).astype(bool)
-        vis, ir = _groups(np.where(infrared, -1, labels)), _groups(np.where(infrared, labels,
-                                                                              -1))
-        self.ids = sorted(set(vis) & set(ir) - {-1})
-        if len(self.ids) < p:
-            raise UsageError(f"{len(self.ids)} identities have both visible and infrared "
-                             f"images; P={p} needs more", "lower P or check the modalities")
-        self.vis, self.ir = vis, ir
-        self.p, self.k, self.seed, self.epoch = p, k, int(seed), 0
-
-    def set_epoch(self, epoch: int) -> None:
-        self.epoch = int(epoch)
-
-    def __iter__(self):
-        rng = np.random.Generator(np.random.PCG64([self.seed, self.epoch, 1]))
-        order = rng.permutation(np.array(self.ids))
-        for start in range(0, len(order) - self.p + 1, self.p):
-            chosen = order[start:start + self.p]
-            yield np.concatenate([np.concatenate([_draw(rng, self.vis[int(i)], self.k),
-                                                  _draw(rng, self.ir[int(i)], self.k)])
-                                  for i in chosen]).tolist()
-
-    def __len__(self) -> int:
-        return len(self.ids) // self.p
-
-
-class CameraSplitSampler:
-    """DMG-Net's paired support/query batches (dmgnet.md §3.2–3.3).
-
-    Each epoch, every domain's cameras are shuffled and cut into halves ⌈C/2⌉ and ⌊C/2⌋; for
-    even domain index the larger half is the support set S, for odd the query set Q. Eligible
-    identities have images in S and in Q. Iterating yields ``(support_indices,
-    query_indices)``: the same ``p`` identities, ``k`` images each from S and from Q.
+    Epoch length: ``iterations`` batches, default ⌈max(N_visible, N_infrared) / (p·k)⌉ over
+    all rows (AGW's definition, dgvae.md A18; 1,392 on SYSU-MM01, 129 on RegDB).
+    ``modality``: per row 0/1, bool, or "visible"/"infrared".
     """
 
-    def __init__(self, labels, camids, domains=None, p: int = 16, k: int = 4, seed: int = 0,
-                 iterations: int | None = None):
-        self.labels = np.asarray(labels, dtype=np.int64)
-        self.camids = np.asarray(camids, dtype=np.int64)
-        self.domains = np.zeros(len(self.labels), np.int64) if domains is None else \
-            np.unique(np.asarray(domains), return_inverse=True)[1]
-        self.p, self.k, self.seed, self.epoch = p, k, int(seed), 0
-        self.iterations = iterations or max(1, len(self.labels) // (2 * p * k))
-        self.support_cams: set = set()
-        self.query_cams: set = set()
+    _tag = _TAG_CROSS
 
-    def set_epoch(self, epoch: int) -> None:
-        self.epoch = int(epoch)
+    def __init__(self, labels, modality, p: int = 4, k: int = 4, seed: int = 0,
+                 iterations: int | None = None, num_replicas: int | None = None,
+                 rank: int | None = None):
+        super().__init__(seed, num_replicas, rank)
+        self.p, self.k = _check_pk(p, k)
+        self.labels = np.asarray(labels, dtype=np.int64).reshape(-1)
+        modality = np.asarray(modality).reshape(-1)
+        if len(modality) != len(self.labels):
+            raise UsageError(f"{len(modality)} modality values for {len(self.labels)} labels",
+                             "give one modality per row")
+        self.infrared = (modality == "infrared") if modality.dtype.kind in "UOS" else \
+            modality.astype(bool)
+        vis_ids, vis = _groups(self.labels, ~self.infrared)
+        ir_ids, ir = _groups(self.labels, self.infrared)
+        self.ids = np.intersect1d(vis_ids, ir_ids)
+        if len(self.ids) < self.p:
+            raise UsageError(f"{len(self.ids)} identities have both visible and infrared "
+                             f"images; P={self.p} needs more", "lower P or check the modalities")
+        self.vis = [vis[i] for i in np.searchsorted(vis_ids, self.ids)]
+        self.ir = [ir[i] for i in np.searchsorted(ir_ids, self.ids)]
+        n_ir = int(self.infrared.sum())
+        n_vis = len(self.labels) - n_ir
+        self.iterations = int(iterations) if iterations else \
+            -(-max(n_vis, n_ir) // (self.p * self.k))
 
-    def split_cameras(self, rng: np.random.Generator) -> tuple[set, set]:
-        """(support, query) sets of (domain, camera) keys for this epoch."""
-        support, query = set(), set()
-        for d in np.unique(self.domains):
-            cams = rng.permutation(np.unique(self.camids[self.domains == d]))
-            big = (len(cams) + 1) // 2
-            first, second = cams[:big], cams[big:]
-            s, q = (first, second) if d % 2 == 0 else (second, first)
-            support |= {(int(d), int(c)) for c in s}
-            query |= {(int(d), int(c)) for c in q}
-        return support, query
-
-    def __iter__(self):
-        rng = np.random.Generator(np.random.PCG64([self.seed, self.epoch, 2]))
-        self.support_cams, self.query_cams = self.split_cameras(rng)
-        keys = list(zip(self.domains.tolist(), self.camids.tolist()))
-        in_s = np.array([key in self.support_cams for key in keys])
-        in_q = np.array([key in self.query_cams for key in keys])
-        s_groups, q_groups = _groups(np.where(in_s, self.labels, -1)), _groups(
-            np.where(in_q, self.labels, -1))
-        eligible = np.array(sorted(set(s_groups) & set(q_groups) - {-1}))
-        if len(eligible) < self.p:
-            raise UsageError(f"only {len(eligible)} identities have images in both the support "
-                             f"and the query cameras this epoch; P={self.p} needs more",
-                             "lower P or train on more cameras")
-        order = rng.permutation(eligible)
-        pos = 0
+    def _epoch_batches(self, rng: np.random.Generator) -> list:
+        batches = []
         for _ in range(self.iterations):
+            chosen = rng.choice(len(self.ids), size=self.p, replace=False)
+            vis = [_draw(rng, self.vis[i], self.k) for i in chosen]
+            ir = [_draw(rng, self.ir[i], self.k) for i in chosen]
+            batches.append(np.concatenate(vis + ir).tolist())
+        return batches
+
+
+class CameraSplitSampler(_EpochBatchSampler):
+    """DMG-Net's paired support/query batches (dmgnet.md §3.2 camera split, §3.3 sampler).
+
+    **Camera split** (once per epoch by default [D10]; ``resplit="iter"`` redraws it before
+    every batch): domains are indexed over their sorted names (``dom`` of §1.1); for every
+    domain d with camera set C_d, C_d is shuffled and cut into a first half of ⌈|C_d|/2⌉
+    and a second of ⌊|C_d|/2⌋ cameras; for even d the larger (first) half is the support
+    set S, for odd d it is the query set Q. A domain with a single camera goes wholly to S
+    (and a warning says it gives no eligible identity). S ∩ Q = ∅, S ∪ Q = all cameras.
+
+    **Pairs**: eligible identities have ≥ 1 image in S and ≥ 1 in Q (fewer than ``p`` →
+    :class:`UsageError`). The eligible ids are shuffled and taken ``p`` at a time
+    (reshuffled when fewer than ``p`` remain), pooled over all domains (not balanced per
+    domain, [D28]). For each chosen id, ``k`` support images are drawn from its S images and
+    ``k`` query images from its Q images, without replacement when it has >= k there, else
+    with replacement [D29]. Each step yields ``(support_indices, query_indices)``, each
+    ``p·k`` long with the same identities in the same order (``k`` per id); with
+    ``flat=True`` it yields ``support + query`` as one list (usable as a DataLoader
+    ``batch_sampler``: the first ``p·k`` items are the support set).
+
+    Steps per epoch: ``iterations``, default ⌊N_images / (2·p·k)⌋ (at least 1) [D11].
+    ``camids`` are per-dataset camera indices; ``domains`` (one name or int per row,
+    default: one domain) make them global as (domain, camid).
+    """
+
+    _tag = _TAG_CAMERA
+
+    def __init__(self, labels, camids, domains=None, p: int = 16, k: int = 4, seed: int = 0,
+                 iterations: int | None = None, resplit: str = "epoch", flat: bool = False,
+                 num_replicas: int | None = None, rank: int | None = None):
+        super().__init__(seed, num_replicas, rank)
+        self.p, self.k = _check_pk(p, k)
+        if resplit not in ("epoch", "iter"):
+            raise UsageError(f"resplit={resplit!r} is unknown", "use epoch or iter")
+        self.resplit, self.flat = resplit, bool(flat)
+        self.labels = np.asarray(labels, dtype=np.int64).reshape(-1)
+        camids = np.asarray(camids, dtype=np.int64).reshape(-1)
+        n = len(self.labels)
+        if len(camids) != n or (domains is not None and len(domains) != n):
+            raise UsageError("labels, camids and domains differ in length",
+                             "give one value per dataset row")
+        if domains is None:
+            self.domain_names = np.array([0])
+            dom = np.zeros(n, np.int64)
+        else:
+            self.domain_names, dom = np.unique(np.asarray(domains), return_inverse=True)
+        # global camera index over sorted unique (domain, camid) pairs (dmgnet.md §1.1 ``cam``)
+        pairs, self.cam = np.unique(np.stack([dom, camids], axis=1), axis=0,
+                                    return_inverse=True)
+        self.cam = self.cam.reshape(-1)
+        self.cam_domain, self.cam_camid = pairs[:, 0], pairs[:, 1]
+        self.iterations = int(iterations) if iterations else max(1, n // (2 * self.p * self.k))
+        lonely = [str(self.domain_names[d]) for d in np.unique(self.cam_domain)
+                  if (self.cam_domain == d).sum() == 1]
+        if lonely:
+            warnings.warn(f"domain(s) {', '.join(lonely)} have a single camera: it goes to the "
+                          "support set and gives no eligible identity", stacklevel=2)
+
+    def _split_sides(self, rng: np.random.Generator) -> np.ndarray:
+        """Per global camera: True = support (S), False = query (Q)."""
+        support = np.zeros(len(self.cam_domain), dtype=bool)
+        for d in np.unique(self.cam_domain):                # loop per domain
+            cams = rng.permutation(np.flatnonzero(self.cam_domain == d))
+            big = (len(cams) + 1) // 2
+            if len(cams) == 1 or d % 2 == 0:
+                support[cams[:big]] = True
+            else:
+                support[cams[big:]] = True
+        return support
+
+    def camera_split(self, epoch: int | None = None, step: int = 0
+                     ) -> tuple[list[tuple], list[tuple]]:
+        """(support, query) cameras of ``epoch`` (default: current; ``step`` matters only
+        with ``resplit="iter"``) as sorted lists of (domain name, camid)."""
+        support = self._split_sides(self._split_rng(epoch, step))
+        keys = [(self.domain_names[d].item(), int(c))
+                for d, c in zip(self.cam_domain, self.cam_camid)]
+        return ([keys[i] for i in np.flatnonzero(support)],
+                [keys[i] for i in np.flatnonzero(~support)])
+
+    def _split_rng(self, epoch: int | None, step: int) -> np.random.Generator:
+        return self.rng(epoch, 1, step if self.resplit == "iter" else 0)
+
+    def _eligible(self, support_cams: np.ndarray):
+        in_s = support_cams[self.cam]
+        s_ids, s_groups = _groups(self.labels, in_s)
+        q_ids, q_groups = _groups(self.labels, ~in_s)
+        ids = np.intersect1d(s_ids, q_ids)
+        if len(ids) < self.p:
+            raise UsageError(f"only {len(ids)} identities have images in both the support "
+                             f"and the query cameras (epoch {self.epoch}); P={self.p} needs "
+                             "more", "lower P or train on more cameras/identities")
+        return (ids, [s_groups[i] for i in np.searchsorted(s_ids, ids)],
+                [q_groups[i] for i in np.searchsorted(q_ids, ids)])
+
+    def _epoch_batches(self, rng: np.random.Generator) -> list:
+        batches = []
+        eligible = None
+        order, pos = np.empty(0, np.int64), 0
+        for step in range(self.iterations):
+            if eligible is None or self.resplit == "iter":
+                eligible = self._eligible(self._split_sides(self._split_rng(None, step)))
+                order, pos = np.empty(0, np.int64), 0
+            ids, s_groups, q_groups = eligible
             if pos + self.p > len(order):
-                order, pos = rng.permutation(eligible), 0
+                order, pos = rng.permutation(len(ids)), 0
             chosen = order[pos:pos + self.p]
             pos += self.p
-            yield (np.concatenate([_draw(rng, s_groups[int(i)], self.k) for i in chosen]).tolist(),
-                   np.concatenate([_draw(rng, q_groups[int(i)], self.k) for i in chosen]).tolist())
-
-    def __len__(self) -> int:
-        return self.iterations
+            support = np.concatenate([_draw(rng, s_groups[i], self.k) for i in chosen]).tolist()
+            query = np.concatenate([_draw(rng, q_groups[i], self.k) for i in chosen]).tolist()
+            batches.append(support + query if self.flat else (support, query))
+        return batches
