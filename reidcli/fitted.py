@@ -40,7 +40,9 @@ _METHODS: dict[str, Callable[[dict, dict], Any]] = {}
 #: modules that register the toolkit's other methods, imported when a file names one
 METHOD_MODULES = {
     "xqda": "reidcli.metric.xqda", "kissme": "reidcli.metric.kissme",
-    "lfda": "reidcli.metric.lfda", "warca": "reidcli.metric.warca",
+    "lfda": "reidcli.metric.lfda", "klfda": "reidcli.metric.lfda",
+    "warca": "reidcli.metric.warca", "rpcca": "reidcli.metric.rpcca",
+    "pca": "reidcli.metric.pca",
     "cdpcf": "reidcli.pooling.cdpcf", "dpcf": "reidcli.pooling.cdpcf",
     "avgp": "reidcli.pooling.cdpcf", "avgp-pad": "reidcli.pooling.cdpcf",
 }
