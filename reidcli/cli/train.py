@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import List, Optional
 
 import typer
 
@@ -12,7 +12,18 @@ app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Train a network or fit a metric on a store.")
 
 #: stages still to come: a clear "not implemented yet" (exit 2)
-LATER = ("pcb", "bot", "dgvae", "dmgnet", "warca", "kissme", "lfda", "klfda", "rpcca", "pca")
+LATER = ("pcb", "bot", "dgvae", "dmgnet")
+
+#: metric learners on stored features: method → (module, one-line help)
+METRICS = {
+    "warca": ("reidcli.metric.warca", "WARCA (Jose & Fleuret 2016): linear or kernel, AON "
+              "regulariser, WARP rank weights."),
+    "kissme": ("reidcli.metric.kissme", "KISSME (Köstinger et al. 2012) after PCA."),
+    "lfda": ("reidcli.metric.lfda", "LFDA (Pedagadi et al. 2013)."),
+    "klfda": ("reidcli.metric.lfda", "Kernel LFDA (Xiong et al. 2014)."),
+    "rpcca": ("reidcli.metric.rpcca", "Regularised kernel PCCA (Xiong et al. 2014)."),
+    "pca": ("reidcli.metric.pca", "PCA projection (unsupervised reference)."),
+}
 
 
 @app.command("xqda")
@@ -53,6 +64,53 @@ def xqda(
     if not quiet:
         typer.echo(f"wrote {summary.path}: xqda on feature {summary.feature}, "
                    f"{len(summary.trials)} trial(s); {summary.seconds:.1f} s", err=True)
+
+
+def _metric_command(method: str, module_name: str, doc: str):
+    def command(
+        store: Path = typer.Option(..., "--store", help="Feature store (.h5)."),
+        out: Path = typer.Option(..., "--out", help="Fitted model file to write (.h5)."),
+        feature: Optional[str] = typer.Option(None, "--feature", help="Store feature (default: "
+                                              "the store's only or first)."),
+        dim: Optional[int] = typer.Option(None, "--dim", help="Output dimension."),
+        kernel: Optional[str] = typer.Option(None, "--kernel", help="chi2 | rbf | linear "
+                                             "(kernel methods)."),
+        lam: Optional[float] = typer.Option(None, "--lambda", help="Regulariser weight."),
+        lr: Optional[float] = typer.Option(None, "--lr", help="Learning rate."),
+        iterations: Optional[int] = typer.Option(None, "--iterations", help="Iterations."),
+        batch_size: Optional[int] = typer.Option(None, "--batch-size", help="Minibatch size."),
+        param: Optional[List[str]] = typer.Option(None, "--param", help="Any other "
+                                                  "hyperparameter key=value (repeatable)."),
+        trials: str = typer.Option("all", "--trials", help="Protocol trials: all or e.g. 0,3."),
+        seed: int = typer.Option(0, "--seed", help="Seed of the fit."),
+        force: bool = typer.Option(False, "--force", help="Overwrite --out."),
+        quiet: bool = typer.Option(False, "--quiet", help="No summary on the terminal."),
+    ) -> None:
+        from reidcli.cli.context import invoked_command
+        from reidcli.cli.data import parse_key_values
+        from reidcli.metric.fit import metric_fitter
+        from reidcli.metric.fit import fit_feature_metric_store
+        from reidcli.progress import ENABLED
+
+        given = {"dim": dim, "kernel": kernel, "lambda": lam, "lr": lr,
+                 "iterations": iterations, "batch_size": batch_size, "seed": seed}
+        hyper = {k: v for k, v in given.items() if v is not None}
+        hyper.update(parse_key_values(param, "--param"))
+        fit, resolved = metric_fitter(method, module_name, hyper)
+        summary = fit_feature_metric_store(store, out, method, fit, resolved, feature=feature,
+                                           trials=trials, seed=seed, force=force,
+                                           progress=ENABLED and not quiet,
+                                           command=invoked_command())
+        if not quiet:
+            typer.echo(f"wrote {summary.path}: {method} on feature {summary.feature}, "
+                       f"{len(summary.trials)} trial(s); {summary.seconds:.1f} s", err=True)
+
+    command.__doc__ = doc
+    return command
+
+
+for _method, (_module, _doc) in METRICS.items():
+    app.command(_method, help=_doc)(_metric_command(_method, _module, _doc))
 
 
 def _later(method: str):

@@ -22,6 +22,49 @@ from reidcli.provenance import make_provenance
 TrialFitter = Callable[[np.ndarray, np.ndarray, np.ndarray], dict]
 
 
+#: CLI option names → the hyperparameter names a module may use for them
+ALIASES = {"lambda": ("lambda", "lam", "reg", "beta"), "dim": ("dim", "dims", "n_components",
+                                                              "out_dim"),
+           "iterations": ("iterations", "max_iter", "n_iter"), "batch_size": ("batch_size",),
+           "lr": ("lr", "learning_rate"), "kernel": ("kernel",), "seed": ("seed",)}
+
+
+def metric_fitter(method: str, module_name: str, given: dict) -> tuple[TrialFitter, dict]:
+    """``(fit, hyperparameters)`` for ``reid train <method>``: the module's
+    ``fit_<method>_arrays`` with the given options mapped onto its ``HYPERPARAMETERS``.
+
+    UsageError for an option the method does not have (naming the ones it has).
+    """
+    import functools
+    import importlib
+
+    from reidcli.errors import NotImplementedYetError
+
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError:
+        raise NotImplementedYetError(f"`reid train {method}` is not implemented yet in this "
+                                     "release", "see CHANGELOG.md for what is available") \
+            from None
+    fit = getattr(module, f"fit_{method}_arrays", None)
+    defaults = dict(getattr(module, "HYPERPARAMETERS", {}))
+    if isinstance(defaults.get(method), dict):          # one dict per method in a module
+        defaults = dict(defaults[method])
+    if fit is None:
+        raise NotImplementedYetError(f"`reid train {method}` is not implemented yet",
+                                     "see CHANGELOG.md for what is available")
+    resolved = dict(defaults)
+    for key, value in given.items():
+        names = [n for n in ALIASES.get(key, (key,)) if n in defaults]
+        if not names:
+            if key == "seed":
+                continue                                # methods without randomness
+            raise UsageError(f"{method} has no option {key!r}",
+                             f"its hyperparameters: {', '.join(sorted(defaults)) or 'none'}")
+        resolved[names[0]] = value
+    return functools.partial(fit, **resolved), resolved
+
+
 @dataclasses.dataclass
 class MetricFitSummary:
     path: Path
