@@ -35,3 +35,19 @@ def test_compare_prints_ours_beside_paper_and_claims(tmp_path):
     assert verdicts["DPCF > AvgP+XQDA"] is False
     assert verdicts["AvgP+XQDA > PCB (source)"] is None
     assert main(["cdpcf", "--dataset", "viper", "C-DPCF"]) == 2
+
+
+def test_warca_tables_and_comparison(tmp_path):
+    from reidcli.paper.compare import compare_warca
+    rows = paper_table("warca_table2")
+    viper = {(r["method"], r["metric"]): r for r in rows if r["dataset"] == "VIPeR"}
+    assert viper[("WARCA-χ²", "rank1")]["mean"] == "37.47"
+    assert viper[("KISSME", "auc")]["std"] == "1.20"
+    assert len(rows) == 249                       # 9 datasets × 10 methods × 3 − Market's 21
+    t3 = {(r["dataset"], r["method"]): r for r in paper_table("warca_table3")}
+    assert t3[("CUHK01", "WARCA")]["r20"] == "95.04"
+    console = Console(record=True, width=200)
+    path = _report(tmp_path / "w.json", 0.4)
+    compare_warca("viper", [("WARCA-χ²", path)], console=console)
+    text = console.export_text()
+    assert "37.47 ± 1.70" in text and "40.0 ± 1.0" in text and "AUC" in text

@@ -4,6 +4,8 @@
 reads ``reid eval --json`` reports and prints rank-1/5/10/20 and PUR (mean ± std over trials)
 with the paper's rank-1 where the paper prints one ("n/a (figure only)" otherwise), then the
 paper's qualitative ordering claims as PASS/FAIL lines computed from our numbers.
+``python -m reidcli.paper.compare warca --dataset viper "WARCA-χ²=w.json" "KISSME=k.json"``
+does the same against WARCA's Table 2 (``--table 3`` for the LOMO comparison).
 """
 from __future__ import annotations
 
@@ -48,6 +50,7 @@ def load_result(path: Path) -> dict:
         out[f"r{r}"] = 100 * cmc[r - 1] if len(cmc) >= r else None
         out[f"s{r}"] = 100 * std[r - 1] if len(std) >= r else None
     out["pur"] = None if report.get("pur") is None else 100 * report["pur"]
+    out["auc"] = None if report.get("auc") is None else 100 * report["auc"]
     return out
 
 
@@ -62,7 +65,7 @@ def compare(paper: str, dataset: str, results: list[tuple[str, Path]],
     """Print the comparison table and claim lines; returns ``[(claim, passed or None)]``."""
     console = console or Console(width=max(Console().width, 132))
     if paper != "cdpcf":
-        raise UsageError(f"no paper table for {paper!r}", "use: cdpcf")
+        raise UsageError(f"no paper table for {paper!r}", "use: cdpcf or warca")
     rows = {r["method"]: r for r in paper_table("cdpcf_table1")}
     if dataset not in next(iter(rows.values())):
         console.print(f"note: Table I has no {dataset!r} column (it covers viper, grid, "
@@ -93,10 +96,57 @@ def compare(paper: str, dataset: str, results: list[tuple[str, Path]],
     return verdicts
 
 
+#: registry name → WARCA paper dataset label
+WARCA_DATASETS = {"viper": "VIPeR", "prid450s": "PRID450s", "cuhk01": "CUHK01",
+                  "cuhk03": "CUHK03", "ilids": "iLIDS", "market1501": "Market-1501"}
+
+
+def compare_warca(dataset: str, results: list[tuple[str, Path]], table: str = "2",
+                  console: Console | None = None) -> dict[str, dict]:
+    """WARCA Table 2 (rank-1, rank-5, AUC mean ± std) or Table 3 (LOMO: rank 1/5/10/20)
+    beside ours; labels are the paper's method names (e.g. ``WARCA-χ²``, ``KISSME``)."""
+    console = console or Console(width=max(Console().width, 132))
+    name = WARCA_DATASETS.get(dataset, dataset)
+    ours = {label: load_result(path) for label, path in results}
+    if table == "3":
+        paper = {r["method"]: r for r in paper_table("warca_table3") if r["dataset"] == name}
+        t = Table(title=f"{name}: ours vs WARCA paper Table 3 (LOMO features)")
+        for col in ("method", "trials", "rank-1", "rank-5", "rank-10", "rank-20", "paper"):
+            t.add_column(col, justify="left" if col == "method" else "right")
+        for label, res in ours.items():
+            ref = paper.get(label.split(" ")[0].split("-")[0])
+            t.add_row(label, str(res["trials"]), *(_fmt(res[f"r{r}"], res[f"s{r}"])
+                                                   for r in RANKS),
+                      " / ".join(ref[k] for k in ("r1", "r5", "r10", "r20")) if ref else "n/a")
+        console.print(t)
+        return ours
+    paper = {(r["method"], r["metric"]): r for r in paper_table("warca_table2")
+             if r["dataset"] == name}
+    if not paper:
+        console.print(f"note: WARCA Table 2 has no {name!r} row; paper values are n/a")
+    t = Table(title=f"{name}: ours vs WARCA paper Table 2 (mean ± std over splits, %)")
+    for col in ("method", "trials", "rank-1", "paper rank-1", "rank-5", "paper rank-5",
+                "AUC", "paper AUC*"):
+        t.add_column(col, justify="left" if col == "method" else "right")
+
+    def ref(label, metric):
+        row = paper.get((label, metric))
+        return f"{row['mean']} ± {row['std']}" if row else "n/a"
+    for label, res in ours.items():
+        t.add_row(label, str(res["trials"]), _fmt(res["r1"], res["s1"]), ref(label, "rank1"),
+                  _fmt(res["r5"], res["s5"]), ref(label, "rank5"), _fmt(res.get("auc")),
+                  ref(label, "auc"))
+    console.print(t)
+    console.print("* the paper does not define its AUC (warca.md A10); ours is the mean CMC "
+                  "over all ranks — compare rank-1/5 first")
+    return ours
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m reidcli.paper.compare",
                                      description=__doc__.split("\n\n")[0])
-    parser.add_argument("paper", help="paper table: cdpcf")
+    parser.add_argument("paper", help="paper: cdpcf | warca")
+    parser.add_argument("--table", default="2", help="warca: 2 (default) or 3 (LOMO)")
     parser.add_argument("--dataset", required=True, help="column, e.g. viper")
     parser.add_argument("results", nargs="+", help="LABEL=result.json (labels as in the paper)")
     args = parser.parse_args(argv)
@@ -108,7 +158,10 @@ def main(argv: list[str] | None = None) -> int:
                                  "write e.g. C-DPCF=cdpcf.json")
             label, path = item.split("=", 1)
             pairs.append((label, Path(path)))
-        compare(args.paper, args.dataset, pairs)
+        if args.paper == "warca":
+            compare_warca(args.dataset, pairs, args.table)
+        else:
+            compare(args.paper, args.dataset, pairs)
     except ReidError as exc:
         Console(stderr=True).print(f"error: {exc.message}", markup=False)
         return 2
