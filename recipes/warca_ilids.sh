@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# WARCA Table 2 on iLIDS: HistLBP-2580 descriptors → WARCA (χ², linear) and the baselines
+# (rPCCA, LFDA, KISSME) over the protocol's trials, printed beside the paper's mean ± std.
+# usage: REIDCLI_DATA=/data bash recipes/warca_ilids.sh [WORKDIR]
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+source "$here/_warca_chain.sh"
+: "${REIDCLI_DATA:?set REIDCLI_DATA to the folder holding ilids (see reid data info ilids)}"
+work="${1:-runs/warca_ilids}"
+mkdir -p "$work"
+reid data check ilids --option protocol=warca 
+reid extract --dataset ilids --option protocol=warca --features hist-lbp --out "$work/store.h5" --force
+warca_chain "$work/store.h5" "$work" ilids 40
