@@ -25,7 +25,8 @@ def extract(
     root: Optional[Path] = typer.Option(None, "--root", help="Data root (default "
                                         "$REIDCLI_DATA or ./data)."),
     features: Optional[List[str]] = typer.Option(None, "--features", help="Hand-crafted "
-                                                 "descriptors, e.g. hsv-stripes."),
+                                                 "descriptors: hsv-stripes, hist-lbp "
+                                                 "(2580-d), lomo (26960-d)."),
     maps: Optional[List[str]] = typer.Option(None, "--maps", help="Spatial maps to store as "
                                              "/convmaps, e.g. color-grid."),
     maps_dtype: str = typer.Option("float16", "--maps-dtype", help="float16 | float32."),

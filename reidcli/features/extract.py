@@ -37,11 +37,29 @@ def _hsv_stripes(images: np.ndarray) -> np.ndarray:
     return hsv_stripe_histograms(images, stripes=6, bins=8)
 
 
-#: name → descriptor; issue-specific descriptors (hist-lbp, LOMO) register here too
+def _hist_lbp(images: np.ndarray) -> np.ndarray:
+    from reidcli.features.handcrafted import hist_lbp
+    return hist_lbp(images)
+
+
+def _lomo(images: np.ndarray) -> np.ndarray:
+    from reidcli.features.handcrafted import lomo
+    return lomo(images)
+
+
+#: name → descriptor
 HANDCRAFTED: dict[str, HandcraftedFeature] = {
     "hsv-stripes": HandcraftedFeature(
         "hsv-stripes", (128, 64), _hsv_stripes, normalized=True,
         description="6 horizontal stripes × 8-bin H, S, V histograms, L2-normalised (144-d)"),
+    "hist-lbp": HandcraftedFeature(
+        "hist-lbp", (128, 48), _hist_lbp,
+        description="HistLBP: 6 stripes × (8 colour channels × 16 bins + uniform LBP 59 + 243), "
+                    "L1 per histogram (2580-d)"),
+    "lomo": HandcraftedFeature(
+        "lomo", (128, 48), _lomo,
+        description="LOMO (Liao et al. 2015): Retinex HSV 8³ + SILTP R=3,5 local maximal "
+                    "occurrence, 3 scales, log + L2 per group (26960-d)"),
 }
 
 
