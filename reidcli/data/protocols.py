@@ -1,22 +1,76 @@
-"""Seeded protocols built on loaded records (datasets.md §5.16; ARCHITECTURE.md).
+"""Seeded and derived protocols built on loaded records (datasets.md §5.15-5.16).
 
-:func:`apply_protocol` is what loaders call for a protocol other than their standard split
-(the synthetic loader does for ``protocol=...``). Every draw is seeded and all trials are built
-at once and cached as JSON with paths relative to the dataset folder
-(:mod:`reidcli.data.splits`), so a reload gives the same trials.
+Two kinds of procedure live here:
+
+* **Seeded protocols on all images of a dataset** — :func:`single_shot_half` (C-DPCF,
+  cdpcf.md §5), :func:`warca_protocol` (warca.md §5, A8/A9), :func:`random_pairs` (iLIDS
+  ``dg``). They draw every trial at once from an explicit seed and cache the trials as JSON with
+  paths relative to the dataset folder (:func:`reidcli.data.splits.cached_trials`), so a reload
+  gives exactly the same trials. The half/half and WARCA trials are drawn by the builders the
+  small-set loaders use (:mod:`reidcli.data.datasets.single_shot`), so e.g. VIPeR's own
+  ``warca`` trials equal :func:`warca_protocol` on VIPeR's records with ``name="viper"``.
+* **Derived protocols on a loaded split** (no randomness of their own, nothing to cache) —
+  :func:`camera_holdout` (DART3's new camera, dart3.md §6.4), :func:`domain_holdout` (DMG-Net,
+  dmgnet.md §5), :func:`limit_train_ids` (C-DPCF's reduced training ids, cdpcf.md §5).
+  :func:`reidcli.data.load` applies them to *any* dataset (``protocol="camera_holdout"``,
+  ``train_ids_limit=10``, ...), see :data:`DERIVED`.
+
+:func:`apply_protocol` dispatches by name; loaders call it for protocols other than their own
+standard split (the synthetic loader does for ``protocol=...``). :func:`compose_sources`
+builds the DG training compositions Mixed A / Mixed B (datasets.md §5.15).
+
+Identities are compared through their global key ``(dataset, domain, pid_scope, pid)``
+(datasets.md §1), never the bare pid, so records of several synthetic domains or both MSMT17
+pid scopes never merge persons.
 """
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 import pandas as pd
 
-from reidcli.data.records import DatasetSplit, normalize_frame
+from reidcli.data.datasets.single_shot import Pool, two_view_trials, warca_trials
+from reidcli.data.records import DatasetSplit, empty_frame, normalize_frame
 from reidcli.data.splits import (Trial, cached_trials, choose_ids, protocol_rng,
                                  relative_paths, split_from_trial)
 from reidcli.errors import DatasetError, UsageError
+
+#: C-DPCF's reduced-training-id sizes (cdpcf.md §5, Fig. 7); other positive sizes are accepted
+PAPER_TRAIN_IDS_LIMITS = (10, 30, 50, 100)
+#: cameras trained on by default in camera_holdout: the paper's usual count (MSMT17 5/10,
+#: Duke 5/3, Market 5/1; synthetic ``dart3`` 5/3), taken as the lowest camera ids
+DEFAULT_NUM_TRAIN_CAMS = 5
+#: DART3's training-camera subsets (0-based camids, dart3.md §6.4 and §9 item 12: MSMT17 5-cam
+#: = file cameras 2-6, supported by the paper's 8,245-image count; the others [D]); pass one as
+#: ``train_cams=DART3_TRAIN_CAMS["msmt17_5"]``
+DART3_TRAIN_CAMS = {"msmt17_5": (1, 2, 3, 4, 5), "msmt17_10": tuple(range(1, 11)),
+                    "dukemtmc_5": (0, 1, 2, 3, 4), "market1501_5": (0, 1, 2, 3, 4),
+                    "synthetic_dart3": (0, 1, 2, 3, 4)}
+
+
+# -- helpers ---------------------------------------------------------------------------------
+def identity_codes(records: pd.DataFrame) -> np.ndarray:
+    """int64 code per row of the global identity key ``(dataset, domain, pid_scope, pid)``,
+    numbered in sorted key order; ``-1`` for distractors and junk (pid ≤ 0).
+
+    For a single dataset, domain and pid scope the codes are in pid order, so draws over
+    codes equal draws over pids."""
+    codes = np.full(len(records), -1, dtype=np.int64)
+    person = records["pid"].to_numpy(np.int64) > 0
+    if not person.any():
+        return codes
+    scope = records["x_pid_scope"].fillna("all").astype(str) if "x_pid_scope" in records \
+        else pd.Series("all", index=records.index)
+    keys = pd.DataFrame({"dataset": records["dataset"].astype(str).to_numpy(),
+                         "domain": records["domain"].astype(str).to_numpy(),
+                         "scope": scope.to_numpy(),
+                         "pid": records["pid"].to_numpy(np.int64)})[person]
+    codes[person] = keys.groupby(["dataset", "domain", "scope", "pid"], sort=True).ngroup() \
+        .to_numpy(np.int64)
+    return codes
 
 
 def _select_domain(records: pd.DataFrame, domain: str | None) -> pd.DataFrame:
@@ -30,140 +84,221 @@ def _select_domain(records: pd.DataFrame, domain: str | None) -> pd.DataFrame:
     return chosen
 
 
+def _prepare(records: pd.DataFrame, dataset_root: Path, domain: str | None = None
+             ) -> tuple[pd.DataFrame, np.ndarray]:
+    """Records of ``domain`` sorted by path, and their paths relative to ``dataset_root``."""
+    records = normalize_frame(_select_domain(records, domain).sort_values(
+        "path", kind="stable").reset_index(drop=True))
+    return records, np.asarray(relative_paths(records, dataset_root), dtype=object)
+
+
+def _pool(records: pd.DataFrame, dataset_root: Path, domain: str | None,
+          name: str | None) -> Pool:
+    """The :class:`~reidcli.data.datasets.single_shot.Pool` of ``domain``'s records whose
+    ``pids`` are identity numbers (code + 1 for persons, the native 0/-1 otherwise), so the
+    shared trial builders never merge persons of different domains or pid scopes."""
+    records = _select_domain(records, domain)
+    pool = Pool.of(_dataset_name(records, name), Path(dataset_root), records)
+    codes = identity_codes(pool.records)
+    return dataclasses.replace(pool, pids=np.where(codes >= 0, codes + 1, pool.pids))
+
+
+def _dataset_name(records: pd.DataFrame, name: str | None) -> str:
+    if name:
+        return name
+    return str(records["dataset"].iloc[0]) if len(records) else "dataset"
+
+
+def _subset(frame: pd.DataFrame, mask) -> pd.DataFrame:
+    return normalize_frame(frame[np.asarray(mask, dtype=bool)].reset_index(drop=True))
+
+
+def _as_split(split_or_records: DatasetSplit | pd.DataFrame, trial: int,
+              name: str | None) -> DatasetSplit:
+    """A loaded split, or one built from a record table's ``split`` column (one trial)."""
+    if isinstance(split_or_records, DatasetSplit):
+        return split_or_records
+    if trial != 0:
+        raise DatasetError(f"this protocol has one trial (0), not {trial}",
+                           "pass trial=0")
+    records = normalize_frame(split_or_records.sort_values("path", kind="stable"))
+    parts = {s: _subset(records, records["split"] == s)
+             for s in ("train", "val", "query", "gallery")}
+    return DatasetSplit(name=_dataset_name(records, name), train=parts["train"],
+                        val=parts["val"], query=parts["query"], gallery=parts["gallery"])
+
+
+def _check_trial(trial: int, num_trials: int, what: str) -> None:
+    if not 0 <= trial < num_trials:
+        raise DatasetError(f"{what} has trials 0..{num_trials - 1}, not {trial}",
+                           "pass a trial index in that range")
+
+
+# -- C-DPCF: single-shot half/half, reduced training ids ------------------------------------
 def single_shot_half(records: pd.DataFrame, *, trial: int, seed: int, dataset_root: Path,
                      n_test_ids: int | None = None, probe_cam: int = 0, gallery_cam: int = 1,
+                     train_ids_limit: int | None = None, repeats: int = 5,
                      domain: str | None = None, num_trials: int = 10,
                      name: str | None = None, with_train: bool = True,
                      unpaired_in_gallery: bool = False, all_probe_images: bool = False,
                      all_gallery_images: bool = False,
                      protocol: str = "single_shot_half") -> DatasetSplit:
-    """Two-view half/half person split (C-DPCF targets, cdpcf.md §5; datasets.md §5.16).
+    """Two-view half/half person split (cdpcf.md §5; datasets.md §5.16 C-DPCF, §8.1 small-data
+    synthetic presets, e.g. ``cdpcf``'s target domain ``synthetic/d1``).
 
     Eligible persons (pid > 0) have images in both ``probe_cam`` and ``gallery_cam``. Per
-    trial, ``n_test_ids`` (default: half) of them are test persons: probe = one random
-    ``probe_cam`` image each, gallery = one random ``gallery_cam`` image each plus every
-    pid-0 distractor image of ``gallery_cam``; train = all images (both views) of the other
-    eligible persons. ``domain`` restricts the records to one domain first.
+    trial (``num_trials`` seeded splits), ``n_test_ids`` (default: half, rounded down) of them
+    are test persons: probe = one random ``probe_cam`` image each, gallery = one random
+    ``gallery_cam`` image each plus every pid-0 distractor image of ``gallery_cam``; train =
+    all images (both views) of the other eligible persons. ``domain`` restricts the records
+    to one domain first.
+
+    ``train_ids_limit`` = n (C-DPCF's reduced-training-id experiment, n ∈ {10, 30, 50, 100} in
+    the paper): each split is used ``repeats`` times, each with n random training persons
+    (:func:`limit_train_ids`); then there are ``num_trials · repeats`` trials, trial t =
+    split t // repeats, subset t % repeats, and ``eval_kwargs = {"split", "repeat"}``.
 
     Variants used by the loaders: ``with_train=False`` (domain-generalisation test only, e.g.
     PRID2011 ``dg``), ``unpaired_in_gallery`` (gallery-camera images of persons never seen by
     the probe camera join every gallery, PRID2011's 549 extra persons),
     ``all_probe_images``/``all_gallery_images`` (multi-shot: every image of the view).
     """
-    records = normalize_frame(_select_domain(records, domain).sort_values(
-        "path", kind="stable").reset_index(drop=True))
-    rel = np.asarray(relative_paths(records, dataset_root), dtype=object)
-    pids = records["pid"].to_numpy(np.int64)
-    cams = records["camid"].to_numpy(np.int64)
-    in_probe = set(pids[(cams == probe_cam) & (pids > 0)])
-    in_gallery = set(pids[(cams == gallery_cam) & (pids > 0)])
-    eligible = np.array(sorted(in_probe & in_gallery), dtype=np.int64)
+    if train_ids_limit is not None:
+        repeats = check_train_ids_limit(train_ids_limit, repeats)
+        _check_trial(trial, num_trials * repeats,
+                     f"{name or protocol} with train_ids_limit={train_ids_limit}")
+        base = single_shot_half(
+            records, trial=trial // repeats, seed=seed, dataset_root=dataset_root,
+            n_test_ids=n_test_ids, probe_cam=probe_cam, gallery_cam=gallery_cam,
+            domain=domain, num_trials=num_trials, name=name, with_train=with_train,
+            unpaired_in_gallery=unpaired_in_gallery, all_probe_images=all_probe_images,
+            all_gallery_images=all_gallery_images, protocol=protocol)
+        return limit_train_ids(base, train_ids_limit=train_ids_limit, repeats=repeats,
+                               repeat=trial % repeats, seed=seed)
+    pool = _pool(records, dataset_root, domain, name)
+    eligible = pool.ids_in_views(probe_cam, gallery_cam)
     n_test = len(eligible) // 2 if n_test_ids is None else int(n_test_ids)
     if len(eligible) < 2 or not 1 <= n_test < len(eligible):
         raise DatasetError(f"single_shot_half needs persons seen by cameras {probe_cam} and "
                            f"{gallery_cam}; found {len(eligible)} (asked {n_test} test ids)",
                            "check the dataset, its domain and the n_test_ids option")
-    two_views = np.isin(cams, [probe_cam, gallery_cam])
-    extra = (pids == 0) & (cams == gallery_cam)
+    native = pool.records["pid"].to_numpy(np.int64)
+    extra = (native == 0) & (pool.cams == gallery_cam)
     if unpaired_in_gallery:
-        extra |= (cams == gallery_cam) & (pids > 0) & ~np.isin(pids, eligible)
-    distractors = rel[extra].tolist()
-
-    def build() -> list[Trial]:
-        trials = []
-        for t in range(num_trials):
-            rng = protocol_rng(seed, "single_shot_half", domain or "", t)
-            test_ids, train_ids = choose_ids(eligible, n_test, rng)
-            probe, gallery = [], []
-            for pid in test_ids:          # one random image per view (sorted candidates)
-                for cam, out, every in ((probe_cam, probe, all_probe_images),
-                                        (gallery_cam, gallery, all_gallery_images)):
-                    options = np.flatnonzero((pids == pid) & (cams == cam))
-                    if every:
-                        out.extend(rel[options].tolist())
-                    else:
-                        out.append(rel[options[rng.integers(len(options))]])
-            train = rel[np.isin(pids, train_ids) & two_views].tolist() if with_train else []
-            trials.append({"train": train, "query": sorted(probe),
-                           "gallery": sorted(gallery + distractors)})
-        return trials
-
+        extra |= (pool.cams == gallery_cam) & (pool.pids > 0) & ~np.isin(pool.pids, eligible)
     key = (f"{protocol}_{(domain or 'all').replace('/', '-')}_p{probe_cam}g{gallery_cam}"
            f"_n{n_test}_t{num_trials}_seed{seed}")
-    trials = cached_trials(dataset_root, key, build, fingerprint=sorted(rel.tolist()))
+    trials = pool.cached(key, lambda: two_view_trials(
+        pool, test_ids=n_test, seed=seed, eligible=eligible, probe_view=probe_cam,
+        gallery_view=gallery_cam, all_probe=all_probe_images, all_gallery=all_gallery_images,
+        with_train=with_train, gallery_extra=extra, num_trials=num_trials))
     options = {"protocol": protocol, "n_test_ids": n_test, "probe_cam": probe_cam,
                "gallery_cam": gallery_cam, "domain": domain, "seed": seed}
-    return split_from_trial(name or str(records["dataset"].iloc[0]), records, trials, trial,
-                            dataset_root, protocol=protocol, options=options)
+    return pool.split(trials, trial, protocol=protocol, options=options)
 
 
+def check_train_ids_limit(train_ids_limit: Any, repeats: Any) -> int:
+    """``repeats`` as an int after checking both are integers ≥ 1 (UsageError otherwise)."""
+    try:
+        limit, repeats = int(train_ids_limit), int(repeats)
+    except (TypeError, ValueError):
+        raise UsageError(f"train_ids_limit={train_ids_limit!r} repeats={repeats!r} are not "
+                         "integers", "pass e.g. train_ids_limit=10 repeats=5") from None
+    if limit < 1 or repeats < 1:
+        raise UsageError(f"train_ids_limit={limit} repeats={repeats} must both be ≥ 1",
+                         f"C-DPCF uses train_ids_limit in {PAPER_TRAIN_IDS_LIMITS}, repeats=5")
+    return repeats
+
+
+def limit_train_ids(split: DatasetSplit, *, train_ids_limit: int, repeats: int = 5,
+                    repeat: int = 0, seed: int | None = None) -> DatasetSplit:
+    """C-DPCF's reduced training ids (cdpcf.md §5 "Reduced training ids", Fig. 7).
+
+    Subset ``repeat`` (0 ≤ repeat < repeats) of the loaded trial ``split``: n =
+    ``train_ids_limit`` of its training persons drawn without replacement with
+    ``Generator(PCG64(SeedSequence([seed, 11, t, r, n])))`` (t = ``split.trial``, sorted
+    identity keys; the same draw as ``reid fit-pooling --train-ids``), all their training
+    images kept; query/gallery unchanged. The result is trial ``t · repeats + repeat`` of
+    ``num_trials · repeats``; ``eval_kwargs`` gains ``split`` (= t unless the split already
+    names one) and ``repeat``. ``seed`` defaults to the split's ``seed`` option (else 0).
+    """
+    repeats = check_train_ids_limit(train_ids_limit, repeats)
+    limit = int(train_ids_limit)
+    if not 0 <= repeat < repeats:
+        raise UsageError(f"repeat={repeat} is outside 0..{repeats - 1}", "pass a valid repeat")
+    if seed is None:
+        seed = split.options.get("seed")
+    seed = int(seed or 0)
+    train = split.train
+    ids = identity_codes(train)
+    pool = np.unique(ids[ids >= 0])
+    if limit > len(pool):
+        raise UsageError(f"train_ids_limit={limit} exceeds the {len(pool)} training ids of "
+                         f"{split.name} trial {split.trial}",
+                         f"pass train_ids_limit ≤ {len(pool)}")
+    rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence(
+        [seed, 11, int(split.trial), int(repeat), limit])))
+    chosen = rng.choice(pool, size=limit, replace=False)
+    return DatasetSplit(
+        name=split.name, train=_subset(train, np.isin(ids, chosen)), query=split.query,
+        gallery=split.gallery, val=split.val, eval_rule=split.eval_rule,
+        eval_kwargs={"split": int(split.trial), **split.eval_kwargs, "repeat": int(repeat)},
+        trial=int(split.trial) * repeats + int(repeat),
+        num_trials=int(split.num_trials) * repeats, protocol=split.protocol,
+        options={**split.options, "train_ids_limit": limit, "repeats": repeats})
+
+
+# -- WARCA ------------------------------------------------------------------------------------
 def warca_protocol(records: pd.DataFrame, *, trial: int, seed: int, dataset_root: Path,
-                   test_ids: int, draws: int = 1, warca_draw: str = "gallery_single",
-                   num_splits: int = 10, name: str | None = None,
+                   test_ids: int | None = None, draws: int = 1,
+                   warca_draw: str = "gallery_single", num_splits: int = 10,
+                   domain: str | None = None, name: str | None = None,
                    protocol: str = "warca") -> DatasetSplit:
-    """WARCA's protocol (warca.md §5, A8/A9): ``test_ids`` random test persons (only persons
-    with ≥ 2 images), every other person trains; within each split ``draws`` random
-    probe/gallery draws. ``gallery_single`` ([8], default): one random gallery image per test
-    person, the others are probes; ``probe_single``: one random probe, the others gallery.
-    Trial t = split t // draws, draw t % draws (``eval_kwargs`` names both).
+    """WARCA's protocol (warca.md §5, notes A8/A9; datasets.md §5.16).
+
+    ``test_ids`` (P; default half of the eligible persons) random test persons per split —
+    only persons with ≥ 2 images are ever test persons — and every other person (pid > 0)
+    trains. Within each of the ``num_splits`` splits, ``draws`` random probe/gallery draws:
+    ``gallery_single`` ([8], default): one random gallery image per test person, its other
+    images are probes; ``probe_single``: one random probe, the others gallery. Trial t =
+    split t // draws, draw t % draws; ``eval_kwargs = {"split", "draw"}`` (A9: average the
+    draws of a split, then mean ± std over splits). ``domain`` restricts the records first.
     """
     if warca_draw not in ("gallery_single", "probe_single"):
         raise UsageError(f"warca_draw={warca_draw!r} is unknown",
                          "use warca_draw=gallery_single or warca_draw=probe_single")
     if draws < 1:
         raise UsageError(f"draws={draws} must be ≥ 1", "pass draws=1 or draws=10")
-    records = normalize_frame(records.sort_values("path", kind="stable").reset_index(drop=True))
-    rel = np.asarray(relative_paths(records, dataset_root), dtype=object)
-    pids = records["pid"].to_numpy(np.int64)
-    ids, counts = np.unique(pids[pids > 0], return_counts=True)
-    eligible = ids[counts >= 2]
+    pool = _pool(records, dataset_root, domain, name)
+    eligible = pool.ids_with_images(2)
+    if test_ids is None:
+        test_ids = len(eligible) // 2
+    test_ids = int(test_ids)
     if not 1 <= test_ids <= len(eligible):
         raise DatasetError(f"the WARCA protocol asks {test_ids} test ids but only "
                            f"{len(eligible)} persons have ≥ 2 images",
                            "check the dataset copy or pass test_ids=<smaller>")
-
-    def build() -> list[Trial]:
-        trials = []
-        for split_index in range(num_splits):
-            rng = protocol_rng(seed, protocol, "split", split_index)
-            test, _ = choose_ids(eligible, test_ids, rng)
-            train = rel[(pids > 0) & ~np.isin(pids, test)].tolist()
-            for d in range(draws):
-                rng_d = protocol_rng(seed, protocol, warca_draw, split_index, d)
-                probe, gallery = [], []
-                for pid in test:
-                    options = np.flatnonzero(pids == pid)
-                    single = options[rng_d.integers(len(options))]
-                    rest = [i for i in options if i != single]
-                    one, many = (gallery, probe) if warca_draw == "gallery_single" else \
-                        (probe, gallery)
-                    one.append(rel[single])
-                    many.extend(rel[rest].tolist())
-                trials.append({"train": train, "query": sorted(probe),
-                               "gallery": sorted(gallery)})
-        return trials
-
-    key = f"{protocol}_{warca_draw}_p{test_ids}_s{num_splits}_d{draws}_seed{seed}"
-    trials = cached_trials(dataset_root, key, build, fingerprint=sorted(rel.tolist()))
-    split = split_from_trial(name or str(records["dataset"].iloc[0]), records, trials, trial,
-                             dataset_root, protocol=protocol,
-                             options={"protocol": protocol, "test_ids": test_ids,
-                                      "draws": draws, "warca_draw": warca_draw, "seed": seed})
-    split.eval_kwargs = {"split": trial // draws, "draw": trial % draws}
-    return split
+    dom_key = f"_{domain.replace('/', '-')}" if domain else ""
+    key = f"{protocol}{dom_key}_{warca_draw}_p{test_ids}_s{num_splits}_d{draws}_seed{seed}"
+    trials = pool.cached(key, lambda: warca_trials(
+        pool, test_ids=test_ids, seed=seed, draws=draws, warca_draw=warca_draw,
+        eligible=eligible, num_splits=num_splits))
+    return pool.split(trials, trial, protocol=protocol,
+                      options={"protocol": protocol, "test_ids": test_ids, "draws": draws,
+                               "warca_draw": warca_draw, "domain": domain, "seed": seed},
+                      eval_kwargs={"split": trial // draws, "draw": trial % draws})
 
 
 def random_pairs(records: pd.DataFrame, *, trial: int, seed: int, dataset_root: Path,
                  test_ids: int, num_trials: int = 10, name: str | None = None,
                  protocol: str = "dg") -> DatasetSplit:
-    """DG test protocol of iLIDS (datasets.md §5.13): two random images per person fixed
-    once (probe candidate, gallery candidate); per trial ``test_ids`` random persons give one
-    probe and one gallery image each. No training images."""
-    records = normalize_frame(records.sort_values("path", kind="stable").reset_index(drop=True))
-    rel = np.asarray(relative_paths(records, dataset_root), dtype=object)
-    pids = records["pid"].to_numpy(np.int64)
-    ids, counts = np.unique(pids[pids > 0], return_counts=True)
-    eligible = ids[counts >= 2]
+    """DG test protocol of iLIDS (datasets.md §5.13, dmgnet.md §5.3): two random images per
+    person fixed once (probe candidate, gallery candidate); per trial ``test_ids`` random
+    persons give one probe and one gallery image each. No training images."""
+    records, rel = _prepare(records, dataset_root)
+    ids = identity_codes(records)
+    persons, counts = np.unique(ids[ids >= 0], return_counts=True)
+    eligible = persons[counts >= 2]
     if not 1 <= test_ids <= len(eligible):
         raise DatasetError(f"the {protocol} protocol asks {test_ids} test ids but only "
                            f"{len(eligible)} persons have ≥ 2 images",
@@ -173,7 +308,7 @@ def random_pairs(records: pd.DataFrame, *, trial: int, seed: int, dataset_root: 
         rng = protocol_rng(seed, protocol, "pairs")
         pair = {}
         for pid in eligible:
-            options = np.flatnonzero(pids == pid)
+            options = np.flatnonzero(ids == pid)
             pair[pid] = rng.choice(options, size=2, replace=False)
         trials = []
         for t in range(num_trials):
@@ -184,31 +319,23 @@ def random_pairs(records: pd.DataFrame, *, trial: int, seed: int, dataset_root: 
 
     key = f"{protocol}_pairs_p{test_ids}_t{num_trials}_seed{seed}"
     trials = cached_trials(dataset_root, key, build, fingerprint=sorted(rel.tolist()))
-    return split_from_trial(name or str(records["dataset"].iloc[0]), records, trials, trial,
+    return split_from_trial(_dataset_name(records, name), records, trials, trial,
                             dataset_root, protocol=protocol,
                             options={"protocol": protocol, "test_ids": test_ids, "seed": seed})
 
 
-#: protocol name → builder ``fn(records, *, trial, seed, dataset_root, **options)``
-PROTOCOLS = {"single_shot_half": single_shot_half, "warca": warca_protocol}
-
-
-def apply_protocol(records: pd.DataFrame, protocol: str, *, trial: int, seed: int,
-                   dataset_root: Path, **options: Any) -> DatasetSplit:
-    """Apply a named protocol to every record of a dataset; UsageError for unknown names."""
-    if protocol not in PROTOCOLS:
-        raise UsageError(f"unknown protocol {protocol!r}",
-                         f"available: standard, {', '.join(sorted(PROTOCOLS))}")
-    return PROTOCOLS[protocol](records, trial=trial, seed=seed, dataset_root=Path(dataset_root),
-                               **options)
-
-
-# -- protocols derived from any loaded split (no randomness, nothing to cache) -------------
+# -- DART3: new camera ------------------------------------------------------------------------
 def parse_cameras(value: Any, option: str = "train_cams") -> list[int]:
-    """``"0,1,2"`` / ``[0, 1, 2]`` / ``3`` → sorted 0-based camera ids."""
+    """``"0,1,2"`` / ``"0-4"`` / ``[0, 1, 2]`` / ``3`` → sorted 0-based camera ids."""
     if isinstance(value, str):
-        items = [v for v in value.replace(" ", "").split(",") if v]
-    elif isinstance(value, (list, tuple, np.ndarray)):
+        items = []
+        for part in (v for v in value.replace(" ", "").split(",") if v):
+            lo, sep, hi = part.partition("-")
+            if sep and lo.isdigit() and hi.isdigit():
+                items.extend(range(int(lo), int(hi) + 1))
+            else:
+                items.append(part)
+    elif isinstance(value, (list, tuple, set, range, np.ndarray)):
         items = list(value)
     else:
         items = [value]
@@ -222,101 +349,245 @@ def parse_cameras(value: Any, option: str = "train_cams") -> list[int]:
     return cams
 
 
-def _subset(frame: pd.DataFrame, mask) -> pd.DataFrame:
-    return normalize_frame(frame[np.asarray(mask)].reset_index(drop=True))
+def _has_cross_camera_match(query: pd.DataFrame, gallery: pd.DataFrame) -> bool:
+    """Whether some query has a gallery image of its identity from another camera (E1)."""
+    if query.empty or gallery.empty:
+        return False
+    both = pd.concat([query, gallery], ignore_index=True)
+    codes = identity_codes(both)
+    cams = both["camid"].to_numpy(np.int64)
+    nq = len(query)
+    g = pd.DataFrame({"id": codes[nq:], "cam": cams[nq:]})
+    g = g[g["id"] >= 0].drop_duplicates()
+    cams_of = g.groupby("id")["cam"].agg(set)
+    for code, cam in zip(codes[:nq], cams[:nq]):
+        if code >= 0 and code in cams_of.index and cams_of[code] - {cam}:
+            return True
+    return False
 
 
-def camera_holdout(split: DatasetSplit, *, train_cams: Any = None,
-                   num_train_cams: int | None = None) -> DatasetSplit:
-    """DART3's "new camera" protocol (dart3.md §6; datasets.md §5.16).
+def camera_holdout(split_or_records: DatasetSplit | pd.DataFrame, *, train_cams: Any = None,
+                   num_train_cams: int | None = None, gallery_cams: str = "unseen",
+                   trial: int = 0, seed: int | None = None, dataset_root: Path | None = None,
+                   name: str | None = None) -> DatasetSplit:
+    """DART3's "new camera in an existing network" protocol (dart3.md §6.4; datasets.md §5.16).
 
-    Train on the train-split images of ``train_cams``; queries are the test queries of every
-    other camera, the gallery is the test gallery of the other cameras. Without
-    ``train_cams``, the lowest ``num_train_cams`` camera ids train (toolkit assumption: the
-    paper does not say which). ``options["train_cams"]`` tells ``reid eval --protocol
-    camera-split`` which cameras are unseen.
+    Train = the train-split images of ``train_cams`` (0-based camids; ``"0,1,2"``, ``"0-4"`` or
+    a list); query = the test queries of every other ("unseen") camera; gallery = the test
+    gallery images of the unseen cameras (``gallery_cams="unseen"``, datasets.md §5.16) or of
+    all cameras (``gallery_cams="all"``, dart3.md §6.4 / §9 item 13 — needed when a single
+    camera is unseen, e.g. Market 5/1, where an unseen-only gallery holds no cross-camera
+    match). Without ``train_cams`` the lowest ``num_train_cams`` (default
+    :data:`DEFAULT_NUM_TRAIN_CAMS` = 5) camera ids train — a toolkit assumption, the paper
+    does not say which cameras; :data:`DART3_TRAIN_CAMS` holds the subsets dart3.md argues for.
+    Camera ids are ``camid`` values (with several domains, the same camid in each domain).
+
+    ``split_or_records`` is a loaded split or a record table whose ``split`` column is used
+    (then ``trial`` must be 0; ``seed``/``dataset_root`` are accepted for
+    :func:`apply_protocol` and unused). ``options`` gain ``train_cams`` and ``unseen_cams``
+    (``reid extract`` writes ``train_cams`` into the store); ``eval_kwargs`` =
+    ``{"eval_protocol": "camera-split", "train_cams", "query_cams", "per_camera": True}``,
+    i.e. what ``reid eval --protocol camera-split --train-cams … --per-camera`` needs for the
+    per-unseen-camera mean weighted by valid query count (dart3.md §6.1).
     """
-    cams = sorted(set(split.train["camid"]) | set(split.query["camid"]) |
-                  set(split.gallery["camid"]))
+    split = _as_split(split_or_records, trial, name)
+    if gallery_cams not in ("unseen", "all"):
+        raise UsageError(f"gallery_cams={gallery_cams!r} is unknown",
+                         "use gallery_cams=unseen or gallery_cams=all")
+    cams = sorted({int(c) for frame in (split.train, split.query, split.gallery)
+                   for c in frame["camid"]})
     if train_cams is None:
-        if num_train_cams is None:
-            raise UsageError("camera_holdout needs train_cams or num_train_cams",
-                             "pass e.g. train_cams=0,1,2,3,4")
-        train_cams = cams[:int(num_train_cams)]
+        count = DEFAULT_NUM_TRAIN_CAMS if num_train_cams is None else int(num_train_cams)
+        train_cams = cams[:count]
     chosen = parse_cameras(train_cams)
     unknown = sorted(set(chosen) - set(cams))
     unseen = [c for c in cams if c not in chosen]
     if unknown or not unseen:
         raise UsageError(f"train_cams {chosen} must be a proper subset of the dataset's cameras "
-                         f"{cams}", "leave at least one camera unseen")
-    out = DatasetSplit(
-        name=split.name, train=_subset(split.train, split.train["camid"].isin(chosen)),
-        query=_subset(split.query, split.query["camid"].isin(unseen)),
-        gallery=_subset(split.gallery, split.gallery["camid"].isin(unseen)),
-        val=split.val, eval_rule=split.eval_rule, eval_kwargs=dict(split.eval_kwargs),
-        trial=split.trial, num_trials=split.num_trials, protocol="camera_holdout",
-        options={**split.options, "protocol": "camera_holdout", "train_cams": chosen,
-                 "unseen_cams": unseen})
-    if len(out.train) == 0 or len(out.query) == 0:
+                         f"{cams}", "leave at least one camera unseen (pass train_cams=...)")
+    query = _subset(split.query, split.query["camid"].isin(unseen))
+    gallery = split.gallery if gallery_cams == "all" else \
+        _subset(split.gallery, split.gallery["camid"].isin(unseen))
+    train = _subset(split.train, split.train["camid"].isin(chosen))
+    if len(train) == 0 or len(query) == 0:
         raise DatasetError(f"camera_holdout with train_cams {chosen} leaves "
-                           f"{len(out.train)} training images and {len(out.query)} queries",
+                           f"{len(train)} training images and {len(query)} queries",
                            "choose other cameras")
-    return out
-
-
-def domain_holdout(split: DatasetSplit, *, target_domain: str) -> DatasetSplit:
-    """DMG-Net's leave-one-domain-out protocol (dmgnet.md §5): train on the train images of
-    every other domain, test on the target domain's query and gallery."""
-    domains = sorted(set(split.all_records()["domain"]))
-    if target_domain not in domains:
-        raise UsageError(f"target_domain={target_domain!r} is not one of {', '.join(domains)}",
-                         "pass one of those domains")
+    if not _has_cross_camera_match(query, gallery):
+        raise DatasetError(f"camera_holdout with train_cams {chosen}: no query of the unseen "
+                           f"cameras {unseen} has a match from another camera in the "
+                           f"{gallery_cams} gallery", "pass gallery_cams=all (dart3.md §6.4)")
+    query_cams = sorted({int(c) for c in query["camid"]})
     return DatasetSplit(
-        name=split.name, train=_subset(split.train, split.train["domain"] != target_domain),
-        query=_subset(split.query, split.query["domain"] == target_domain),
-        gallery=_subset(split.gallery, split.gallery["domain"] == target_domain),
-        eval_rule=split.eval_rule, trial=split.trial, num_trials=split.num_trials,
+        name=split.name, train=train, query=query, gallery=gallery, val=split.val,
+        eval_rule=split.eval_rule,
+        eval_kwargs={**split.eval_kwargs, "eval_protocol": "camera-split",
+                     "train_cams": chosen, "query_cams": query_cams, "per_camera": True},
+        trial=split.trial, num_trials=split.num_trials, protocol="camera_holdout",
+        options={**split.options, "protocol": "camera_holdout", "base_protocol":
+                 split.protocol, "train_cams": chosen, "unseen_cams": unseen,
+                 "gallery_cams": gallery_cams})
+
+
+# -- DMG-Net: leave one domain out ------------------------------------------------------------
+def _resolve_domain(value: str, domains: Sequence[str], option: str) -> str:
+    """A domain name, or its unique suffix after ``/`` (``d3`` → ``synthetic/d3``)."""
+    value = str(value)
+    if value in domains:
+        return value
+    matches = [d for d in domains if d.rsplit("/", 1)[-1] == value]
+    if len(matches) == 1:
+        return matches[0]
+    raise UsageError(f"{option}={value!r} is not one of {', '.join(domains)}",
+                     "pass one of those domains")
+
+
+def domain_holdout(split_or_records: DatasetSplit | pd.DataFrame, *, target_domain: str,
+                   train_domains: Any = None, trial: int = 0, seed: int | None = None,
+                   dataset_root: Path | None = None, name: str | None = None) -> DatasetSplit:
+    """DMG-Net's leave-one-domain-out protocol (dmgnet.md §5 and §8; synthetic ``dg`` preset,
+    datasets.md §8.7): train on the train-split images of every other domain (or of
+    ``train_domains``, a list or comma string), test on the target domain's query and gallery
+    (E1). ``target_domain`` may be given by its suffix (``d3`` for ``synthetic/d3``).
+
+    ``split_or_records``: a loaded split, or a record table whose ``split`` column is used
+    (then ``trial`` must be 0; ``seed``/``dataset_root`` are unused).
+    """
+    split = _as_split(split_or_records, trial, name)
+    domains = sorted(set(split.all_records()["domain"]))
+    target = _resolve_domain(target_domain, domains, "target_domain")
+    if train_domains is None:
+        sources = [d for d in domains if d != target]
+    else:
+        items = train_domains.split(",") if isinstance(train_domains, str) else train_domains
+        sources = sorted({_resolve_domain(d.strip() if isinstance(d, str) else d, domains,
+                                          "train_domains") for d in items})
+        if target in sources:
+            raise UsageError(f"train_domains includes the target domain {target}",
+                             "leave the target domain out of train_domains")
+    train = _subset(split.train, split.train["domain"].isin(sources))
+    query = _subset(split.query, split.query["domain"] == target)
+    gallery = _subset(split.gallery, split.gallery["domain"] == target)
+    if len(train) == 0 or len(query) == 0 or len(gallery) == 0:
+        raise DatasetError(f"domain_holdout({target}) leaves {len(train)} training images, "
+                           f"{len(query)} queries and {len(gallery)} gallery images",
+                           "check the domains of the dataset")
+    return DatasetSplit(
+        name=split.name, train=train, query=query, gallery=gallery, eval_rule=split.eval_rule,
+        eval_kwargs=dict(split.eval_kwargs), trial=split.trial, num_trials=split.num_trials,
         protocol="domain_holdout",
-        options={**split.options, "protocol": "domain_holdout",
-                 "target_domain": target_domain})
+        options={**split.options, "protocol": "domain_holdout", "base_protocol":
+                 split.protocol, "target_domain": target, "train_domains": sources})
 
 
-#: generic protocols the registry applies to any dataset after loading it
+# -- dispatch ---------------------------------------------------------------------------------
+#: protocol name → builder ``fn(records, *, trial, seed, dataset_root, **options)`` on every
+#: record of a dataset (the ``split`` column is read by the camera/domain hold-outs only)
+PROTOCOLS = {"single_shot_half": single_shot_half, "warca": warca_protocol,
+             "random_pairs": random_pairs, "camera_holdout": camera_holdout,
+             "domain_holdout": domain_holdout}
+
+
+def apply_protocol(records: pd.DataFrame, protocol: str, *, trial: int, seed: int,
+                   dataset_root: Path, **options: Any) -> DatasetSplit:
+    """Apply the protocol named ``protocol`` (a key of :data:`PROTOCOLS`) to every record of
+    a dataset (datasets.md §5.16); :class:`UsageError` listing the valid names otherwise.
+    Seeded protocols cache their trials as JSON under ``dataset_root``."""
+    if protocol not in PROTOCOLS:
+        raise UsageError(f"unknown protocol {protocol!r}",
+                         f"available: standard, {', '.join(sorted(PROTOCOLS))}")
+    return PROTOCOLS[protocol](records, trial=trial, seed=seed, dataset_root=Path(dataset_root),
+                               **options)
+
+
+#: generic protocols :func:`reidcli.data.load` applies to any dataset after loading it (unless
+#: the dataset's loader lists the name in ``DatasetInfo.protocols``)
 DERIVED = {"camera_holdout": camera_holdout, "domain_holdout": domain_holdout}
 #: their own options (popped before the dataset's loader sees the rest)
-DERIVED_OPTIONS = {"camera_holdout": ("train_cams", "num_train_cams"),
-                   "domain_holdout": ("target_domain",)}
+DERIVED_OPTIONS = {"camera_holdout": ("train_cams", "num_train_cams", "gallery_cams"),
+                   "domain_holdout": ("target_domain", "train_domains")}
 
-#: DG training compositions (datasets.md §5.15, dmgnet.md §5): (dataset, loader options)
-MIXED_A = (("cuhk02", {"protocol": "all_train"}), ("cuhk03", {}), ("market1501", {}),
-           ("dukemtmc", {}))
-MIXED_B = (("msmt17", {}), ("cuhk03", {}), ("market1501", {}), ("dukemtmc", {}))
+
+# -- DG training compositions (datasets.md §5.15, dmgnet.md §5.2) ------------------------------
+@dataclasses.dataclass(frozen=True)
+class Source:
+    """One source of a composition: a dataset, its loader options, which of its images train
+    (``"all"`` = every split, ``"train"`` = the train split) and whether it may be missing
+    from the registry (CUHK-SYSU is not registered yet)."""
+
+    dataset: str
+    options: tuple = ()
+    split: str = "all"
+    optional: bool = False
+
+
+#: Mixed A (DIMN): every image (pid > 0) of every split of CUHK02 (all_train), CUHK03
+#: (detected), Market-1501, DukeMTMC-reID and CUHK-SYSU (skipped while unregistered) [D17][D18]
+MIXED_A = (Source("cuhk02", (("protocol", "all_train"),)), Source("cuhk03"),
+           Source("market1501"), Source("dukemtmc"), Source("cuhksysu", optional=True))
+#: Mixed B (SNR): the train splits of MSMT17, CUHK03 (767/700 protocol, detected),
+#: Market-1501 and DukeMTMC-reID [D17][D18]
+MIXED_B = (Source("msmt17", split="train"), Source("cuhk03", split="train"),
+           Source("market1501", split="train"), Source("dukemtmc", split="train"))
 COMPOSITIONS = {"mixed_a": MIXED_A, "mixed_b": MIXED_B}
 
 
-def compose_sources(sources, root=None, *, all_images: bool = True) -> DatasetSplit:
-    """One training set from several datasets (DG "Mixed A/B"): ``sources`` is a
-    composition name or ``[(dataset, options), ...]``. With ``all_images`` every image of every
-    split trains (Mixed A); otherwise only the train splits (Mixed B uses CUHK03's 767 train
-    ids). Identities stay distinct through the ``dataset`` column of the identity key.
-    CUHK-SYSU (part of DIMN's Mixed A) is not in the registry and is left out.
-    """
-    from reidcli.data.registry import load
+def _as_source(spec: Any) -> Source:
+    if isinstance(spec, Source):
+        return spec
+    if isinstance(spec, str):
+        return Source(spec)
+    dataset, *rest = spec
+    options = rest[0] if rest else {}
+    split = rest[1] if len(rest) > 1 else "all"
+    return Source(dataset, tuple(dict(options or {}).items()), split)
 
-    if isinstance(sources, str):
-        if sources not in COMPOSITIONS:
-            raise UsageError(f"unknown composition {sources!r}",
-                             f"use one of {', '.join(COMPOSITIONS)}")
-        sources = COMPOSITIONS[sources]
-    parts = []
-    for name, options in sources:
-        split = load(name, root, **options)
-        frame = split.all_records() if all_images else split.train
+
+def compose_sources(specs: str | Iterable[Any], root=None, *, source_split: str | None = None,
+                    ) -> DatasetSplit:
+    """One training set from several datasets (datasets.md §5.15; dmgnet.md §5.2, D17-D19).
+
+    ``specs`` is a composition name (``"mixed_a"``, ``"mixed_b"``) or a list of
+    :class:`Source` / ``"dataset"`` / ``(dataset, options[, split])``. Each source is loaded
+    with :func:`reidcli.data.load` (trial 0) and contributes the persons (pid > 0) of every
+    split (``split="all"``, Mixed A) or of its train split (``"train"``, Mixed B);
+    ``source_split`` overrides every source's choice. All rows get ``split="train"``;
+    identities stay distinct because the identity key holds the ``dataset`` column (and
+    MSMT17's pid scope). Query/gallery are empty (targets are loaded separately). Optional
+    sources absent from the registry are skipped and listed in ``options["skipped"]``.
+    """
+    from reidcli.data.registry import available, canonical_name, load
+
+    if isinstance(specs, str):
+        key = specs.lower().replace(" ", "_").replace("-", "_")
+        if key not in COMPOSITIONS:
+            raise UsageError(f"unknown composition {specs!r}",
+                             f"use one of {', '.join(COMPOSITIONS)} or a list of datasets")
+        specs = COMPOSITIONS[key]
+    if source_split not in (None, "all", "train"):
+        raise UsageError(f"source_split={source_split!r} is unknown",
+                         "use source_split=all or source_split=train")
+    parts, names, skipped = [], [], []
+    registered = set(available())
+    for source in map(_as_source, specs):
+        if source.optional and source.dataset not in registered:
+            skipped.append(source.dataset)
+            continue
+        which = source_split or source.split
+        if which not in ("all", "train"):
+            raise UsageError(f"source {source.dataset}: split={which!r} is unknown",
+                             "use all or train")
+        split = load(source.dataset, root, **dict(source.options))
+        frame = split.all_records() if which == "all" else split.train
         frame = frame[frame["pid"] > 0].copy()
         frame["split"] = "train"
         parts.append(frame)
-    train = normalize_frame(pd.concat(parts, ignore_index=True))
-    names = [n for n, _ in sources]
-    return DatasetSplit(name="+".join(names), train=train, query=train.iloc[:0],
-                        gallery=train.iloc[:0], protocol="composition",
-                        options={"sources": names, "all_images": all_images})
+        names.append(canonical_name(source.dataset))
+    if not parts:
+        raise UsageError("the composition has no source dataset", "name at least one dataset")
+    frames = [p for p in parts if len(p)]
+    train = normalize_frame(pd.concat(frames, ignore_index=True)) if frames else empty_frame()
+    return DatasetSplit(name="+".join(names), train=train, query=empty_frame(),
+                        gallery=empty_frame(), protocol="composition",
+                        options={"sources": names, "source_split": source_split,
+                                 "skipped": skipped})

@@ -40,6 +40,9 @@ class DatasetInfo:
     cameras: str = ""
     options: dict = dataclasses.field(default_factory=dict)
     protocol: str = "standard"
+    #: protocol values the loader implements itself; a generic protocol name listed here
+    #: (e.g. "camera_holdout") goes to the loader instead of :mod:`reidcli.data.protocols`
+    protocols: tuple[str, ...] = ()
     eval_rule: str = "market"
     notes: tuple[str, ...] = ()
     #: facts datasets.md §9 marks unconfirmed; ``reid data check`` prints them as warnings
@@ -129,15 +132,24 @@ def load(dataset: str, /, root: str | os.PathLike | None = None, trial: int = 0,
          **options: Any) -> DatasetSplit:
     """Load one trial of a dataset: ``reidcli.data.load("market", "/data")``.
 
-    ``protocol="camera_holdout"`` (with ``train_cams``) or ``"domain_holdout"`` (with
-    ``target_domain``) works for every dataset: the dataset is loaded with its other options
-    and the generic protocol of :mod:`reidcli.data.protocols` is applied.
+    Generic protocols work for every dataset (datasets.md §5.16; :mod:`reidcli.data.protocols`):
+
+    * ``protocol="camera_holdout"`` (options ``train_cams``, ``num_train_cams``,
+      ``gallery_cams``) and ``protocol="domain_holdout"`` (``target_domain``,
+      ``train_domains``): the dataset is loaded with its other options (its own default
+      protocol) and the hold-out is applied to that split — unless the loader lists the name
+      in ``DatasetInfo.protocols``;
+    * ``train_ids_limit=n`` (with ``repeats``, default 5; C-DPCF's reduced training ids) —
+      unless the loader declares a ``train_ids_limit`` option: trial t loads the dataset's
+      trial t // repeats and keeps n random training persons (subset t % repeats).
 
     ``dataset`` is positional-only so that loader options may use any name (e.g. ``name``).
     """
     canon = canonical_name(dataset)
     entry = _REGISTRY[canon]
-    derived = _derived_protocol(options)
+    if "train_ids_limit" in options and "train_ids_limit" not in entry.info.options:
+        return _load_limited(canon, root, trial, options)
+    derived = _derived_protocol(entry.info, options)
     if derived is not None:
         name, own = derived
         split = load(canon, root, trial=trial, **options)
@@ -151,13 +163,27 @@ def load(dataset: str, /, root: str | os.PathLike | None = None, trial: int = 0,
     return entry.loader(root, trial, **merged)
 
 
-def _derived_protocol(options: dict) -> tuple[str, dict] | None:
+def _load_limited(canon: str, root, trial: int, options: dict) -> DatasetSplit:
+    """``train_ids_limit`` on any dataset: subset ``trial % repeats`` of its trial
+    ``trial // repeats`` (:func:`reidcli.data.protocols.limit_train_ids`)."""
+    from reidcli.data.protocols import check_train_ids_limit, limit_train_ids
+
+    limit = options.pop("train_ids_limit")
+    repeats = check_train_ids_limit(limit, options.pop("repeats", 5))
+    if trial < 0:
+        raise UsageError(f"trial {trial} is negative", "pass a trial index ≥ 0")
+    base = load(canon, root, trial=trial // repeats, **options)
+    return limit_train_ids(base, train_ids_limit=limit, repeats=repeats,
+                           repeat=trial % repeats)
+
+
+def _derived_protocol(info: DatasetInfo, options: dict) -> tuple[str, dict] | None:
     """Pop a generic protocol (camera_holdout, domain_holdout) and its own options out of
     ``options`` (in place); None when the protocol is the dataset's own."""
     from reidcli.data.protocols import DERIVED, DERIVED_OPTIONS
 
     name = options.get("protocol")
-    if name not in DERIVED:
+    if name not in DERIVED or name in info.protocols:
         return None
     del options["protocol"]
     own = {k: options.pop(k) for k in DERIVED_OPTIONS[name] if k in options}
