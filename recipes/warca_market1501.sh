@@ -10,4 +10,4 @@ work="${1:-runs/warca_market1501}"
 mkdir -p "$work"
 reid data check market1501 
 reid extract --dataset market1501 --features hist-lbp --out "$work/store.h5" --force
-warca_chain "$work/store.h5" "$work" market1501 200
+warca_chain "$work/store.h5" "$work" market1501 200 2 no
