@@ -26,7 +26,8 @@ TrialFitter = Callable[[np.ndarray, np.ndarray, np.ndarray], dict]
 ALIASES = {"lambda": ("lambda", "lam", "reg", "beta"), "dim": ("dim", "dims", "n_components",
                                                               "out_dim"),
            "iterations": ("iterations", "max_iter", "n_iter"), "batch_size": ("batch_size",),
-           "lr": ("lr", "learning_rate"), "kernel": ("kernel",), "seed": ("seed",)}
+           "lr": ("lr", "learning_rate"), "kernel": ("kernel",), "seed": ("seed",),
+           "iters": ("iterations",), "batch": ("batch_size",)}
 
 
 def metric_fitter(method: str, module_name: str, given: dict) -> tuple[TrialFitter, dict]:
