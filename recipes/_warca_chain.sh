@@ -6,11 +6,17 @@
 warca_chain() {
   local store="$1" work="$2" dataset="$3" dim="$4" table="${5:-2}" kernels="${6:-yes}"
   local results=()
+  # WARCA_TRIALS (e.g. 0,1) and WARCA_ITERATIONS shorten a run (CI); defaults = the paper's
+  local trials="${WARCA_TRIALS:-all}" iters=()
+  [ -n "${WARCA_ITERATIONS:-}" ] && iters=(--iterations "$WARCA_ITERATIONS")
   run() {   # label method [options...]
     local label="$1" method="$2"; shift 2
     local slug; slug="$(echo "$label" | tr -c 'A-Za-z0-9\n' '_')"
-    reid train "$method" --store "$store" --out "$work/$slug.h5" --force --quiet "$@"
-    reid eval --store "$store" --model "$work/$slug.h5" --full-cmc \
+    local extra=()
+    case "$method" in warca|rpcca) extra=("${iters[@]}") ;; esac
+    reid train "$method" --store "$store" --out "$work/$slug.h5" --force --quiet \
+      --trials "$trials" "$@" "${extra[@]}"
+    reid eval --store "$store" --model "$work/$slug.h5" --full-cmc --trials "$trials" \
       --json "$work/$slug.json" --force --quiet
     results+=("$label=$work/$slug.json")
   }
@@ -28,7 +34,8 @@ warca_chain() {
     # [8]'s code reduces to a fixed PCA dimension (95 % variance can exceed the pair count)
     run "KISSME" kissme --dim "$dim"
   fi
-  reid eval --store "$store" --full-cmc --json "$work/euclidean.json" --force --quiet
+  reid eval --store "$store" --full-cmc --trials "$trials" --json "$work/euclidean.json" \
+    --force --quiet
   results+=("Euclidean=$work/euclidean.json")
   python -m reidcli.paper.compare warca --dataset "$dataset" --table "$table" "${results[@]}"
 }

@@ -1,14 +1,22 @@
 #!/usr/bin/env bash
 # WARCA chain on the built-in `warca` synthetic preset (2 cameras, 316 + 316 persons, strong
 # background nuisance) with the HistLBP-2580 descriptor and WARCA's protocol (P = 316 test
-# ids, 10 splits) — no downloads; runs in CI with fewer iterations (WARCA_ITERATIONS).
+# ids, 10 splits) — no downloads. CI runs it shrunk: WARCA_SYNTH_IDS (persons per split half),
+# WARCA_TEST_IDS, WARCA_TRIALS and WARCA_ITERATIONS.
 # usage: bash recipes/warca_synthetic.sh [WORKDIR]   (reid must be on PATH)
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 source "$here/_warca_chain.sh"
 work="${1:-runs/warca_synthetic}"
 mkdir -p "$work"
-[ -d "$work/data/synthetic/warca" ] || reid data synth --out "$work/data" --preset warca
+if [ ! -d "$work/data/synthetic/warca" ]; then
+  if [ -n "${WARCA_SYNTH_IDS:-}" ]; then
+    reid data synth --out "$work/data" --preset warca --param "num_train_ids=$WARCA_SYNTH_IDS" \
+      --param "num_test_ids=$WARCA_SYNTH_IDS"
+  else
+    reid data synth --out "$work/data" --preset warca
+  fi
+fi
 reid extract --dataset synthetic --root "$work/data" --option name=warca \
   --option protocol=warca --option test_ids="${WARCA_TEST_IDS:-316}" \
   --features hist-lbp --out "$work/store.h5" --force

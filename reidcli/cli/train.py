@@ -73,7 +73,8 @@ def _metric_command(method: str, module_name: str, doc: str):
         feature: Optional[str] = typer.Option(None, "--feature", help="Store feature (default: "
                                               "the store's only or first)."),
         dim: Optional[int] = typer.Option(None, "--dim", help="Output dimension."),
-        kernel: Optional[str] = typer.Option(None, "--kernel", help="kernel methods: chi2rbf (WARCA-χ²) | chi2 | rbf | linear "
+        kernel: Optional[str] = typer.Option(None, "--kernel", help="Kernel methods: chi2rbf "
+                                             "(WARCA-χ²) | chi2 | rbf | linear "
                                              "(see the method)."),
         lam: Optional[float] = typer.Option(None, "--lambda", help="Regulariser weight."),
         lr: Optional[float] = typer.Option(None, "--lr", help="Learning rate."),
