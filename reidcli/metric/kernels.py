@@ -109,7 +109,7 @@ def _chi2_block(a, b, additive: bool):
     return ((a[:, None, :] - b[None, :, :]).square_() / den).sum(-1)
 
 
-def _chi2_matrix(a, b, additive: bool):
+def chi2_matrix(a, b, additive: bool):
     """Blocked :func:`_chi2_block` with at most BLOCK_ELEMENTS scratch elements per block."""
     torch = _torch()
     p, dim = a.shape
@@ -123,7 +123,7 @@ def _chi2_matrix(a, b, additive: bool):
     return out
 
 
-def _sq_euclidean(a, b):
+def sq_euclidean_matrix(a, b):
     d = (a.square().sum(1)[:, None] + b.square().sum(1)[None, :]) - 2.0 * (a @ b.T)
     return d.clamp_min_(0.0)
 
@@ -134,18 +134,18 @@ def _kernel_tensor(name: str, a, b, gamma: float, degree: float, coef0: float):
     if name == "poly":
         return (gamma * (a @ b.T) + coef0) ** degree
     if name == "rbf":
-        return (-gamma * _sq_euclidean(a, b)).exp_()
+        return (-gamma * sq_euclidean_matrix(a, b)).exp_()
     if name == "chi2":
-        return _chi2_matrix(a, b, additive=True)
+        return chi2_matrix(a, b, additive=True)
     if name == "chi2rbf":
-        return (-gamma * _chi2_matrix(a, b, additive=False)).exp_()
+        return (-gamma * chi2_matrix(a, b, additive=False)).exp_()
     raise UsageError(f"--kernel {name!r} is unknown", f"choose one of {', '.join(KERNELS)}")
 
 
 def chi2_distances(x, y, device: str = "cpu") -> np.ndarray:
     """χ²(x_a, y_b) = Σ_d (x_ad − y_bd)² / (x_ad + y_bd) (zero-sum terms skipped, no ½):
     x [n, D], y [m, D] non-negative → float64 [n, m]."""
-    return _chi2_matrix(_as_tensor(x, device), _as_tensor(y, device),
+    return chi2_matrix(_as_tensor(x, device), _as_tensor(y, device),
                         additive=False).cpu().numpy()
 
 

@@ -209,49 +209,25 @@ def preprocess(x: np.ndarray, normalize: str) -> np.ndarray:
     return x
 
 
-def _block_rows(n_other: int, dim: int, budget: int = 1 << 23) -> int:
-    """Rows per block so that a [rows, n_other, dim] temporary stays ≤ budget elements."""
-    return max(1, budget // max(1, n_other * dim))
-
-
 def chi2_distances(a, b):
     """χ²(a_p, b_q) = Σ_d (a−b)²/(a+b), terms with a+b = 0 skipped, no ½ factor (§2.10).
 
-    a [n, D], b [m, D] torch tensors (non-negative) → [n, m], computed in row blocks.
+    a [n, D], b [m, D] torch tensors (non-negative) → [n, m], in bounded blocks.
     """
-    torch = _torch()
-    out = torch.empty(a.shape[0], b.shape[0], dtype=a.dtype, device=a.device)
-    step_b = min(b.shape[0], 256) or 1
-    step_a = _block_rows(step_b, a.shape[1])
-    tiny = torch.finfo(a.dtype).tiny
-    for sb in range(0, b.shape[0], step_b):
-        bb = b[sb:sb + step_b][None]
-        for sa in range(0, a.shape[0], step_a):
-            aa = a[sa:sa + step_a][:, None]
-            den = (aa + bb).clamp_min_(tiny)    # a+b = 0 ⇒ a = b = 0 ⇒ numerator 0
-            out[sa:sa + step_a, sb:sb + step_b] = ((aa - bb) ** 2 / den).sum(-1)
-    return out
+    from reidcli.metric.kernels import chi2_matrix
+    return chi2_matrix(a, b, additive=False)
 
 
 def _additive_chi2(a, b):
     """Σ_d 2 a_d b_d / (a_d + b_d) (Xiong's additive χ² kernel), [n, D] × [m, D] → [n, m]."""
-    torch = _torch()
-    out = torch.empty(a.shape[0], b.shape[0], dtype=a.dtype, device=a.device)
-    step_b = min(b.shape[0], 256) or 1
-    step_a = _block_rows(step_b, a.shape[1])
-    tiny = torch.finfo(a.dtype).tiny
-    for sb in range(0, b.shape[0], step_b):
-        bb = b[sb:sb + step_b][None]
-        for sa in range(0, a.shape[0], step_a):
-            aa = a[sa:sa + step_a][:, None]
-            out[sa:sa + step_a, sb:sb + step_b] = (2 * aa * bb / (aa + bb).clamp_min_(tiny)).sum(-1)
-    return out
+    from reidcli.metric.kernels import chi2_matrix
+    return chi2_matrix(a, b, additive=True)
 
 
 def _sq_euclidean(a, b):
     """‖a_p − b_q‖², [n, D] × [m, D] → [n, m] (GEMM form, clamped ≥ 0)."""
-    d = (a * a).sum(1)[:, None] + (b * b).sum(1)[None, :] - 2.0 * (a @ b.T)
-    return d.clamp_min_(0.0)
+    from reidcli.metric.kernels import sq_euclidean_matrix
+    return sq_euclidean_matrix(a, b)
 
 
 def _base_distances(a, b, kernel: str):
