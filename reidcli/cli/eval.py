@@ -32,8 +32,9 @@ def evaluate(
                            "(Market-1501 trapezoid)."),
     distance: str = typer.Option("auto", "--distance", help="auto (the feature's metric) | "
                                  "euclidean | sqeuclidean | cosine."),
-    feat_norm: str = typer.Option("none", "--feat-norm", help="none | global (L2 per row) | "
-                                  "parts (L2 per --n-parts slice)."),
+    feat_norm: str = typer.Option("auto", "--feat-norm", help="auto (the feature's own "
+                                  "rule: parts for PCB, global for BoT, else none) | none | "
+                                  "global (L2 per row) | parts (L2 per --n-parts slice)."),
     n_parts: int = typer.Option(6, "--n-parts", help="Slices for --feat-norm parts."),
     query_cams: Optional[str] = typer.Option(None, "--query-cams", help="Score only queries "
                                              "of these 0-based cameras (camera-split: the "

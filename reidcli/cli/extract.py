@@ -1,7 +1,8 @@
 """`reid extract` — images → feature store (thin CLI over :mod:`reidcli.features.extract`).
 
-This release extracts hand-crafted descriptors (``--features``) and hand-crafted spatial
-maps (``--maps``); CNN embeddings and conv maps (``--model``) come with the training release.
+Without ``--model``: hand-crafted descriptors (``--features hsv-stripes,…``) and spatial maps
+(``--maps color-grid``). With ``--model RUN_DIR``: the network's embeddings (``--features
+pcb_g,pcb_h`` | ``bnneck,pool5``) and pooled conv maps (``--maps conv2_x,…,conv5_x``).
 """
 from __future__ import annotations
 
@@ -26,12 +27,24 @@ def extract(
                                         "$REIDCLI_DATA or ./data)."),
     features: Optional[List[str]] = typer.Option(None, "--features", help="Hand-crafted "
                                                  "descriptors: hsv-stripes, hist-lbp "
-                                                 "(2580-d), lomo (26960-d)."),
-    maps: Optional[List[str]] = typer.Option(None, "--maps", help="Spatial maps to store as "
-                                             "/convmaps, e.g. color-grid."),
+                                                 "(2580-d), lomo (26960-d); with --model: "
+                                                 "pcb_g,pcb_h (PCB) or bnneck,pool5 (BoT)."),
+    maps: Optional[List[str]] = typer.Option(None, "--maps", help="Maps to store as "
+                                             "/convmaps: color-grid; with --model: "
+                                             "conv2_x,conv3_x,conv4_x,conv5_x."),
     maps_dtype: str = typer.Option("float16", "--maps-dtype", help="float16 | float32."),
-    model: Optional[Path] = typer.Option(None, "--model", help="Trained network (RUN_DIR or "
-                                         "checkpoint) — not in this release."),
+    model: Optional[Path] = typer.Option(None, "--model", help="Trained network: a reid "
+                                         "train run directory or its model.pt."),
+    map_size: str = typer.Option("24x8", "--map-size", help="--model maps: pooled HxW."),
+    flip: bool = typer.Option(False, "--flip", help="--model: average each embedding with "
+                              "the mirrored image's."),
+    shard: Optional[str] = typer.Option(None, "--shard", help="--model: extract shard i/n "
+                                        "of the rows (join with reid store merge)."),
+    allow_large: bool = typer.Option(False, "--allow-large", help="Allow conv maps above "
+                                     "16 GiB (MSMT17-scale)."),
+    device: str = typer.Option("auto", "--device", help="--model: auto | cpu | cuda."),
+    amp: str = typer.Option("off", "--amp", help="--model on CUDA: off | auto | bf16 | fp16."),
+    workers: Optional[int] = typer.Option(None, "--workers", help="Image loader workers."),
     option: Optional[List[str]] = typer.Option(None, "--option", help="Dataset loader option "
                                                "key=value (repeatable), e.g. protocol=..."),
     trials: str = typer.Option("all", "--trials", help="Protocol trials to lay out: all or "
@@ -42,22 +55,25 @@ def extract(
     """Describe every image of a dataset's protocol trials and write a feature store."""
     from reidcli.cli.context import invoked_command
     from reidcli.cli.data import parse_key_values
-    from reidcli.errors import NotImplementedYetError, UsageError
+    from reidcli.errors import UsageError
     from reidcli.features.extract import extract_handcrafted_store
     from reidcli.features.layout import dataset_layout
     from reidcli.io import check_output
     from reidcli.progress import ENABLED
 
-    if model is not None:
-        raise NotImplementedYetError("`reid extract --model` (CNN embeddings and conv maps) is "
-                                     "not implemented yet in this release",
-                                     "use --features/--maps for hand-crafted ones")
     if maps_dtype not in ("float16", "float32"):
         raise UsageError(f"--maps-dtype {maps_dtype!r} is not float16 or float32",
                          "pass --maps-dtype float16")
     if batch_size < 1:
         raise UsageError(f"--batch-size {batch_size} must be ≥ 1", "e.g. --batch-size 256")
     names, map_names = _names(features), _names(maps)
+    if model is not None:
+        _extract_with_model(model, dataset, out, root, names, map_names, maps_dtype, map_size,
+                            flip, shard, allow_large, device, amp, workers, option, trials,
+                            batch_size, force)
+        return
+    if shard is not None:
+        raise UsageError("--shard needs --model", "hand-crafted extraction is not sharded")
     if not names and not map_names:
         names = ["hsv-stripes"]
     check_output(out, force, "--out")
@@ -69,3 +85,35 @@ def extract(
     typer.echo(f"wrote {path}: {len(layout.records)} images, {len(layout.trials)} trial(s)"
                + (f", features {', '.join(names)}" if names else "")
                + (f", maps {', '.join(map_names)}" if map_names else ""), err=True)
+
+
+def _extract_with_model(model, dataset, out, root, names, map_names, maps_dtype, map_size,
+                        flip, shard, allow_large, device, amp, workers, option, trials,
+                        batch_size, force) -> None:
+    from reidcli.cli.context import invoked_command
+    from reidcli.cli.data import parse_key_values
+    from reidcli.data.transforms import parse_size
+    from reidcli.features.layout import dataset_layout
+    from reidcli.features.model_extract import extract_model_store
+    from reidcli.io import check_output
+    from reidcli.progress import ENABLED
+    from reidcli.store.writer import parse_shard
+
+    size = parse_size(map_size)
+    part = parse_shard(shard) if shard else None
+    check_output(out, force, "--out")
+    layout = dataset_layout(dataset, root, trials=trials, progress=ENABLED,
+                            **parse_key_values(option, "--option"))
+    path = extract_model_store(layout, out, model, features=names, maps=map_names,
+                               map_size=size, maps_dtype=maps_dtype, flip=flip,
+                               batch_size=batch_size, shard=part, device=device, amp=amp,
+                               allow_large=allow_large, workers=workers, force=force,
+                               progress=ENABLED, command=invoked_command())
+    from reidcli.store.reader import open_store
+
+    with open_store(path) as st:
+        typer.echo(f"wrote {path}: {st.num_rows} images"
+                   + (f" (shard {part[0]}/{part[1]})" if part else "")
+                   + f", features {', '.join(st.feature_names)}"
+                   + (f", maps {', '.join(st.convmap_layers)}" if st.convmap_layers else ""),
+                   err=True)

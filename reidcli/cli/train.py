@@ -1,4 +1,4 @@
-"""`reid train METHOD` — network training (later release) and metric learning on a store."""
+"""`reid train METHOD` — network training (pcb, bot) and metric learning on a store."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -12,7 +12,7 @@ app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Train a network or fit a metric on a store.")
 
 #: stages still to come: a clear "not implemented yet" (exit 2)
-LATER = ("pcb", "bot", "dgvae", "dmgnet")
+LATER = ("dgvae", "dmgnet")
 
 #: metric learners on stored features: method → (module, one-line help)
 METRICS = {
@@ -120,6 +120,13 @@ def _later(method: str):
     command.__doc__ = f"{method} (not implemented yet)"
     return command
 
+
+from reidcli.cli import train_net as _train_net  # noqa: E402
+
+app.command("pcb", help="PCB (Sun et al. 2018): 6 stripes, shared 1×1 reduction, 6 classifiers; "
+            "optional RPP.")(_train_net.pcb)
+app.command("bot", help="BoT strong baseline: last stride 1, BNNeck, label smoothing, "
+            "batch-hard triplet, warm-up.")(_train_net.bot)
 
 for _method in LATER:
     app.command(_method, context_settings=PASS_THROUGH)(_later(_method))

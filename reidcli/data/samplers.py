@@ -324,3 +324,50 @@ class CameraSplitSampler(_EpochBatchSampler):
             query = np.concatenate([_draw(rng, q_groups[i], self.k) for i in chosen]).tolist()
             batches.append(support + query if self.flat else (support, query))
         return batches
+
+
+class UniformBatchSampler(_EpochBatchSampler):
+    """PCB's sampler: a seeded shuffle of all ``n`` rows cut into batches of ``batch_size``
+    (pcb.md §2: uniform shuffle, drop the last incomplete batch unless ``drop_last=False``)."""
+
+    _tag = 14
+
+    def __init__(self, n: int, batch_size: int = 64, seed: int = 0, drop_last: bool = True,
+                 num_replicas: int | None = None, rank: int | None = None):
+        super().__init__(seed, num_replicas, rank)
+        if int(batch_size) < 1:
+            raise UsageError(f"batch size {batch_size} must be >= 1", "e.g. --batch-size 64")
+        self.n, self.batch_size, self.drop_last = int(n), int(batch_size), bool(drop_last)
+        if self.drop_last and self.n < self.batch_size:
+            raise UsageError(f"{self.n} training images cannot fill one batch of "
+                             f"{self.batch_size}", "lower --batch-size or use more images")
+
+    def _epoch_batches(self, rng: np.random.Generator) -> list:
+        order = rng.permutation(self.n)
+        stop = self.n - self.n % self.batch_size if self.drop_last else self.n
+        return [order[i:i + self.batch_size].tolist() for i in range(0, stop, self.batch_size)]
+
+
+class EpochTaggedSampler:
+    """Wraps a batch sampler so every index carries its epoch: ``epoch · n + i``.
+
+    With :class:`reidcli.training.data.SeededAugmentDataset` the random augmentation of an
+    item then depends only on (seed, epoch, i) — not on loader workers or on what ran
+    before — which makes ``--resume`` reproduce an uninterrupted run.
+    """
+
+    def __init__(self, batch_sampler, n: int):
+        self.batch_sampler, self.n = batch_sampler, int(n)
+        self.epoch = 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = int(epoch)
+        self.batch_sampler.set_epoch(epoch)
+
+    def __iter__(self) -> Iterator:
+        base = self.epoch * self.n
+        for batch in self.batch_sampler:
+            yield [base + int(i) for i in batch]
+
+    def __len__(self) -> int:
+        return len(self.batch_sampler)

@@ -16,7 +16,7 @@ import numpy as np
 from reidcli.evaluation.errors import EvaluationError
 
 METRICS = ("euclidean", "sqeuclidean", "cosine")
-FEATURE_NORMS = ("none", "global", "parts")
+FEATURE_NORMS = ("auto", "none", "global", "parts")
 
 
 # -- feature checks and normalisation ----------------------------------------------------------

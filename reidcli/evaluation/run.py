@@ -35,7 +35,7 @@ class StoreEvalRequest:
     protocol: str = "auto"                       # --protocol
     trials: str | None = "all"                   # --trials
     distance: str = "auto"                       # --distance
-    feat_norm: str = "none"                      # --feat-norm
+    feat_norm: str = "auto"                      # --feat-norm
     n_parts: int = 6                             # --n-parts
     query_cams: list[int] | None = None          # --query-cams
     train_cams: list[int] | None = None          # --train-cams
@@ -131,7 +131,7 @@ def evaluate_store(request: StoreEvalRequest) -> StoreEvaluation:
                                                  "num_trials": model.num_trials,
                                                  "num_repeats": model.num_repeats},
             "trials_evaluated": [k for k, _, _ in plan["trials"]], "device": device,
-            "feat_norm": request.feat_norm,
+            "feat_norm": _feat_norm_label(st, plan["feature"], request),
             "rerank": None if request.rerank is None else dataclasses.asdict(request.rerank),
             "options": {"max_rank": options.max_rank, "ap": options.ap_convention,
                         "query_cams": options.query_cameras,
@@ -235,7 +235,26 @@ def _read_features(st, feature: str, rows: np.ndarray, request: StoreEvalRequest
     A contiguous run of rows is read as one slice (no index copy of a large gallery)."""
     feats = check_features(st.features(feature, as_slice(rows)),
                            f"store feature {feature!r} ({role} rows)")
-    return normalize_features(feats, request.feat_norm, request.n_parts)
+    mode, parts = resolve_feat_norm(st, feature, request)
+    return normalize_features(feats, mode, parts)
+
+
+def _feat_norm_label(st, feature: str, request: "StoreEvalRequest") -> str:
+    mode, parts = resolve_feat_norm(st, feature, request)
+    return f"parts-{parts}" if mode == "parts" else mode
+
+
+def resolve_feat_norm(st, feature: str, request: "StoreEvalRequest") -> tuple[str, int]:
+    """``--feat-norm auto``: the feature's own ``feat_norm`` attribute (``parts`` for PCB
+    features with their ``n_parts``, ``global`` for BoT's; pcb.md §3.2), else ``none``."""
+    if request.feat_norm != "auto":
+        return request.feat_norm, request.n_parts
+    if feature is None or feature not in st.feature_names:      # a model reads its inputs
+        return "none", request.n_parts
+    attrs = st.h5["features"][feature].attrs
+    mode = attrs.get("feat_norm", "none")
+    mode = mode.decode() if isinstance(mode, bytes) else str(mode)
+    return mode, int(attrs.get("n_parts", request.n_parts))
 
 
 def _choose_feature(st, requested: str | None, model) -> str:

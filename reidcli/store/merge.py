@@ -37,6 +37,20 @@ def _layout(store: FeatureStore) -> dict:
     }
 
 
+#: root attributes of a shard that describe the extraction, not the shard
+_CARRIED_ROOT_ATTRS = ("default_feature", "source_checkpoint", "model_kind", "input_size",
+                       "flip", "train_cams")
+
+
+def _carried_attrs(store: FeatureStore) -> dict:
+    return {k: store.h5.attrs[k] for k in _CARRIED_ROOT_ATTRS if k in store.h5.attrs}
+
+
+def _extra_attrs(ds) -> dict:
+    """Dataset attributes other than the ones StoreWriter sets itself."""
+    return {k: v for k, v in ds.attrs.items() if k not in ("metric", "normalized")}
+
+
 def merge_shards(out: str | os.PathLike, shards: Sequence[str | os.PathLike], *,
                  force: bool = False, command: list[str] | None = None) -> Path:
     """Concatenate shards 0..n-1 (given in any order) into ``out``.
@@ -83,12 +97,14 @@ def merge_shards(out: str | os.PathLike, shards: Sequence[str | os.PathLike], *,
                                merged_from=[s.provenance for s in stores])
         first = stores[0]
         with StoreWriter(out, records, dataset=layout["dataset"] or "", provenance=prov,
-                         force=force, option="OUT") as w:
+                         force=force, option="OUT", attrs=_carried_attrs(first)) as w:
             for name, info in layout["features"].items():
                 w.add_feature(name, info["dim"], metric=info["metric"],
-                              normalized=info["normalized"])
+                              normalized=info["normalized"],
+                              attrs=_extra_attrs(first.h5["features"][name]))
             for layer, (shape, dtype) in layout["convmaps"].items():
-                w.add_convmap(layer, shape, dtype=dtype)
+                w.add_convmap(layer, shape, dtype=dtype,
+                              attrs=_extra_attrs(first.h5["convmaps"][layer]))
             for s in track(stores, description="merging shards", unit="shards"):
                 for name in layout["features"]:
                     for start in range(0, s.num_rows, _BLOCK):

@@ -135,12 +135,15 @@ class FeatureStore:
         return sorted(self.h5.get(FEATURES, {}))
 
     def default_feature(self) -> str:
-        """The only feature, or the first by name; StoreError if the store has none."""
+        """The root attr ``default_feature`` when it names a stored feature (reid extract
+        --model sets it), else the only feature or the first by name; StoreError if none."""
         names = self.feature_names
         if not names:
             raise StoreError(f"store {self.path} has no features",
                              "re-run reid extract, or reid store import with --features")
-        return names[0]
+        chosen = self.h5.attrs.get("default_feature", "")
+        chosen = chosen.decode() if isinstance(chosen, bytes) else str(chosen)
+        return chosen if chosen in names else names[0]
 
     def require_feature(self, name: str | None) -> str:
         """``name`` if present (default feature if None), else a StoreError naming the choices."""

@@ -54,7 +54,7 @@ def test_extract_cli_writes_maps_and_features(capsys, tmp_path, tiny_synthetic_r
     assert code == 2 and "unknown map(s) sift" in err and not (tmp_path / "x.h5").exists()
     code, _, err = run_cli(capsys, "extract", "--dataset", "synthetic", "--model", "run",
                            "--out", tmp_path / "y.h5")
-    assert code == 2 and "not implemented yet" in err
+    assert code == 2 and "--model run: no such file" in err
     code, _, err = run_cli(capsys, "extract", "--dataset", "synthetic", "--root",
                            tiny_synthetic_root, "--option", "name=tiny", "--out", out)
     assert code == 2 and "already exists" in err

@@ -1,0 +1,198 @@
+"""`reid train pcb|bot` — network training (thin CLI over :mod:`reidcli.training.engine`).
+
+Defaults are the papers' (pcb.md §2, dmgnet.md §4/§7); ``--preset tiny|quick`` shrinks the
+model and schedule for CPU runs; explicit options win over both.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+DATA_HELP = "Dataset name or alias (reid data list)."
+
+
+def _cams(text: Optional[str]) -> Optional[list[int]]:
+    from reidcli.errors import UsageError
+
+    if text is None:
+        return None
+    try:
+        return sorted({int(t) for t in text.split(",") if t.strip()})
+    except ValueError:
+        raise UsageError(f"--train-cams {text!r} is not a comma list of 0-based camera "
+                         "indices", "e.g. --train-cams 0,1,2,3,4") from None
+
+
+def _steps(text: Optional[str]) -> Optional[list[int]]:
+    from reidcli.errors import UsageError
+
+    if text is None:
+        return None
+    try:
+        return [int(t) for t in text.split(",") if t.strip()]
+    except ValueError:
+        raise UsageError(f"--lr-steps {text!r} is not a comma list of epochs",
+                         "e.g. --lr-steps 40,70") from None
+
+
+def run_training(method: str, *, dataset: Optional[str], root: Optional[Path],
+                 option: Optional[List[str]], out: Optional[Path], resume: Optional[Path],
+                 preset: Optional[str], force: bool, quiet: bool, **explicit) -> None:
+    """Build the config, train, print a one-line summary (shared by every method)."""
+    from reidcli.cli.context import invoked_command
+    from reidcli.cli.data import parse_key_values
+    from reidcli.errors import UsageError
+    from reidcli.progress import ENABLED
+    from reidcli.training.config import make_config
+    from reidcli.training.engine import train_model
+
+    if resume is not None:
+        run_dir, resuming = resume, True
+        if out is not None and Path(out) != Path(resume):
+            raise UsageError("--out and --resume name different run directories",
+                             "give only --resume RUN_DIR")
+    else:
+        if out is None or dataset is None:
+            raise UsageError("--dataset and --out are required",
+                             f"e.g. reid train {method} --dataset market1501 --root DIR "
+                             "--out runs/x (or --resume RUN_DIR)")
+        run_dir, resuming = out, False
+    explicit["input_size"] = None if explicit.get("input_size") is None else \
+        __import__("reidcli.data.transforms", fromlist=["parse_size"]).parse_size(
+            explicit["input_size"])
+    cfg = make_config(method, preset=preset, dataset=dataset or "synthetic",
+                      root=None if root is None else str(root),
+                      options=parse_key_values(option, "--option"), **explicit)
+    echo = (lambda text: None) if quiet else (lambda text: typer.echo(text, err=True))
+    result = train_model(cfg, run_dir, resume=resuming, force=force,
+                         progress=ENABLED and not quiet, command=invoked_command(), echo=echo)
+    if int(os.environ.get("RANK", "0")) != 0:          # torchrun: rank 0 reports
+        return
+    typer.echo(f"wrote {result.model_path}: {result.iterations} iterations, loss "
+               f"{result.first_loss if result.first_loss is None else round(result.first_loss, 4)}"
+               f" → {result.last_loss if result.last_loss is None else round(result.last_loss, 4)}"
+               f", {result.images_per_s:.1f} images/s, {result.seconds:.1f} s", err=True)
+
+
+def pcb(
+    dataset: Optional[str] = typer.Option(None, "--dataset", help=DATA_HELP),
+    root: Optional[Path] = typer.Option(None, "--root", "--data-root", help="Data root."),
+    option: Optional[List[str]] = typer.Option(None, "--option", help="Dataset loader option "
+                                               "key=value (repeatable)."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Run directory to create."),
+    resume: Optional[Path] = typer.Option(None, "--resume", help="Continue the run in this "
+                                          "directory from its last checkpoint."),
+    preset: Optional[str] = typer.Option(None, "--preset", help="tiny (toy backbone, CPU "
+                                         "demo) | quick (ResNet-18, small input)."),
+    train_cams: Optional[str] = typer.Option(None, "--train-cams", help="Train only on these "
+                                             "0-based cameras (DART3 protocols)."),
+    train_split: str = typer.Option("train", "--train-split", help="train | all."),
+    max_images: Optional[int] = typer.Option(None, "--max-images", "--max-train-images",
+                                             help="Seeded random subset of training images."),
+    subsample_seed: Optional[int] = typer.Option(None, "--subsample-seed"),
+    backbone: Optional[str] = typer.Option(None, "--backbone", help="resnet50 | resnet18 | tiny."),
+    init: Optional[str] = typer.Option(None, "--init", "--pretrained", help="imagenet | PATH "
+                                       "(local state dict) | scratch."),
+    input_size: Optional[str] = typer.Option(None, "--input-size", help="HxW (384x128)."),
+    epochs: Optional[int] = typer.Option(None, "--epochs", help="60 (LR steps rescaled)."),
+    batch_size: Optional[int] = typer.Option(None, "--batch-size", help="64."),
+    lr: Optional[float] = typer.Option(None, "--lr", help="New layers' LR (0.1)."),
+    backbone_lr_mult: Optional[float] = typer.Option(None, "--backbone-lr-mult", help="0.1."),
+    lr_steps: Optional[str] = typer.Option(None, "--lr-steps", "--lr-step", help="40."),
+    lr_gamma: Optional[float] = typer.Option(None, "--lr-gamma", help="0.1."),
+    momentum: Optional[float] = typer.Option(None, "--momentum", help="0.9."),
+    weight_decay: Optional[float] = typer.Option(None, "--weight-decay", help="5e-4."),
+    no_nesterov: bool = typer.Option(False, "--no-nesterov", help="Plain momentum SGD."),
+    parts: Optional[int] = typer.Option(None, "--parts", help="Stripes p (6)."),
+    reduced_dim: Optional[int] = typer.Option(None, "--reduced-dim", help="256."),
+    dropout: Optional[float] = typer.Option(None, "--dropout", help="0.5."),
+    rpp: bool = typer.Option(False, "--rpp", help="Refined part pooling, induced training "
+                             "after the PCB epochs (pcb.md §4)."),
+    rpp_classifier_epochs: Optional[int] = typer.Option(None, "--rpp-classifier-epochs"),
+    rpp_finetune_epochs: Optional[int] = typer.Option(None, "--rpp-finetune-epochs"),
+    rpp_lr: Optional[float] = typer.Option(None, "--rpp-lr"),
+    amp: Optional[str] = typer.Option(None, "--amp", help="off | auto | bf16 | fp16 (CUDA)."),
+    channels_last: Optional[str] = typer.Option(None, "--channels-last", help="auto | on | off."),
+    device: Optional[str] = typer.Option(None, "--device", help="auto | cpu | cuda."),
+    workers: Optional[int] = typer.Option(None, "--workers", help="Loader workers."),
+    seed: Optional[int] = typer.Option(None, "--seed", help="1 (the authors' code)."),
+    checkpoint_every: Optional[int] = typer.Option(None, "--checkpoint-every", help="Epochs."),
+    log_every: Optional[int] = typer.Option(None, "--log-every", help="Iterations."),
+    max_iters: Optional[int] = typer.Option(None, "--max-iters", help="Stop after N iterations."),
+    force: bool = typer.Option(False, "--force", help="Start over in an existing --out."),
+    quiet: bool = typer.Option(False, "--quiet"),
+) -> None:
+    """PCB (Sun et al. 2018): 6 stripes, shared 1×1 reduction, 6 classifiers; optional RPP."""
+    run_training("pcb", dataset=dataset, root=root, option=option, out=out, resume=resume,
+                 preset=preset, force=force, quiet=quiet, train_cams=_cams(train_cams),
+                 train_split=train_split, max_images=max_images, subsample_seed=subsample_seed,
+                 backbone=backbone, init=init, input_size=input_size, epochs=epochs,
+                 batch_size=batch_size, lr=lr, backbone_lr_mult=backbone_lr_mult,
+                 lr_steps=_steps(lr_steps), lr_gamma=lr_gamma, momentum=momentum,
+                 weight_decay=weight_decay, nesterov=False if no_nesterov else None,
+                 parts=parts, reduced_dim=reduced_dim, dropout=dropout, rpp=rpp or None,
+                 rpp_classifier_epochs=rpp_classifier_epochs,
+                 rpp_finetune_epochs=rpp_finetune_epochs, rpp_lr=rpp_lr, amp=amp,
+                 channels_last=channels_last, device=device, workers=workers, seed=seed,
+                 checkpoint_every=checkpoint_every, log_every=log_every, max_iters=max_iters)
+
+
+def bot(
+    dataset: Optional[str] = typer.Option(None, "--dataset", help=DATA_HELP),
+    root: Optional[Path] = typer.Option(None, "--root", "--data-root", help="Data root."),
+    option: Optional[List[str]] = typer.Option(None, "--option", help="Dataset loader option "
+                                               "key=value (repeatable)."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Run directory to create."),
+    resume: Optional[Path] = typer.Option(None, "--resume", help="Continue the run in this "
+                                          "directory from its last checkpoint."),
+    preset: Optional[str] = typer.Option(None, "--preset", help="tiny | quick."),
+    train_cams: Optional[str] = typer.Option(None, "--train-cams", help="Train only on these "
+                                             "0-based cameras."),
+    train_split: str = typer.Option("train", "--train-split", help="train | all."),
+    max_images: Optional[int] = typer.Option(None, "--max-images", "--max-train-images"),
+    subsample_seed: Optional[int] = typer.Option(None, "--subsample-seed"),
+    backbone: Optional[str] = typer.Option(None, "--backbone", help="resnet50 | resnet18 | tiny."),
+    init: Optional[str] = typer.Option(None, "--init", "--pretrained", help="imagenet | PATH | "
+                                       "scratch."),
+    input_size: Optional[str] = typer.Option(None, "--input-size", help="HxW (256x128)."),
+    epochs: Optional[int] = typer.Option(None, "--epochs", help="120 (steps/warm-up rescaled)."),
+    p: Optional[int] = typer.Option(None, "--P", "--batch-ids", help="Identities per batch (16)."),
+    k: Optional[int] = typer.Option(None, "--K", help="Images per identity (4)."),
+    optimizer: Optional[str] = typer.Option(None, "--optimizer", help="adam | sgd."),
+    lr: Optional[float] = typer.Option(None, "--lr", help="3.5e-4."),
+    lr_steps: Optional[str] = typer.Option(None, "--lr-steps", "--milestones", help="40,70."),
+    lr_gamma: Optional[float] = typer.Option(None, "--lr-gamma", "--gamma", help="0.1."),
+    warmup_epochs: Optional[int] = typer.Option(None, "--warmup-epochs", help="10."),
+    warmup_factor: Optional[float] = typer.Option(None, "--warmup-factor", help="0.1."),
+    weight_decay: Optional[float] = typer.Option(None, "--weight-decay", help="5e-4."),
+    label_smooth: Optional[float] = typer.Option(None, "--label-smooth", help="ε = 0.1."),
+    triplet_margin: Optional[float] = typer.Option(None, "--triplet-margin", help="0.3."),
+    random_erasing: Optional[float] = typer.Option(None, "--random-erasing", help="0.5."),
+    amp: Optional[str] = typer.Option(None, "--amp", help="off | auto | bf16 | fp16 (CUDA)."),
+    channels_last: Optional[str] = typer.Option(None, "--channels-last", help="auto | on | off."),
+    device: Optional[str] = typer.Option(None, "--device", help="auto | cpu | cuda."),
+    workers: Optional[int] = typer.Option(None, "--workers", help="Loader workers."),
+    seed: Optional[int] = typer.Option(None, "--seed", help="0."),
+    checkpoint_every: Optional[int] = typer.Option(None, "--checkpoint-every", help="Epochs."),
+    log_every: Optional[int] = typer.Option(None, "--log-every", help="Iterations."),
+    max_iters: Optional[int] = typer.Option(None, "--max-iters", help="Stop after N iterations."),
+    force: bool = typer.Option(False, "--force", help="Start over in an existing --out."),
+    quiet: bool = typer.Option(False, "--quiet"),
+) -> None:
+    """BoT strong baseline: last stride 1, BNNeck, label smoothing, triplet, warm-up."""
+    run_training("bot", dataset=dataset, root=root, option=option, out=out, resume=resume,
+                 preset=preset, force=force, quiet=quiet, train_cams=_cams(train_cams),
+                 train_split=train_split, max_images=max_images, subsample_seed=subsample_seed,
+                 backbone=backbone, init=init, input_size=input_size, epochs=epochs, p=p, k=k,
+                 optimizer=optimizer, lr=lr, lr_steps=_steps(lr_steps), lr_gamma=lr_gamma,
+                 warmup_epochs=warmup_epochs, warmup_factor=warmup_factor,
+                 weight_decay=weight_decay, label_smooth=label_smooth,
+                 triplet_margin=triplet_margin, random_erasing=random_erasing, amp=amp,
+                 channels_last=channels_last, device=device, workers=workers, seed=seed,
+                 checkpoint_every=checkpoint_every, log_every=log_every, max_iters=max_iters)
+
+
+__all__ = ["pcb", "bot", "run_training"]

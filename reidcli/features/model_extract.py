@@ -1,0 +1,168 @@
+"""``reid extract --model``: a trained PCB/BoT → store of embeddings and pooled conv maps.
+
+One forward pass per batch (eval mode, the model's test transform) gives both the
+embeddings (``pcb_g``, ``pcb_h`` | ``bnneck``, ``pool5``; raw, part-major; pcb.md §3.1) and
+the conv maps of the requested taps, average-pooled to ``map_size`` (pcb.md §5:
+``adaptive_avg_pool2d`` to 24×8 at 384×128 input — 4×4 on conv2_x, 2×2 on conv3_x, none on
+conv4_x/conv5_x). ``flip`` averages each embedding with that of the mirrored image (maps are
+taken from the unflipped image). Rows stream into the store batch by batch.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from reidcli.data.image_dataset import ImageRecordDataset, make_loader
+from reidcli.errors import UsageError
+from reidcli.features.layout import StoreLayout
+from reidcli.models.backbones import TAP_MODULES, TAPS
+from reidcli.models.checkpoint import (DEFAULT_FEATURES, FEATURES, LoadedModel, feature_dims,
+                                       load_model, model_features)
+from reidcli.progress import track
+from reidcli.provenance import make_provenance
+from reidcli.store.records_io import records_digest
+from reidcli.store.writer import StoreWriter, shard_rows
+from reidcli.training.engine import amp_dtype, resolve_device
+
+#: conv-map extraction above this many bytes needs ``--allow-large`` (pcb.md §5, §9.11)
+LARGE_MAPS_BYTES = 16 * 2**30
+FEATURE_ALIASES = {"pcb-g": "pcb_g", "pcb-h": "pcb_h", "pcbg": "pcb_g", "pcbh": "pcb_h",
+                   "bn": "bnneck", "bnneck": "bnneck", "pool5": "pool5", "gap": "pool5"}
+
+
+def parse_feature_names(names: Sequence[str], kind: str) -> list[str]:
+    """User names (``pcb-g``, ``pcb_g`` …) → store names valid for the model ``kind``."""
+    if not names:
+        return list(DEFAULT_FEATURES[kind])
+    out = []
+    for name in names:
+        canon = FEATURE_ALIASES.get(name.lower(), name.lower())
+        if canon not in FEATURES[kind]:
+            raise UsageError(f"--features {name}: a {kind} model gives "
+                             f"{', '.join(FEATURES[kind])}", "pick from those")
+        if canon not in out:
+            out.append(canon)
+    return out
+
+
+def parse_map_names(names: Sequence[str]) -> list[str]:
+    """``conv2_x,…`` (also ``conv2``/``layer1``) → tap names in network order."""
+    by_module = {v: k for k, v in TAP_MODULES.items()}
+    out = []
+    for name in names:
+        key = name.lower()
+        canon = key if key in TAPS else f"{key}_x" if f"{key}_x" in TAPS else by_module.get(key)
+        if canon is None:
+            raise UsageError(f"--maps {name}: not a network stage",
+                             f"use {', '.join(TAPS)}")
+        if canon not in out:
+            out.append(canon)
+    return sorted(out, key=TAPS.index)
+
+
+def maps_bytes(num_rows: int, channels: Sequence[int], map_size: tuple[int, int],
+               dtype: str) -> int:
+    """Bytes of the conv maps of ``num_rows`` images."""
+    return int(num_rows) * int(sum(channels)) * map_size[0] * map_size[1] * \
+        np.dtype(dtype).itemsize
+
+
+def _size_text(text: tuple[int, int]) -> str:
+    return f"{text[0]}x{text[1]}"
+
+
+@torch.no_grad()
+def embed_batch(model: LoadedModel, images: torch.Tensor, maps: Sequence[str],
+                map_size: tuple[int, int], flip: bool, autocast: torch.dtype | None,
+                channels_last: bool) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """Features {name: [B, d]} and pooled maps {tap: [B, C, h, w]} of one batch."""
+    device = model.device
+    images = images.to(device, non_blocking=True)
+    if channels_last:
+        images = images.contiguous(memory_format=torch.channels_last)
+    with torch.autocast(device.type, dtype=autocast or torch.float32,
+                        enabled=autocast is not None):
+        out = model.module(images, maps)
+        feats = model_features(model.kind, out)
+        if flip:
+            flipped = model_features(model.kind, model.module(torch.flip(images, dims=[3])))
+            feats = {k: (v.float() + flipped[k].float()) / 2 for k, v in feats.items()}
+        pooled = {tap: F.adaptive_avg_pool2d(out.taps[tap].float(), map_size) for tap in maps}
+    return ({k: v.float().cpu().numpy() for k, v in feats.items()},
+            {k: v.cpu().numpy() for k, v in pooled.items()})
+
+
+def extract_model_store(layout: StoreLayout, out: str | os.PathLike,
+                        model_path: str | os.PathLike, *, features: Sequence[str] = (),
+                        maps: Sequence[str] = (), map_size: tuple[int, int] = (24, 8),
+                        maps_dtype: str = "float16", flip: bool = False, batch_size: int = 64,
+                        shard: tuple[int, int] | None = None, device: str = "auto",
+                        amp: str = "off", allow_large: bool = False, workers: int | None = None,
+                        force: bool = False, progress: bool = True,
+                        command: list[str] | None = None) -> Path:
+    """Run the model of ``model_path`` over the rows of ``layout`` (or shard ``i/n`` of them)
+    and write ``/features/<name>`` [N, d], ``/convmaps/<tap>`` [N, C, h, w] and the protocol.
+    """
+    dev = resolve_device(device)
+    model = load_model(model_path, dev)
+    names = parse_feature_names(features, model.kind)
+    taps = parse_map_names(maps)
+    rows = shard_rows(len(layout.records), shard) if shard else slice(0, len(layout.records))
+    records = layout.records.iloc[rows].reset_index(drop=True)
+    if len(layout.records) == 0:
+        raise UsageError("the dataset has no images", "check --root and the dataset options")
+    channels = [model.module.backbone.tap_channels[t] for t in taps]
+    size = maps_bytes(len(records), channels, map_size, maps_dtype)
+    if taps and size > LARGE_MAPS_BYTES and not allow_large:
+        raise UsageError(f"--maps would write {size / 2**30:.1f} GiB of conv maps for "
+                         f"{len(records)} images (limit {LARGE_MAPS_BYTES / 2**30:.0f} GiB)",
+                         "pass --allow-large, use --shard i/n, fewer --maps, or "
+                         "--maps-dtype float16")
+    dims = feature_dims(model.spec)
+    autocast = amp_dtype(amp, dev)
+    channels_last = dev.type == "cuda"
+    if channels_last:
+        model.module.to(memory_format=torch.channels_last)
+    dataset = ImageRecordDataset(records, model.transform, return_index=False)
+    loader = make_loader(dataset, batch_size=batch_size, workers=workers, device=dev)
+    input_size = _size_text(model.input_size)
+    prov = make_provenance(command=command, inputs=[model.path], features=names, maps=taps,
+                           protocol=layout.protocol, model=model.spec.as_dict())
+    attrs = {"default_feature": names[0], "source_checkpoint": str(model.path),
+             "model_kind": model.kind, "input_size": input_size, "flip": bool(flip)}
+    if layout.options.get("train_cams"):
+        attrs["train_cams"] = ",".join(map(str, layout.options["train_cams"]))
+    source = {"num_rows": len(layout.records),
+              "records_sha256": records_digest(layout.records)} if shard else None
+    with StoreWriter(out, records, dataset=layout.dataset, provenance=prov, force=force,
+                     shard=shard, shard_source=source, attrs=attrs) as writer:
+        for name in names:
+            dim, parts = dims[name]
+            writer.add_feature(name, dim, metric="euclidean", attrs={
+                "n_parts": parts, "part_dim": dim // parts,
+                "feat_norm": "parts" if parts > 1 else "global", "flip": bool(flip)})
+        for tap, c in zip(taps, channels):
+            writer.add_convmap(tap, (c, *map_size), dtype=maps_dtype, attrs={
+                "layer": TAP_MODULES[tap], "pooled_size": _size_text(map_size),
+                "input_size": input_size, "pooling": "avg",
+                "source_checkpoint": str(model.path)})
+        for batch in track(loader, total=len(loader), description="extracting",
+                           unit="batches", enabled=progress):
+            feats, pooled = embed_batch(model, batch["image"], taps, map_size, flip, autocast,
+                                        channels_last)
+            for name in names:
+                writer.append_feature(name, feats[name])
+            for tap in taps:
+                writer.append_convmap(tap, pooled[tap])
+        writer.write_protocol(layout.protocol, layout.trials, eval_rule=layout.eval_rule,
+                              options=layout.options)
+    return Path(out)
+
+
+__all__ = ["extract_model_store", "embed_batch", "parse_feature_names", "parse_map_names",
+           "maps_bytes", "LARGE_MAPS_BYTES"]

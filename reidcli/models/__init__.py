@@ -1,0 +1,1 @@
+"""Networks (nn.Modules only): ResNet trunks with conv taps, PCB (+RPP), BoT (BNNeck)."""

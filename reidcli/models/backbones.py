@@ -1,0 +1,99 @@
+"""ResNet trunks with taps on conv2_x … conv5_x and a last-stride option (pcb.md §1).
+
+A :class:`ResNetTrunk` keeps torchvision's module names (``conv1, bn1, relu, maxpool,
+layer1 … layer4``), so a torchvision or torchreid state dict loads into it key for key; the
+global pooling and ``fc`` are dropped. ``last_stride=1`` sets the stride of every
+convolution of ``layer4[0]`` to 1 (pcb.md §1, dmgnet.md §2), so conv5_x keeps the spatial
+size of conv4_x.
+
+Shapes at input [N, 3, 384, 128] (ResNet-50, last stride 1)::
+
+    conv2_x = layer1  [N,  256, 96, 32]     conv4_x = layer3  [N, 1024, 24, 8]
+    conv3_x = layer2  [N,  512, 48, 16]     conv5_x = layer4  [N, 2048, 24, 8]
+
+``tiny`` is a four-stage toy trunk with the same names, strides and taps (16/32/64/128
+channels) for tests and CPU demos; ``resnet18`` is torchvision's BasicBlock ResNet.
+"""
+from __future__ import annotations
+
+from typing import Iterable
+
+import torch
+from torch import nn
+
+from reidcli.errors import UsageError
+
+#: paper name of each tap → torchvision module of the trunk (pcb.md §5)
+TAP_MODULES = {"conv2_x": "layer1", "conv3_x": "layer2", "conv4_x": "layer3",
+               "conv5_x": "layer4"}
+TAPS = tuple(TAP_MODULES)
+BACKBONES = ("resnet50", "resnet18", "tiny")
+#: channels of conv2_x … conv5_x per backbone
+TAP_CHANNELS = {"resnet50": (256, 512, 1024, 2048), "resnet18": (64, 128, 256, 512),
+                "tiny": (16, 32, 64, 128)}
+
+
+def _conv_bn_relu(cin: int, cout: int, stride: int) -> nn.Sequential:
+    return nn.Sequential(nn.Conv2d(cin, cout, 3, stride, 1, bias=False), nn.BatchNorm2d(cout),
+                         nn.ReLU(inplace=True))
+
+
+class ResNetTrunk(nn.Module):
+    """Stem + layer1..layer4 of a ResNet; :meth:`forward` returns conv5_x and the taps."""
+
+    def __init__(self, name: str, stem: dict[str, nn.Module], layers: list[nn.Module]):
+        super().__init__()
+        self.name = name
+        self.conv1, self.bn1 = stem["conv1"], stem["bn1"]
+        self.relu, self.maxpool = stem["relu"], stem["maxpool"]
+        self.layer1, self.layer2, self.layer3, self.layer4 = layers
+        self.tap_channels = dict(zip(TAPS, TAP_CHANNELS[name]))
+        self.out_channels = TAP_CHANNELS[name][-1]
+
+    def forward(self, x: torch.Tensor, taps: Iterable[str] = ()
+                ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """``x`` [N, 3, H, W] → (conv5_x [N, C5, H/16, W/16] at last stride 1,
+        {tap: [N, C, h, w]} for the requested ``taps``)."""
+        wanted = set(taps)
+        out: dict[str, torch.Tensor] = {}
+        x = self.maxpool(self.relu(self.bn1(self.conv1(x))))
+        for tap in TAPS:
+            x = getattr(self, TAP_MODULES[tap])(x)
+            if tap in wanted:
+                out[tap] = x
+        return x, out
+
+
+def _set_last_stride(layer4: nn.Module, stride: int) -> None:
+    """Stride of every convolution of the first block of ``layer4`` (pcb.md §1)."""
+    first = layer4[0]
+    for module in first.modules():
+        if isinstance(module, nn.Conv2d) and module.stride != (1, 1):
+            module.stride = (stride, stride)
+
+
+def build_backbone(name: str = "resnet50", last_stride: int = 1) -> ResNetTrunk:
+    """A randomly initialised trunk (torchvision's own init for the ResNets)."""
+    if name not in BACKBONES:
+        raise UsageError(f"--backbone {name!r} is unknown", f"use one of {', '.join(BACKBONES)}")
+    if last_stride not in (1, 2):
+        raise UsageError(f"--last-stride {last_stride} must be 1 or 2", "use 1 (the papers') "
+                         "or 2 (torchvision's)")
+    if name == "tiny":
+        c2, c3, c4, c5 = TAP_CHANNELS["tiny"]
+        stem = {"conv1": nn.Conv2d(3, 8, 3, 2, 1, bias=False), "bn1": nn.BatchNorm2d(8),
+                "relu": nn.ReLU(inplace=True), "maxpool": nn.MaxPool2d(3, 2, 1)}
+        layers = [nn.Sequential(_conv_bn_relu(8, c2, 1)), nn.Sequential(_conv_bn_relu(c2, c3, 2)),
+                  nn.Sequential(_conv_bn_relu(c3, c4, 2)),
+                  nn.Sequential(_conv_bn_relu(c4, c5, last_stride))]
+        return ResNetTrunk(name, stem, layers)
+    import torchvision
+
+    net = getattr(torchvision.models, name)(weights=None)
+    if last_stride != 2:
+        _set_last_stride(net.layer4, last_stride)
+    stem = {"conv1": net.conv1, "bn1": net.bn1, "relu": net.relu, "maxpool": net.maxpool}
+    return ResNetTrunk(name, stem, [net.layer1, net.layer2, net.layer3, net.layer4])
+
+
+__all__ = ["ResNetTrunk", "build_backbone", "BACKBONES", "TAPS", "TAP_MODULES", "TAP_CHANNELS"]

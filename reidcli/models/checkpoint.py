@@ -1,0 +1,200 @@
+"""Model files: build a PCB/BoT from a :class:`ModelSpec`, save it, load it back.
+
+A trained model is one ``torch.save`` dict (``RUN_DIR/model.pt``; training checkpoints
+``RUN_DIR/checkpoint.pt`` carry the same keys plus optimiser/scheduler state)::
+
+    format="reidcli.model", spec={kind, backbone, last_stride, num_classes, parts, ...},
+    model_state=<state dict>, meta={classes, train_cams, config, epoch, ...}
+
+:func:`load_model` accepts the run directory or either file and returns a
+:class:`LoadedModel`: the module in eval mode plus ``features(images)`` / ``logits(images)``
+and the test transform, the interface ``reid extract`` and ``reid adapt`` use.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+from torch import nn
+
+from reidcli.errors import InputFileError
+from reidcli.io import atomic_output
+from reidcli.models.backbones import TAP_CHANNELS, build_backbone
+from reidcli.models.bot import BoT, bot_features
+from reidcli.models.pcb import PCB, pcb_features
+
+MODEL_FORMAT = "reidcli.model"
+KINDS = ("pcb", "bot")
+FEATURES = {"pcb": ("pcb_g", "pcb_h"), "bot": ("bnneck", "pool5")}
+DEFAULT_FEATURES = {"pcb": ("pcb_g", "pcb_h"), "bot": ("bnneck",)}
+
+
+@dataclasses.dataclass
+class ModelSpec:
+    """Everything needed to rebuild a model's modules (not its weights)."""
+
+    kind: str = "pcb"
+    backbone: str = "resnet50"
+    last_stride: int = 1
+    num_classes: int = 0
+    parts: int = 6
+    reduced_dim: int = 256
+    dropout: float = 0.5
+    rpp: bool = False
+    input_size: tuple[int, int] = (384, 128)
+
+    def as_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["input_size"] = list(self.input_size)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "ModelSpec":
+        known = {f.name for f in dataclasses.fields(cls)}
+        values = {k: v for k, v in d.items() if k in known}
+        if "input_size" in values:
+            values["input_size"] = tuple(int(v) for v in values["input_size"])
+        return cls(**values)
+
+
+def build_model(spec: ModelSpec) -> nn.Module:
+    """A randomly initialised PCB or BoT for ``spec``."""
+    trunk = build_backbone(spec.backbone, spec.last_stride)
+    if spec.kind == "pcb":
+        return PCB(trunk, spec.num_classes, parts=spec.parts, reduced_dim=spec.reduced_dim,
+                   dropout=spec.dropout, rpp=spec.rpp)
+    if spec.kind == "bot":
+        return BoT(trunk, spec.num_classes)
+    raise ValueError(f"unknown model kind {spec.kind!r}")
+
+
+def feature_dims(spec: ModelSpec) -> dict[str, tuple[int, int]]:
+    """``{feature: (dim, n_parts)}`` of the model's store features."""
+    c5 = TAP_CHANNELS[spec.backbone][-1]
+    if spec.kind == "pcb":
+        return {"pcb_g": (spec.parts * c5, spec.parts),
+                "pcb_h": (spec.parts * spec.reduced_dim, spec.parts)}
+    return {"bnneck": (c5, 1), "pool5": (c5, 1)}
+
+
+def model_features(kind: str, output: Any) -> dict[str, torch.Tensor]:
+    """Store features of a forward output (raw, un-normalised)."""
+    return pcb_features(output) if kind == "pcb" else bot_features(output)
+
+
+def model_logits(kind: str, output: Any) -> list[torch.Tensor]:
+    """Classifier logits as a list (PCB: one per part; BoT: one)."""
+    if kind == "pcb":
+        return list(output.logits)
+    return [] if output.logits is None else [output.logits]
+
+
+def save_model(path: str | os.PathLike, model: nn.Module, spec: ModelSpec,
+               meta: dict[str, Any] | None = None, extra: dict[str, Any] | None = None) -> Path:
+    """Write the model file atomically (temp file + rename)."""
+    module = model.module if hasattr(model, "module") else model
+    payload = {"format": MODEL_FORMAT, "spec": spec.as_dict(),
+               "model_state": module.state_dict(), "meta": dict(meta or {})}
+    payload.update(extra or {})
+    with atomic_output(path, force=True) as tmp:
+        torch.save(payload, tmp)
+    return Path(path)
+
+
+def resolve_model_file(path: str | os.PathLike) -> Path:
+    """RUN_DIR → RUN_DIR/model.pt (else its latest checkpoint.pt); a file → itself."""
+    path = Path(path)
+    if path.is_dir():
+        for name in ("model.pt", "checkpoint.pt"):
+            if (path / name).exists():
+                return path / name
+        raise InputFileError(f"--model {path}: the run directory has no model.pt or "
+                             "checkpoint.pt", "train it with reid train pcb|bot --out DIR, or "
+                             "give the model file")
+    if not path.exists():
+        raise InputFileError(f"--model {path}: no such file or directory",
+                             "give a run directory of reid train or its model.pt")
+    return path
+
+
+def read_model_file(path: str | os.PathLike) -> dict[str, Any]:
+    """The payload dict of a reidcli model file, validated."""
+    file = resolve_model_file(path)
+    try:
+        payload = torch.load(file, map_location="cpu", weights_only=False)
+    except Exception as exc:  # noqa: BLE001
+        raise InputFileError(f"--model {file}: not a torch file ({exc.__class__.__name__})",
+                             "give a model.pt written by reid train") from None
+    if not isinstance(payload, dict) or payload.get("format") != MODEL_FORMAT:
+        raise InputFileError(f"--model {file} is not a reidcli model file",
+                             "give a run directory or model.pt written by reid train; "
+                             "use --init PATH to start training from other weights")
+    payload["_file"] = str(file)
+    return payload
+
+
+@dataclasses.dataclass
+class LoadedModel:
+    """A trained model ready for inference (eval mode).
+
+    ``features(images [B, 3, H, W])`` → {name: [B, d]} raw store features (differentiable
+    when grad is on); ``logits(images)`` → list of [B, K]; ``forward(images, taps)`` → the
+    model output (with conv taps); ``transform`` PIL → normalised tensor [3, H, W].
+    """
+
+    module: nn.Module
+    spec: ModelSpec
+    meta: dict[str, Any]
+    path: str
+    device: torch.device
+
+    @property
+    def kind(self) -> str:
+        return self.spec.kind
+
+    @property
+    def input_size(self) -> tuple[int, int]:
+        return tuple(self.spec.input_size)
+
+    @property
+    def feature_names(self) -> list[str]:
+        return list(FEATURES[self.spec.kind])
+
+    @property
+    def transform(self) -> Callable:
+        from reidcli.data.transforms import eval_transform
+
+        return eval_transform(self.spec.input_size)
+
+    def forward(self, images: torch.Tensor, taps=()) -> Any:
+        return self.module(images.to(self.device), taps)
+
+    def features(self, images: torch.Tensor) -> dict[str, torch.Tensor]:
+        return model_features(self.kind, self.forward(images))
+
+    def logits(self, images: torch.Tensor) -> list[torch.Tensor]:
+        return model_logits(self.kind, self.forward(images))
+
+
+def load_model(path: str | os.PathLike, device: str | torch.device = "cpu") -> LoadedModel:
+    """Rebuild and load the model of a run directory / model file, in eval mode."""
+    payload = read_model_file(path)
+    spec = ModelSpec.from_dict(payload["spec"])
+    module = build_model(spec)
+    missing, unexpected = module.load_state_dict(payload["model_state"], strict=False)
+    if missing or unexpected:
+        raise InputFileError(f"--model {payload['_file']}: weights do not fit the recorded "
+                             f"architecture ({len(missing)} missing, {len(unexpected)} "
+                             "unexpected keys)", "the file is damaged or from another version")
+    device = torch.device(device)
+    module.to(device).eval()
+    return LoadedModel(module=module, spec=spec, meta=dict(payload.get("meta", {})),
+                       path=payload["_file"], device=device)
+
+
+__all__ = ["ModelSpec", "LoadedModel", "build_model", "save_model", "load_model",
+           "read_model_file", "resolve_model_file", "feature_dims", "model_features",
+           "model_logits", "KINDS", "FEATURES", "DEFAULT_FEATURES", "MODEL_FORMAT"]

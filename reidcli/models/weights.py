@@ -1,0 +1,174 @@
+"""Backbone initialisation: ``--init imagenet | PATH | scratch``.
+
+* ``imagenet`` — torchvision's weights API (``ResNet50_Weights.IMAGENET1K_V1``, the 2017-era
+  weights the PCB code used; pcb.md §3.4). The file is looked up in the torch hub cache
+  (``$TORCH_HOME/hub/checkpoints``) and downloaded there when missing and online; offline
+  without a cached file raises :class:`~reidcli.errors.OfflineError` naming the three choices.
+* ``PATH`` — a local state dict: a torchvision ResNet (``conv1.weight``, ``layer1.0…``,
+  ``fc.*``), a torchreid checkpoint (``{"state_dict": …}``, ``module.`` prefixes,
+  ``classifier.*``), a fast-reid / BoT one (``backbone.`` / ``base.`` prefixes), or a
+  reidcli ``model.pt``. Keys are matched to the trunk after stripping those prefixes;
+  missing and unexpected keys are reported (:class:`InitReport`).
+* ``scratch`` — keep the random initialisation.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import urllib.error
+from pathlib import Path
+from typing import Any, Mapping
+
+import torch
+from torch import nn
+
+from reidcli.errors import InputFileError, OfflineError, UsageError
+
+INIT_CHOICES = "--init imagenet (needs the torchvision weights cached or a network), " \
+               "--init PATH (a local ResNet state dict) or --init scratch"
+_PREFIXES = ("module.", "backbone.", "base.", "model.", "encoder.", "trunk.")
+
+
+@dataclasses.dataclass
+class InitReport:
+    """What an initialisation loaded: ``source``, matched/missing/unexpected key names."""
+
+    source: str
+    loaded: list[str] = dataclasses.field(default_factory=list)
+    missing: list[str] = dataclasses.field(default_factory=list)
+    unexpected: list[str] = dataclasses.field(default_factory=list)
+    mismatched: list[str] = dataclasses.field(default_factory=list)
+
+    def summary(self) -> str:
+        if self.source == "scratch":
+            return "init: scratch (random weights)"
+        text = f"init: {self.source}: {len(self.loaded)} tensors loaded"
+        for label, keys in (("missing", self.missing), ("unexpected", self.unexpected),
+                            ("shape-mismatched", self.mismatched)):
+            if keys:
+                shown = ", ".join(keys[:5]) + (" …" if len(keys) > 5 else "")
+                text += f"; {len(keys)} {label} ({shown})"
+        return text
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"source": self.source, "loaded": len(self.loaded), "missing": self.missing,
+                "unexpected": self.unexpected, "mismatched": self.mismatched}
+
+
+def imagenet_weights_url(arch: str) -> str:
+    """URL of torchvision's ``IMAGENET1K_V1`` weights for ``arch`` (resnet50 / resnet18)."""
+    import torchvision.models as tvm
+
+    enums = {"resnet50": tvm.ResNet50_Weights, "resnet18": tvm.ResNet18_Weights}
+    if arch not in enums:
+        raise UsageError(f"--init imagenet: no ImageNet weights for backbone {arch!r}",
+                         "use --backbone resnet50/resnet18, or --init scratch")
+    return enums[arch].IMAGENET1K_V1.url
+
+
+def hub_cache_file(url: str, cache_dir: str | os.PathLike | None = None) -> Path:
+    """Where torch hub keeps (or will keep) the file of ``url``."""
+    base = Path(cache_dir) if cache_dir else Path(torch.hub.get_dir()) / "checkpoints"
+    return base / os.path.basename(url.split("?")[0])
+
+
+def fetch_imagenet_state(arch: str, *, url: str | None = None,
+                         cache_dir: str | os.PathLike | None = None,
+                         offline: bool | None = None) -> tuple[dict, str]:
+    """(state dict, file path) of the ImageNet weights, from the cache or downloaded into it.
+
+    ``offline`` (default: env ``REIDCLI_OFFLINE`` set) never touches the network.
+    """
+    url = url or imagenet_weights_url(arch)
+    path = hub_cache_file(url, cache_dir)
+    if offline is None:
+        offline = bool(os.environ.get("REIDCLI_OFFLINE"))
+    if not path.exists():
+        if offline:
+            raise OfflineError(f"--init imagenet: {path.name} is not in the torch cache "
+                               f"({path.parent}) and downloads are off", INIT_CHOICES)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            # torchvision's own download helper: temp file + rename into the cache
+            torch.hub.download_url_to_file(url, str(path), progress=False)
+        except (urllib.error.URLError, OSError, ValueError) as exc:
+            raise OfflineError(f"--init imagenet: cannot download {url} ({exc.__class__.__name__})"
+                               f" and {path} is not cached", INIT_CHOICES) from None
+    return _read_state(path, "--init imagenet"), str(path)
+
+
+def _read_state(path: Path, option: str) -> dict:
+    try:
+        obj = torch.load(path, map_location="cpu", weights_only=False)
+    except Exception as exc:  # noqa: BLE001 - any unreadable file is a user error
+        raise InputFileError(f"{option} {path}: not a torch state dict ({exc.__class__.__name__})",
+                             "give a .pth/.pt file saved with torch.save") from None
+    return unwrap_state_dict(obj, path, option)
+
+
+def unwrap_state_dict(obj: Any, path: Path | str = "", option: str = "--init") -> dict:
+    """The tensor dict inside ``obj``: a plain state dict, or one nested under ``state_dict``
+    / ``model`` / ``model_state`` (torchreid, fast-reid, reidcli checkpoints)."""
+    for key in ("state_dict", "model_state", "model"):
+        if isinstance(obj, Mapping) and isinstance(obj.get(key), Mapping):
+            obj = obj[key]
+            break
+    if not isinstance(obj, Mapping) or not any(torch.is_tensor(v) for v in obj.values()):
+        raise InputFileError(f"{option} {path}: no tensors found in the file",
+                             "give a ResNet state dict (torchvision or torchreid style)")
+    return {str(k): v for k, v in obj.items() if torch.is_tensor(v)}
+
+
+def _strip(key: str) -> str:
+    changed = True
+    while changed:
+        changed = False
+        for prefix in _PREFIXES:
+            if key.startswith(prefix):
+                key, changed = key[len(prefix):], True
+    return key
+
+
+def load_trunk_state(trunk: nn.Module, state: Mapping[str, torch.Tensor],
+                     source: str) -> InitReport:
+    """Copy the matching tensors of ``state`` into ``trunk`` (names after prefix stripping)."""
+    own = trunk.state_dict()
+    report = InitReport(source=source)
+    renamed = {}
+    for key, value in state.items():
+        renamed.setdefault(_strip(key), value)
+    for key, value in renamed.items():
+        if key not in own:
+            report.unexpected.append(key)
+        elif tuple(own[key].shape) != tuple(value.shape):
+            report.mismatched.append(key)
+        else:
+            own[key] = value.to(own[key].dtype)
+            report.loaded.append(key)
+    report.missing = [k for k in own if k not in renamed]
+    if not any(own[k].ndim > 0 for k in report.loaded):      # not just BN step counters
+        raise InputFileError(f"--init {source}: none of its {len(state)} tensors match the "
+                             f"{trunk.name} backbone", "give a state dict of the same ResNet "
+                             "(e.g. --backbone resnet50 for a ResNet-50 file)")
+    trunk.load_state_dict(own)
+    return report
+
+
+def initialize_trunk(trunk: nn.Module, init: str, **kwargs: Any) -> InitReport:
+    """Apply ``--init imagenet | scratch | PATH`` to ``trunk`` (see the module docstring)."""
+    if init == "scratch":
+        return InitReport(source="scratch")
+    if init == "imagenet":
+        if trunk.name == "tiny":
+            raise UsageError("--init imagenet: the tiny backbone has no ImageNet weights",
+                             "use --init scratch with --backbone tiny")
+        state, path = fetch_imagenet_state(trunk.name, **kwargs)
+        return load_trunk_state(trunk, state, f"imagenet ({path})")
+    path = Path(init)
+    if not path.exists():
+        raise InputFileError(f"--init {init}: no such file", INIT_CHOICES)
+    return load_trunk_state(trunk, _read_state(path, "--init"), str(path))
+
+
+__all__ = ["InitReport", "initialize_trunk", "load_trunk_state", "fetch_imagenet_state",
+           "imagenet_weights_url", "hub_cache_file", "unwrap_state_dict", "INIT_CHOICES"]

@@ -1,0 +1,1 @@
+"""Training of image models: the shared engine, losses, schedules and method recipes."""

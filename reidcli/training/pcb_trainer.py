@@ -1,0 +1,114 @@
+"""PCB training recipe (pcb.md §2) and RPP induced training (pcb.md §4)."""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable
+
+import torch
+
+from reidcli.data.samplers import UniformBatchSampler
+from reidcli.data.transforms import train_transform
+from reidcli.models.checkpoint import ModelSpec
+from reidcli.training.config import TrainConfig
+from reidcli.training.losses import part_cross_entropy
+from reidcli.training.schedule import step_factor
+
+
+@dataclasses.dataclass
+class Phase:
+    """A run of epochs with its own trainable set and optimiser (RPP's induced training)."""
+
+    name: str
+    epochs: int
+    prepare: Callable[[torch.nn.Module], None]
+    groups: Callable[[torch.nn.Module, TrainConfig], list[dict[str, Any]]]
+    lr_factor: Callable[[int, TrainConfig], float]
+
+
+def _two_groups(model, cfg: TrainConfig, new_lr: float, backbone_mult: float) -> list[dict]:
+    new_ids = {id(p) for p in model.new_parameters()}
+    backbone = [p for p in model.parameters() if id(p) not in new_ids and p.requires_grad]
+    new = [p for p in model.new_parameters() if p.requires_grad]
+    return [{"name": "backbone", "params": backbone, "lr": new_lr * backbone_mult},
+            {"name": "new", "params": new, "lr": new_lr}]
+
+
+def _unfreeze(model) -> None:
+    for p in model.parameters():
+        p.requires_grad_(True)
+
+
+def _rpp_classifier_only(model) -> None:
+    """Step 2–3 of the induced training: add the part classifier, freeze everything else."""
+    model.enable_rpp()
+    for p in model.parameters():
+        p.requires_grad_(False)
+    for p in model.rpp.parameters():
+        p.requires_grad_(True)
+
+
+class PCBTrainer:
+    """Uniform batches of 64, sum of 6 part cross-entropies, SGD (Nesterov) with the
+    backbone at 0.1× the new layers' rate, ×0.1 from epoch 40 of 60 (pcb.md §2)."""
+
+    name = "pcb"
+
+    def model_spec(self, cfg: TrainConfig, num_classes: int) -> ModelSpec:
+        return ModelSpec(kind="pcb", backbone=cfg.backbone, last_stride=cfg.last_stride,
+                         num_classes=num_classes, parts=cfg.parts, reduced_dim=cfg.reduced_dim,
+                         dropout=cfg.dropout, rpp=False, input_size=tuple(cfg.input_size))
+
+    def train_transform(self, cfg: TrainConfig):
+        return train_transform("pcb", cfg.input_size, erasing=cfg.random_erasing or 0.0)
+
+    def batch_sampler(self, cfg: TrainConfig, labels, world: int, rank: int):
+        per_rank = max(1, cfg.batch_size // world)
+        return UniformBatchSampler(len(labels), per_rank * world, seed=cfg.seed,
+                                   num_replicas=world, rank=rank) \
+            if world == 1 else _PerRankUniform(len(labels), per_rank, cfg.seed, world, rank)
+
+    def phases(self, cfg: TrainConfig) -> list[Phase]:
+        main = Phase("pcb", cfg.epochs, _unfreeze,
+                     lambda m, c: _two_groups(m, c, c.lr, c.backbone_lr_mult),
+                     lambda e, c: step_factor(e, c.lr_steps, c.lr_gamma))
+        if not cfg.rpp:
+            return [main]
+        # pcb.md §4 [D]: 10 epochs part classifier only at 0.01, then 10 epochs jointly at
+        # 0.01 (new layers and part classifier) / 0.001 (backbone)
+        classifier = Phase("rpp-classifier", cfg.rpp_classifier_epochs, _rpp_classifier_only,
+                           lambda m, c: [{"name": "rpp", "params": list(m.rpp.parameters()),
+                                          "lr": c.rpp_lr}],
+                           lambda e, c: 1.0)
+        finetune = Phase("rpp-finetune", cfg.rpp_finetune_epochs,
+                         lambda m: (m.enable_rpp(), _unfreeze(m)),
+                         lambda m, c: _two_groups(m, c, c.rpp_lr, 0.1),
+                         lambda e, c: 1.0)
+        return [main, classifier, finetune]
+
+    def optimizer(self, groups: list[dict], cfg: TrainConfig) -> torch.optim.Optimizer:
+        return torch.optim.SGD(groups, lr=cfg.lr, momentum=cfg.momentum,
+                               weight_decay=cfg.weight_decay, nesterov=cfg.nesterov) \
+            if cfg.optimizer == "sgd" else torch.optim.Adam(groups, lr=cfg.lr,
+                                                            weight_decay=cfg.weight_decay)
+
+    def loss(self, output, labels: torch.Tensor, cfg: TrainConfig
+             ) -> tuple[torch.Tensor, dict[str, float]]:
+        loss = part_cross_entropy(output.logits, labels)
+        with torch.no_grad():
+            acc = torch.stack([(z.argmax(1) == labels).float().mean() for z in output.logits])
+        return loss, {"acc": float(acc.mean())}
+
+
+class _PerRankUniform(UniformBatchSampler):
+    """DDP: one global permutation per epoch, each rank takes its slice of every batch."""
+
+    def __init__(self, n, per_rank, seed, world, rank):
+        super().__init__(n, per_rank * world, seed=seed, num_replicas=1, rank=0)
+        self.world, self.rank_, self.per_rank = world, rank, per_rank
+
+    def __iter__(self):
+        for batch in self.all_batches():
+            yield batch[self.rank_ * self.per_rank:(self.rank_ + 1) * self.per_rank]
+
+
+__all__ = ["PCBTrainer", "Phase"]

@@ -1,0 +1,129 @@
+"""``reid extract --model``: embeddings and pooled conv maps into a store (pcb.md P8, P9)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from reidcli.errors import UsageError
+from reidcli.features import model_extract
+from reidcli.features.layout import dataset_layout
+from reidcli.features.model_extract import (embed_batch, extract_model_store,
+                                            parse_feature_names, parse_map_names)
+from reidcli.models.checkpoint import ModelSpec, build_model, load_model, save_model
+from reidcli.store.merge import merge_shards
+from reidcli.store.reader import open_store
+
+ALL_MAPS = ["conv2_x", "conv3_x", "conv4_x", "conv5_x"]
+
+
+@pytest.fixture(scope="module")
+def resnet18_model(tmp_path_factory):
+    torch.manual_seed(0)
+    spec = ModelSpec(kind="pcb", backbone="resnet18", num_classes=4, input_size=(384, 128))
+    path = tmp_path_factory.mktemp("m") / "model.pt"
+    save_model(path, build_model(spec), spec, {"classes": [1, 2, 3, 4]})
+    return path
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory):
+    torch.manual_seed(1)
+    spec = ModelSpec(kind="pcb", backbone="tiny", num_classes=4, input_size=(96, 32))
+    path = tmp_path_factory.mktemp("t") / "model.pt"
+    save_model(path, build_model(spec), spec)
+    return path
+
+
+def test_pooled_maps_equal_manual_pooling_of_the_stage_outputs(resnet18_model):
+    model = load_model(resnet18_model)
+    hooked = {}
+    handles = [getattr(model.module.backbone, m).register_forward_hook(
+        lambda mod, inp, out, m=m: hooked.__setitem__(m, out.detach().clone()))
+        for m in ("layer1", "layer2", "layer3", "layer4")]
+    images = torch.rand(2, 3, 384, 128)
+    feats, maps = embed_batch(model, images, ALL_MAPS, (24, 8), False, None, False)
+    for h in handles:
+        h.remove()
+    np.testing.assert_allclose(maps["conv2_x"], F.avg_pool2d(hooked["layer1"], 4).numpy(),
+                               rtol=1e-5, atol=1e-6)                      # P9: 4×4
+    np.testing.assert_allclose(maps["conv3_x"], F.avg_pool2d(hooked["layer2"], 2).numpy(),
+                               rtol=1e-5, atol=1e-6)                      # 2×2
+    np.testing.assert_allclose(maps["conv4_x"], hooked["layer3"].numpy(), rtol=1e-6)
+    np.testing.assert_allclose(maps["conv5_x"], hooked["layer4"].numpy(), rtol=1e-6)
+    assert [m.shape[1:] for m in maps.values()] == [(64, 24, 8), (128, 24, 8), (256, 24, 8),
+                                                    (512, 24, 8)]
+    again, _ = embed_batch(model, images, [], (24, 8), False, None, False)
+    assert all(np.array_equal(feats[k], again[k]) for k in feats)        # P8
+
+
+def test_flip_averages_with_the_mirrored_image(tiny_model):
+    model = load_model(tiny_model)
+    images = torch.rand(3, 3, 96, 32)
+    plain, _ = embed_batch(model, images, [], (6, 2), False, None, False)
+    mirrored, _ = embed_batch(model, torch.flip(images, dims=[3]), [], (6, 2), False, None, False)
+    both, _ = embed_batch(model, images, [], (6, 2), True, None, False)
+    np.testing.assert_allclose(both["pcb_h"], (plain["pcb_h"] + mirrored["pcb_h"]) / 2,
+                               rtol=1e-5, atol=1e-6)
+    assert not np.allclose(both["pcb_h"], plain["pcb_h"])
+
+
+def test_store_contents_protocol_and_float16_round_trip(tiny_synthetic_root, tiny_model,
+                                                        tmp_path):
+    layout = dataset_layout("synthetic", tiny_synthetic_root, progress=False, name="tiny")
+    out32 = extract_model_store(layout, tmp_path / "a.h5", tiny_model, maps=ALL_MAPS,
+                                map_size=(6, 2), maps_dtype="float32", progress=False)
+    out16 = extract_model_store(layout, tmp_path / "b.h5", tiny_model, maps=["conv5_x"],
+                                map_size=(6, 2), maps_dtype="float16", progress=False,
+                                features=["pcb-h"])
+    with open_store(out32) as a, open_store(out16) as b:
+        assert a.feature_names == ["pcb_g", "pcb_h"] and b.feature_names == ["pcb_h"]
+        assert a.convmap_layers == ALL_MAPS and a.num_rows == len(layout.records)
+        assert a.default_feature() == "pcb_g"
+        attrs = a.h5["features/pcb_g"].attrs
+        assert (int(attrs["n_parts"]), int(attrs["part_dim"]), attrs["feat_norm"]) == \
+            (6, 128, "parts")                                             # P10
+        mattrs = a.h5["convmaps/conv2_x"].attrs
+        assert mattrs["layer"] == "layer1" and mattrs["pooled_size"] == "6x2"
+        assert mattrs["input_size"] == "96x32" and mattrs["pooling"] == "avg"
+        assert a.protocol.num_trials == 1
+        np.testing.assert_array_equal(a.records["path"], layout.records["path"])
+        full, half = a.convmaps("conv5_x"), b.convmaps("conv5_x").astype(np.float32)
+        np.testing.assert_allclose(half, full, rtol=1e-3, atol=1e-3 * np.abs(full).max())
+        np.testing.assert_array_equal(a.features("pcb_h"), b.features("pcb_h"))
+
+
+def test_shards_merge_into_the_unsharded_store(tiny_synthetic_root, tiny_model, tmp_path):
+    layout = dataset_layout("synthetic", tiny_synthetic_root, progress=False, name="tiny")
+    whole = extract_model_store(layout, tmp_path / "whole.h5", tiny_model, maps=["conv4_x"],
+                                map_size=(6, 2), progress=False)
+    shards = [extract_model_store(layout, tmp_path / f"s{i}.h5", tiny_model, maps=["conv4_x"],
+                                  map_size=(6, 2), shard=(i, 3), progress=False)
+              for i in range(3)]
+    merged = merge_shards(tmp_path / "merged.h5", shards[::-1])
+    with open_store(whole) as a, open_store(merged) as b:
+        np.testing.assert_array_equal(a.features("pcb_g"), b.features("pcb_g"))
+        np.testing.assert_array_equal(a.convmaps("conv4_x"), b.convmaps("conv4_x"))
+        np.testing.assert_array_equal(a.protocol.trials[0]["query_idx"],
+                                      b.protocol.trials[0]["query_idx"])
+        assert b.default_feature() == "pcb_g"
+        assert int(b.h5["features/pcb_g"].attrs["n_parts"]) == 6
+
+
+def test_large_map_guard_and_name_checks(tiny_synthetic_root, tiny_model, tmp_path,
+                                         monkeypatch):
+    layout = dataset_layout("synthetic", tiny_synthetic_root, progress=False, name="tiny")
+    monkeypatch.setattr(model_extract, "LARGE_MAPS_BYTES", 1000)
+    with pytest.raises(UsageError, match="--allow-large"):
+        extract_model_store(layout, tmp_path / "x.h5", tiny_model, maps=["conv5_x"],
+                            map_size=(6, 2), progress=False)
+    assert not (tmp_path / "x.h5").exists()
+    extract_model_store(layout, tmp_path / "y.h5", tiny_model, maps=["conv5_x"],
+                        map_size=(6, 2), progress=False, allow_large=True)
+    assert parse_map_names(["layer4", "conv2", "conv3_x"]) == ["conv2_x", "conv3_x", "conv5_x"]
+    with pytest.raises(UsageError, match="--maps"):
+        parse_map_names(["conv7_x"])
+    with pytest.raises(UsageError, match="bnneck"):
+        parse_feature_names(["bnneck"], "pcb")
+    assert parse_feature_names([], "bot") == ["bnneck"]
