@@ -17,14 +17,17 @@ def _env(**extra):
 
 
 def test_cdpcf_synthetic_recipe_prints_table_and_claims(tmp_path):
+    # PCB (source) trained on 1,500 source images: the CI-sized run (~2 min on 2 cores)
     proc = subprocess.run(["bash", str(RECIPES / "cdpcf_synthetic.sh"), str(tmp_path)],
-                          capture_output=True, text=True, env=_env(COLUMNS="160"), timeout=600)
+                          capture_output=True, text=True, timeout=600,
+                          env=_env(COLUMNS="160", PCB_MAX_IMAGES="1500"))
     assert proc.returncode == 0, proc.stderr[-2000:]
     out = proc.stdout
     for label in ("C-DPCF", "DPCF", "AvgP+XQDA", "AvgP+pad.+XQDA", "PCB (source)"):
         assert label in out
     assert "PASS  C-DPCF ≥ DPCF" in out          # the camera-specific maps must pay off
     assert (tmp_path / "cdpcf.json").is_file() and not (tmp_path / "cdpcf.h5").exists()
+    assert (tmp_path / "pcb_source" / "model.pt").is_file()      # the CNN was trained here
 
 
 def test_real_recipes_need_their_inputs(tmp_path):
