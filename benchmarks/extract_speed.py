@@ -7,19 +7,17 @@ A second table times embeddings only. Ratios are against fp32 in the same run.
 """
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 
 import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
-from _model_speed import describe, images_per_second, print_table, variants  # noqa: E402
+from _model_speed import (describe, images_per_second, parse_run_args, print_table,  # noqa: E402
+                          variants)
 
-from reidcli.data.transforms import parse_size  # noqa: E402
 from reidcli.features.model_extract import embed_batch  # noqa: E402
 from reidcli.models.checkpoint import LoadedModel, ModelSpec, build_model  # noqa: E402
-from reidcli.training.engine import resolve_device  # noqa: E402
 
 MAPS = ["conv2_x", "conv3_x", "conv4_x", "conv5_x"]
 
@@ -39,29 +37,15 @@ def extract_rate(spec, device, batch, iters, warmup, amp, channels_last, maps) -
 
 
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--backbone", default="resnet50")
-    ap.add_argument("--input-size", default="384x128")
-    ap.add_argument("--batch-size", type=int, default=None, help="128 on CUDA, 8 on CPU")
-    ap.add_argument("--iters", type=int, default=None, help="20 on CUDA, 2 on CPU")
-    ap.add_argument("--warmup", type=int, default=None)
-    ap.add_argument("--device", default="auto")
-    args = ap.parse_args(argv)
-    device = resolve_device(args.device)
-    cuda = device.type == "cuda"
-    batch = args.batch_size or (128 if cuda else 8)
-    iters = args.iters or (20 if cuda else 2)
-    warmup = args.warmup if args.warmup is not None else (3 if cuda else 1)
-    spec = ModelSpec(kind="pcb", backbone=args.backbone, num_classes=0,
-                     input_size=parse_size(args.input_size))
-    if cuda:
-        torch.backends.cudnn.benchmark = True
-    where = f"{args.backbone} {args.input_size}, batch {batch}, {iters} timed batches on " \
-            f"{describe(device)}"
+    run = parse_run_args(__doc__, argv, cuda_batch=128, cuda_warmup=3)
+    spec = ModelSpec(kind="pcb", backbone=run.backbone, num_classes=0,
+                     input_size=run.input_size)
+    where = f"{run.backbone} {run.input_size[0]}x{run.input_size[1]}, batch {run.batch}, " \
+            f"{run.iters} timed batches on {describe(run.device)}"
     for title, maps in (("PCB extraction, pcb_g/pcb_h + conv2_x..conv5_x maps", MAPS),
                         ("PCB extraction, embeddings only", [])):
-        rows = [(label, extract_rate(spec, device, batch, iters, warmup, amp, cl, maps))
-                for label, amp, cl in variants(device)]
+        rows = [(label, extract_rate(spec, run.device, run.batch, run.iters, run.warmup, amp,
+                                     cl, maps)) for label, amp, cl in variants(run.device)]
         print_table(f"{title}, {where}", rows)
         print()
 

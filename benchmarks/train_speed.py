@@ -11,19 +11,17 @@ Ratios are against the fp32 run measured in the same invocation.
 """
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 
 import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
-from _model_speed import describe, images_per_second, print_table, variants  # noqa: E402
+from _model_speed import (describe, images_per_second, parse_run_args, print_table,  # noqa: E402
+                          variants)
 
-from reidcli.data.transforms import parse_size  # noqa: E402
 from reidcli.models.checkpoint import build_model  # noqa: E402
 from reidcli.training.config import make_config  # noqa: E402
-from reidcli.training.engine import resolve_device  # noqa: E402
 from reidcli.training.pcb_trainer import PCBTrainer  # noqa: E402
 
 
@@ -51,27 +49,14 @@ def train_rate(cfg, device, batch, iters, warmup, amp, channels_last) -> float:
 
 
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--backbone", default="resnet50")
-    ap.add_argument("--input-size", default="384x128")
-    ap.add_argument("--batch-size", type=int, default=None, help="64 on CUDA, 8 on CPU")
-    ap.add_argument("--iters", type=int, default=None, help="20 on CUDA, 2 on CPU")
-    ap.add_argument("--warmup", type=int, default=None)
-    ap.add_argument("--device", default="auto")
-    args = ap.parse_args(argv)
-    device = resolve_device(args.device)
-    cuda = device.type == "cuda"
-    batch = args.batch_size or (64 if cuda else 8)
-    iters = args.iters or (20 if cuda else 2)
-    warmup = args.warmup if args.warmup is not None else (5 if cuda else 1)
-    cfg = make_config("pcb", backbone=args.backbone, input_size=parse_size(args.input_size),
-                      init="scratch", batch_size=batch)
-    if cuda:
-        torch.backends.cudnn.benchmark = True
-    rows = [(label, train_rate(cfg, device, batch, iters, warmup, amp, cl))
-            for label, amp, cl in variants(device)]
-    print_table(f"PCB training, {args.backbone} {args.input_size}, batch {batch}, {iters} "
-                f"timed steps on {describe(device)}", rows)
+    run = parse_run_args(__doc__, argv, cuda_batch=64, cuda_warmup=5)
+    cfg = make_config("pcb", backbone=run.backbone, input_size=run.input_size,
+                      init="scratch", batch_size=run.batch)
+    rows = [(label, train_rate(cfg, run.device, run.batch, run.iters, run.warmup, amp, cl))
+            for label, amp, cl in variants(run.device)]
+    size = f"{run.input_size[0]}x{run.input_size[1]}"
+    print_table(f"PCB training, {run.backbone} {size}, batch {run.batch}, {run.iters} "
+                f"timed steps on {describe(run.device)}", rows)
 
 
 if __name__ == "__main__":

@@ -27,3 +27,14 @@ def default_synthetic_root(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("synthetic_default")
     generate(root, "default", progress=False)
     return root
+
+
+@pytest.fixture
+def one_torch_thread():
+    """Run a test with one torch thread (2 shared cores: avoids thread oversubscription)."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

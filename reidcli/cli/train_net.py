@@ -13,6 +13,30 @@ import typer
 
 DATA_HELP = "Dataset name or alias (reid data list)."
 
+# options shared by every network trainer (one definition, reused as defaults)
+DATASET = typer.Option(None, "--dataset", help=DATA_HELP)
+ROOT = typer.Option(None, "--root", "--data-root", help="Data root.")
+OPTION = typer.Option(None, "--option", help="Dataset loader option key=value (repeatable).")
+OUT = typer.Option(None, "--out", help="Run directory to create.")
+RESUME = typer.Option(None, "--resume", help="Continue the run in this directory from its "
+                      "last checkpoint.")
+TRAIN_CAMS = typer.Option(None, "--train-cams", help="Train only on these 0-based cameras "
+                          "(DART3 protocols).")
+TRAIN_SPLIT = typer.Option("train", "--train-split", help="train | all.")
+MAX_IMAGES = typer.Option(None, "--max-images", "--max-train-images",
+                          help="Seeded random subset of training images.")
+SUBSAMPLE_SEED = typer.Option(None, "--subsample-seed")
+BACKBONE = typer.Option(None, "--backbone", help="resnet50 | resnet18 | tiny.")
+AMP = typer.Option(None, "--amp", help="off | auto | bf16 | fp16 (CUDA).")
+CHANNELS_LAST = typer.Option(None, "--channels-last", help="auto | on | off.")
+DEVICE = typer.Option(None, "--device", help="auto | cpu | cuda.")
+WORKERS = typer.Option(None, "--workers", help="Loader workers.")
+CHECKPOINT_EVERY = typer.Option(None, "--checkpoint-every", help="Epochs.")
+LOG_EVERY = typer.Option(None, "--log-every", help="Iterations.")
+MAX_ITERS = typer.Option(None, "--max-iters", help="Stop after N iterations.")
+FORCE = typer.Option(False, "--force", help="Start over in an existing --out.")
+QUIET = typer.Option(False, "--quiet")
+
 
 def _cams(text: Optional[str]) -> Optional[list[int]]:
     from reidcli.errors import UsageError
@@ -41,9 +65,12 @@ def _steps(text: Optional[str]) -> Optional[list[int]]:
 def run_training(method: str, *, dataset: Optional[str], root: Optional[Path],
                  option: Optional[List[str]], out: Optional[Path], resume: Optional[Path],
                  preset: Optional[str], force: bool, quiet: bool, **explicit) -> None:
-    """Build the config, train, print a one-line summary (shared by every method)."""
+    """Build the config, train, print a one-line summary (shared by every method).
+
+    ``explicit`` holds the command's other options as parsed (None = not given)."""
     from reidcli.cli.context import invoked_command
     from reidcli.cli.data import parse_key_values
+    from reidcli.data.transforms import parse_size
     from reidcli.errors import UsageError
     from reidcli.progress import ENABLED
     from reidcli.training.config import make_config
@@ -60,9 +87,14 @@ def run_training(method: str, *, dataset: Optional[str], root: Optional[Path],
                              f"e.g. reid train {method} --dataset market1501 --root DIR "
                              "--out runs/x (or --resume RUN_DIR)")
         run_dir, resuming = out, False
-    explicit["input_size"] = None if explicit.get("input_size") is None else \
-        __import__("reidcli.data.transforms", fromlist=["parse_size"]).parse_size(
-            explicit["input_size"])
+    explicit["train_cams"] = _cams(explicit.get("train_cams"))
+    explicit["lr_steps"] = _steps(explicit.get("lr_steps"))
+    if explicit.pop("no_nesterov", False):
+        explicit["nesterov"] = False
+    if explicit.get("rpp") is False:
+        explicit["rpp"] = None                          # not given: keep the default
+    if explicit.get("input_size") is not None:
+        explicit["input_size"] = parse_size(explicit["input_size"])
     cfg = make_config(method, preset=preset, dataset=dataset or "synthetic",
                       root=None if root is None else str(root),
                       options=parse_key_values(option, "--option"), **explicit)
@@ -71,29 +103,25 @@ def run_training(method: str, *, dataset: Optional[str], root: Optional[Path],
                          progress=ENABLED and not quiet, command=invoked_command(), echo=echo)
     if int(os.environ.get("RANK", "0")) != 0:          # torchrun: rank 0 reports
         return
-    typer.echo(f"wrote {result.model_path}: {result.iterations} iterations, loss "
-               f"{result.first_loss if result.first_loss is None else round(result.first_loss, 4)}"
-               f" → {result.last_loss if result.last_loss is None else round(result.last_loss, 4)}"
-               f", {result.images_per_s:.1f} images/s, {result.seconds:.1f} s", err=True)
+    losses = "" if result.first_loss is None else \
+        f", loss {result.first_loss:.4f} → {result.last_loss:.4f}"
+    typer.echo(f"wrote {result.model_path}: {result.iterations} iterations{losses}, "
+               f"{result.images_per_s:.1f} images/s, {result.seconds:.1f} s", err=True)
 
 
 def pcb(
-    dataset: Optional[str] = typer.Option(None, "--dataset", help=DATA_HELP),
-    root: Optional[Path] = typer.Option(None, "--root", "--data-root", help="Data root."),
-    option: Optional[List[str]] = typer.Option(None, "--option", help="Dataset loader option "
-                                               "key=value (repeatable)."),
-    out: Optional[Path] = typer.Option(None, "--out", help="Run directory to create."),
-    resume: Optional[Path] = typer.Option(None, "--resume", help="Continue the run in this "
-                                          "directory from its last checkpoint."),
+    dataset: Optional[str] = DATASET,
+    root: Optional[Path] = ROOT,
+    option: Optional[List[str]] = OPTION,
+    out: Optional[Path] = OUT,
+    resume: Optional[Path] = RESUME,
     preset: Optional[str] = typer.Option(None, "--preset", help="tiny (toy backbone, CPU "
                                          "demo) | quick (ResNet-18, small input)."),
-    train_cams: Optional[str] = typer.Option(None, "--train-cams", help="Train only on these "
-                                             "0-based cameras (DART3 protocols)."),
-    train_split: str = typer.Option("train", "--train-split", help="train | all."),
-    max_images: Optional[int] = typer.Option(None, "--max-images", "--max-train-images",
-                                             help="Seeded random subset of training images."),
-    subsample_seed: Optional[int] = typer.Option(None, "--subsample-seed"),
-    backbone: Optional[str] = typer.Option(None, "--backbone", help="resnet50 | resnet18 | tiny."),
+    train_cams: Optional[str] = TRAIN_CAMS,
+    train_split: str = TRAIN_SPLIT,
+    max_images: Optional[int] = MAX_IMAGES,
+    subsample_seed: Optional[int] = SUBSAMPLE_SEED,
+    backbone: Optional[str] = BACKBONE,
     init: Optional[str] = typer.Option(None, "--init", "--pretrained", help="imagenet | PATH "
                                        "(local state dict) | scratch."),
     input_size: Optional[str] = typer.Option(None, "--input-size", help="HxW (384x128)."),
@@ -114,47 +142,33 @@ def pcb(
     rpp_classifier_epochs: Optional[int] = typer.Option(None, "--rpp-classifier-epochs"),
     rpp_finetune_epochs: Optional[int] = typer.Option(None, "--rpp-finetune-epochs"),
     rpp_lr: Optional[float] = typer.Option(None, "--rpp-lr"),
-    amp: Optional[str] = typer.Option(None, "--amp", help="off | auto | bf16 | fp16 (CUDA)."),
-    channels_last: Optional[str] = typer.Option(None, "--channels-last", help="auto | on | off."),
-    device: Optional[str] = typer.Option(None, "--device", help="auto | cpu | cuda."),
-    workers: Optional[int] = typer.Option(None, "--workers", help="Loader workers."),
+    amp: Optional[str] = AMP,
+    channels_last: Optional[str] = CHANNELS_LAST,
+    device: Optional[str] = DEVICE,
+    workers: Optional[int] = WORKERS,
     seed: Optional[int] = typer.Option(None, "--seed", help="1 (the authors' code)."),
-    checkpoint_every: Optional[int] = typer.Option(None, "--checkpoint-every", help="Epochs."),
-    log_every: Optional[int] = typer.Option(None, "--log-every", help="Iterations."),
-    max_iters: Optional[int] = typer.Option(None, "--max-iters", help="Stop after N iterations."),
-    force: bool = typer.Option(False, "--force", help="Start over in an existing --out."),
-    quiet: bool = typer.Option(False, "--quiet"),
+    checkpoint_every: Optional[int] = CHECKPOINT_EVERY,
+    log_every: Optional[int] = LOG_EVERY,
+    max_iters: Optional[int] = MAX_ITERS,
+    force: bool = FORCE,
+    quiet: bool = QUIET,
 ) -> None:
     """PCB (Sun et al. 2018): 6 stripes, shared 1×1 reduction, 6 classifiers; optional RPP."""
-    run_training("pcb", dataset=dataset, root=root, option=option, out=out, resume=resume,
-                 preset=preset, force=force, quiet=quiet, train_cams=_cams(train_cams),
-                 train_split=train_split, max_images=max_images, subsample_seed=subsample_seed,
-                 backbone=backbone, init=init, input_size=input_size, epochs=epochs,
-                 batch_size=batch_size, lr=lr, backbone_lr_mult=backbone_lr_mult,
-                 lr_steps=_steps(lr_steps), lr_gamma=lr_gamma, momentum=momentum,
-                 weight_decay=weight_decay, nesterov=False if no_nesterov else None,
-                 parts=parts, reduced_dim=reduced_dim, dropout=dropout, rpp=rpp or None,
-                 rpp_classifier_epochs=rpp_classifier_epochs,
-                 rpp_finetune_epochs=rpp_finetune_epochs, rpp_lr=rpp_lr, amp=amp,
-                 channels_last=channels_last, device=device, workers=workers, seed=seed,
-                 checkpoint_every=checkpoint_every, log_every=log_every, max_iters=max_iters)
+    run_training("pcb", **locals())
 
 
 def bot(
-    dataset: Optional[str] = typer.Option(None, "--dataset", help=DATA_HELP),
-    root: Optional[Path] = typer.Option(None, "--root", "--data-root", help="Data root."),
-    option: Optional[List[str]] = typer.Option(None, "--option", help="Dataset loader option "
-                                               "key=value (repeatable)."),
-    out: Optional[Path] = typer.Option(None, "--out", help="Run directory to create."),
-    resume: Optional[Path] = typer.Option(None, "--resume", help="Continue the run in this "
-                                          "directory from its last checkpoint."),
+    dataset: Optional[str] = DATASET,
+    root: Optional[Path] = ROOT,
+    option: Optional[List[str]] = OPTION,
+    out: Optional[Path] = OUT,
+    resume: Optional[Path] = RESUME,
     preset: Optional[str] = typer.Option(None, "--preset", help="tiny | quick."),
-    train_cams: Optional[str] = typer.Option(None, "--train-cams", help="Train only on these "
-                                             "0-based cameras."),
-    train_split: str = typer.Option("train", "--train-split", help="train | all."),
-    max_images: Optional[int] = typer.Option(None, "--max-images", "--max-train-images"),
-    subsample_seed: Optional[int] = typer.Option(None, "--subsample-seed"),
-    backbone: Optional[str] = typer.Option(None, "--backbone", help="resnet50 | resnet18 | tiny."),
+    train_cams: Optional[str] = TRAIN_CAMS,
+    train_split: str = TRAIN_SPLIT,
+    max_images: Optional[int] = MAX_IMAGES,
+    subsample_seed: Optional[int] = SUBSAMPLE_SEED,
+    backbone: Optional[str] = BACKBONE,
     init: Optional[str] = typer.Option(None, "--init", "--pretrained", help="imagenet | PATH | "
                                        "scratch."),
     input_size: Optional[str] = typer.Option(None, "--input-size", help="HxW (256x128)."),
@@ -171,28 +185,19 @@ def bot(
     label_smooth: Optional[float] = typer.Option(None, "--label-smooth", help="ε = 0.1."),
     triplet_margin: Optional[float] = typer.Option(None, "--triplet-margin", help="0.3."),
     random_erasing: Optional[float] = typer.Option(None, "--random-erasing", help="0.5."),
-    amp: Optional[str] = typer.Option(None, "--amp", help="off | auto | bf16 | fp16 (CUDA)."),
-    channels_last: Optional[str] = typer.Option(None, "--channels-last", help="auto | on | off."),
-    device: Optional[str] = typer.Option(None, "--device", help="auto | cpu | cuda."),
-    workers: Optional[int] = typer.Option(None, "--workers", help="Loader workers."),
+    amp: Optional[str] = AMP,
+    channels_last: Optional[str] = CHANNELS_LAST,
+    device: Optional[str] = DEVICE,
+    workers: Optional[int] = WORKERS,
     seed: Optional[int] = typer.Option(None, "--seed", help="0."),
-    checkpoint_every: Optional[int] = typer.Option(None, "--checkpoint-every", help="Epochs."),
-    log_every: Optional[int] = typer.Option(None, "--log-every", help="Iterations."),
-    max_iters: Optional[int] = typer.Option(None, "--max-iters", help="Stop after N iterations."),
-    force: bool = typer.Option(False, "--force", help="Start over in an existing --out."),
-    quiet: bool = typer.Option(False, "--quiet"),
+    checkpoint_every: Optional[int] = CHECKPOINT_EVERY,
+    log_every: Optional[int] = LOG_EVERY,
+    max_iters: Optional[int] = MAX_ITERS,
+    force: bool = FORCE,
+    quiet: bool = QUIET,
 ) -> None:
     """BoT strong baseline: last stride 1, BNNeck, label smoothing, triplet, warm-up."""
-    run_training("bot", dataset=dataset, root=root, option=option, out=out, resume=resume,
-                 preset=preset, force=force, quiet=quiet, train_cams=_cams(train_cams),
-                 train_split=train_split, max_images=max_images, subsample_seed=subsample_seed,
-                 backbone=backbone, init=init, input_size=input_size, epochs=epochs, p=p, k=k,
-                 optimizer=optimizer, lr=lr, lr_steps=_steps(lr_steps), lr_gamma=lr_gamma,
-                 warmup_epochs=warmup_epochs, warmup_factor=warmup_factor,
-                 weight_decay=weight_decay, label_smooth=label_smooth,
-                 triplet_margin=triplet_margin, random_erasing=random_erasing, amp=amp,
-                 channels_last=channels_last, device=device, workers=workers, seed=seed,
-                 checkpoint_every=checkpoint_every, log_every=log_every, max_iters=max_iters)
+    run_training("bot", **locals())
 
 
 __all__ = ["pcb", "bot", "run_training"]
