@@ -1,13 +1,15 @@
 """`reid demo`: the synthetic dataset through every pipeline stage that exists.
 
 Stages run now: synthesise data → describe images (hand-crafted HSV stripe histograms and
-colour-grid maps, until CNN extraction lands) → feature store → XQDA metric learning and C-DPCF
-camera-specific pooling → evaluation of each. Each later stage adds itself here.
+colour-grid maps) → feature store → XQDA metric learning and C-DPCF camera-specific pooling →
+a tiny BoT network trained on CPU and its BNNeck embeddings → evaluation of each → a CMC plot
+of every method and a t-SNE of the embeddings. Each later stage adds itself here.
 Everything lands in one work folder; the demo replaces its own previous outputs there.
 """
 from __future__ import annotations
 
 import dataclasses
+import json
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -94,7 +96,67 @@ def run_demo(root: str | Path | None = None, workdir: str | Path = "reid-demo",
                         summary=lambda r: f"{r['num_valid_queries']} valid queries, "
                                           f"protocol {r['protocol']}")
         results.append({"method": label, "store": str(store), **_headline(report)})
+    reports = [workdir / f"synthetic_{preset}_{m or 'hsv'}.json" for _, m, _ in runs]
+    cnn_store, cnn_json = _train_tiny_cnn(steps, root, workdir, preset, seed, progress)
+    report = json.loads(cnn_json.read_text())
+    results.append({"method": "tiny BoT (reid train bot --preset tiny), BNNeck",
+                    "store": str(cnn_store), **_headline(report)})
+    _plots(steps, workdir, preset, reports + [cnn_json], cnn_store)
     return DemoResult(steps, results)
+
+
+def _train_tiny_cnn(steps: list[DemoStep], root: Path, workdir: Path, preset: str,
+                    seed: int, progress: bool) -> tuple[Path, Path]:
+    """``reid train bot --preset tiny`` on the synthetic train split (CPU, ~20 s on the
+    default preset), ``reid extract --model``, ``reid eval``."""
+    from reidcli.features.layout import dataset_layout
+    from reidcli.features.model_extract import extract_model_store
+    from reidcli.training.config import make_config
+    from reidcli.training.engine import train_model
+
+    name = _demo_name(preset, seed)
+    run = workdir / f"synthetic_{preset}_bot_tiny"
+    small = preset == "tiny"
+    cfg = make_config("bot", preset="tiny", dataset="synthetic", root=str(root),
+                      options={"name": name}, input_size=(128, 64), epochs=2 if small else 8,
+                      p=4 if small else 8, device="cpu")
+    _timed(steps, "train", f"reid train bot --preset tiny --input-size 128x64 --epochs "
+                           f"{cfg.epochs} --out {run}",
+           lambda: train_model(cfg, run, force=True, progress=progress,
+                               command=["reid", "demo"]),
+           output=lambda r: str(r.model_path),
+           summary=lambda r: f"{r.iterations} iterations, loss {r.first_loss:.2f} → "
+                             f"{r.last_loss:.2f}, {r.images_per_s:.0f} images/s")
+    store = workdir / f"synthetic_{preset}_bot_tiny.h5"
+    layout = dataset_layout("synthetic", root, progress=False, name=name)
+    _timed(steps, "extract", f"reid extract --model {run} → {store}",
+           lambda: extract_model_store(layout, store, run, device="cpu", force=True,
+                                       progress=progress, command=["reid", "demo"]))
+    json_out = workdir / f"synthetic_{preset}_bot_tiny.json"
+    _timed(steps, "eval", f"reid eval --store {store} --json {json_out}",
+           lambda: evaluate_to_json(store, json_out, progress),
+           output=lambda r: str(json_out),
+           summary=lambda r: f"{r['num_valid_queries']} valid queries, feature {r['feature']}")
+    return store, json_out
+
+
+def _plots(steps: list[DemoStep], workdir: Path, preset: str, reports: list[Path],
+           store: Path) -> None:
+    """``reid plot cmc`` of every method and ``reid plot tsne`` of the CNN embeddings."""
+    from reidcli.plotting.cmc import plot_cmc
+    from reidcli.plotting.tsne import plot_tsne
+
+    labels = ["HSV (Euclidean)", "HSV + XQDA", "colour-grid + C-DPCF", "tiny BoT"]
+    cmc = workdir / f"synthetic_{preset}_cmc.png"
+    _timed(steps, "plot", f"reid plot cmc {' '.join(p.name for p in reports)} --out {cmc}",
+           lambda: plot_cmc(reports, cmc, labels=labels, force=True),
+           output=lambda p: str(p.path))
+    tsne = workdir / f"synthetic_{preset}_tsne.png"
+    _timed(steps, "plot", f"reid plot tsne {store.name} --color-by camid --split query,gallery "
+                          f"--out {tsne}",
+           lambda: plot_tsne(store, tsne, color_by="camid", marker_by="domain",
+                             splits=["query", "gallery"], max_points=1000, force=True),
+           output=lambda p: str(p.path))
 
 
 def _fit(method: str, store: Path, out: Path, progress: bool) -> Path:

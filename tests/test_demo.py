@@ -13,8 +13,13 @@ def test_demo_tiny_end_to_end(capsys, tmp_path):
     code, out, err = run_cli(capsys, "demo", "--preset", "tiny", "--root", tmp_path / "data",
                              "--out", tmp_path / "out")
     assert code == 0, err
-    for stage in ("data", "records", "extract", "train", "fit-pooling", "eval"):
+    for stage in ("data", "records", "extract", "train", "fit-pooling", "eval", "plot"):
         assert f"│ {stage} " in out
+    for figure in ("cmc", "tsne"):                  # the demo ends with its figures
+        assert (tmp_path / "out" / f"synthetic_tiny_{figure}.png").stat().st_size > 10_000
+    cnn = json.loads((tmp_path / "out" / "synthetic_tiny_bot_tiny.json").read_text())
+    assert cnn["feature"] == "bnneck" and cnn["num_valid_queries"] > 0
+    assert "tiny BoT" in out
     for method in ("xqda", "cdpcf"):
         other = json.loads((tmp_path / "out" / f"synthetic_tiny_{method}.json").read_text())
         assert other["model"]["method"] == method and other["num_valid_queries"] > 0

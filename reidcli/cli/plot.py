@@ -1,4 +1,124 @@
-"""`reid plot KIND` — figures (later release)."""
-from reidcli.cli._stub import stub_group
+"""`reid plot KIND` — figures (thin CLI over :mod:`reidcli.plotting`; matplotlib is imported
+only when a figure is drawn, so `reid` starts fast)."""
+from __future__ import annotations
 
-app = stub_group("plot", ("cmc", "tsne", "weight-maps", "ranklist", "training", "distances"))
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="Figures: CMC, t-SNE, weight maps, rank lists, training, distances.")
+
+OUT = typer.Option(..., "--out", help="Figure file: .png, .pdf or .svg.")
+FORCE = typer.Option(False, "--force", help="Overwrite --out.")
+MODEL = typer.Option(None, "--model", help="Fitted model (.h5) whose distance to use.")
+FEATURE = typer.Option(None, "--feature", help="Store feature (default: the store's).")
+TRIAL = typer.Option(0, "--trial", help="Protocol trial.")
+SEED = typer.Option(0, "--seed", help="Seed of the sampling.")
+
+
+def _done(path) -> None:
+    typer.echo(f"wrote {path}", err=True)
+
+
+@app.command("cmc")
+def cmc(results: List[Path] = typer.Argument(..., help="Result JSON files of reid eval --json."),
+        out: Path = OUT,
+        label: Optional[List[str]] = typer.Option(None, "--label", help="Legend name per "
+                                                  "result, in order (repeatable)."),
+        max_rank: int = typer.Option(20, "--max-rank", help="Last rank shown."),
+        title: Optional[str] = typer.Option(None, "--title"),
+        force: bool = FORCE) -> None:
+    """CMC curves of several runs on one axis (mean ± std band over trials)."""
+    from reidcli.plotting.cmc import plot_cmc
+
+    _done(plot_cmc(results, out, labels=label, max_rank=max_rank, title=title,
+                   force=force).path)
+
+
+@app.command("tsne")
+def tsne(store: Path = typer.Argument(..., help="Feature store (.h5)."), out: Path = OUT,
+         feature: Optional[str] = FEATURE,
+         color_by: str = typer.Option("camid", "--color-by", help="camid | pid | modality | "
+                                      "domain | split | dataset."),
+         marker_by: Optional[str] = typer.Option(None, "--marker-by", help="e.g. split."),
+         max_points: int = typer.Option(2000, "--max-points", help="Seeded subsample size."),
+         compare: Optional[Path] = typer.Option(None, "--compare", help="Second store with the "
+                                                "same rows (e.g. adapted), drawn beside."),
+         split: Optional[str] = typer.Option(None, "--split", help="Only these splits, e.g. "
+                                             "query,gallery."),
+         perplexity: float = typer.Option(30.0, "--perplexity"),
+         seed: int = SEED, force: bool = FORCE) -> None:
+    """t-SNE of embeddings coloured by camera / identity / modality / domain."""
+    from reidcli.plotting.tsne import plot_tsne
+
+    splits = [s.strip() for s in split.split(",")] if split else None
+    _done(plot_tsne(store, out, feature=feature, color_by=color_by, marker_by=marker_by,
+                    max_points=max_points, compare=compare, splits=splits, seed=seed,
+                    perplexity=perplexity, force=force).path)
+
+
+@app.command("weight-maps")
+def weight_maps(fitted: Path = typer.Argument(..., help="Fitted C-DPCF/DPCF file."),
+                out: Path = OUT,
+                trial: Optional[int] = typer.Option(None, "--trial", help="Trial (default: "
+                                                    "the file's first)."),
+                layers: Optional[str] = typer.Option(None, "--layers", help="e.g. conv4_x,conv5_x."),
+                num_maps: int = typer.Option(4, "--maps", help="First maps shown (Fig. 4)."),
+                figure: str = typer.Option("both", "--figure", help="maps (Fig. 4) | sum "
+                                           "(Fig. 5) | both."),
+                force: bool = FORCE) -> None:
+    """C-DPCF Fig. 4 (first maps per layer and camera) and Fig. 5 (Σ|maps| + mean image)."""
+    from reidcli.plotting.weight_maps import plot_weight_maps
+
+    chosen = [s.strip() for s in layers.split(",")] if layers else None
+    _done(plot_weight_maps(fitted, out, trial=trial, layers=chosen, num_maps=num_maps,
+                           figure=figure, force=force).path)
+
+
+@app.command("ranklist")
+def ranklist(store: Path = typer.Argument(..., help="Feature store (.h5)."), out: Path = OUT,
+             model: Optional[Path] = MODEL, feature: Optional[str] = FEATURE,
+             trial: int = TRIAL,
+             queries: int = typer.Option(5, "--queries", help="Random queries shown."),
+             query_index: Optional[str] = typer.Option(None, "--query-index", help="Store rows "
+                                                       "of the queries, e.g. 3,17."),
+             topk: int = typer.Option(10, "--topk", help="Gallery images per query."),
+             seed: int = SEED, force: bool = FORCE) -> None:
+    """Each query with its top-k gallery images (green = same person, red = other)."""
+    from reidcli.errors import UsageError
+    from reidcli.plotting.ranklist import plot_ranklist
+
+    index = None
+    if query_index:
+        try:
+            index = [int(v) for v in query_index.split(",") if v.strip()]
+        except ValueError:
+            raise UsageError(f"--query-index {query_index!r} is not a comma list of rows",
+                             "e.g. --query-index 3,17") from None
+    _done(plot_ranklist(store, out, model=model, feature=feature, trial=trial, queries=queries,
+                        query_index=index, topk=topk, seed=seed, force=force).path)
+
+
+@app.command("training")
+def training(run_dir: Path = typer.Argument(..., help="Run directory of reid train."),
+             out: Path = OUT, force: bool = FORCE) -> None:
+    """Loss / learning-rate / accuracy curves from RUN_DIR/metrics.csv."""
+    from reidcli.plotting.training import plot_training
+
+    _done(plot_training(run_dir, out, force=force).path)
+
+
+@app.command("distances")
+def distances(store: Path = typer.Argument(..., help="Feature store (.h5)."), out: Path = OUT,
+              model: Optional[Path] = MODEL, feature: Optional[str] = FEATURE,
+              trial: int = TRIAL,
+              max_pairs: int = typer.Option(200_000, "--max-pairs", help="Pairs kept per group."),
+              bins: int = typer.Option(60, "--bins"), seed: int = SEED,
+              force: bool = FORCE) -> None:
+    """Intra- vs inter-class (and cross-modality) distance histograms."""
+    from reidcli.plotting.distances import plot_distances
+
+    _done(plot_distances(store, out, model=model, feature=feature, trial=trial,
+                         max_pairs=max_pairs, bins=bins, seed=seed, force=force).path)

@@ -304,3 +304,49 @@ def _nmi(request: StoreEvalRequest, records, q_rows, g_rows, q_feat, g_feat) -> 
     cams = np.unique(cam_keys, return_inverse=True)[1]
     pids = identity_codes(records)[rows]
     return nmi_camera_bias(feats, cams, pids, k=request.nmi_k, seed=request.options.seed)
+
+
+def trial_distances(store, *, model=None, feature: str | None = None, trial: int = 0,
+                    feat_norm: str = "auto", query_rows: np.ndarray | None = None,
+                    repeat: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Query rows [q], gallery rows [g] and the distance matrix [q, g] of one protocol trial,
+    exactly as ``reid eval`` computes them (feature normalisation, fitted model, metric).
+
+    ``query_rows`` keeps a subset of the trial's queries (store row indices). For plots
+    (rank lists, distance histograms) of modest size: the matrix is built whole.
+    """
+    from reidcli import fitted
+    from reidcli.evaluation.backend import make_backend
+    from reidcli.store import open_store
+
+    request = StoreEvalRequest(store=Path(store), model=None if model is None else Path(model),
+                               feature=feature, trials=str(trial), feat_norm=feat_norm,
+                               device="cpu")
+    loaded = fitted.load(model) if model is not None else None
+    with open_store(store) as st:
+        plan = _plan(st, request, loaded)
+        k, q_rows, g_rows = plan["trials"][0]
+        if query_rows is not None:
+            q_rows = q_rows[np.isin(q_rows, query_rows)]
+        if loaded is not None and repeat is None and loaded.num_repeats > 1:
+            repeat = 0
+        backend = make_backend("cpu")
+        q_feat = _trial_inputs(st, plan, loaded, k, repeat, q_rows, request, "query")
+        g_feat = _trial_inputs(st, plan, loaded, k, repeat, g_rows, request, "gallery")
+        metric, q_feat, g_feat, _ = _metric_for_trial(loaded, k, repeat, q_feat, g_feat,
+                                                      "auto", plan["info"], backend)
+        pairs = QueryGallery(metric, q_feat, g_feat)
+        dist = np.asarray(pairs.block(np.arange(len(q_rows)), None), dtype=np.float64)
+    return q_rows, g_rows, dist
+
+
+def trial_rows(store, trial: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """(query rows, gallery rows) of one trial of a store (its query/gallery split when it
+    has no protocol)."""
+    from reidcli.store import open_store
+
+    with open_store(store) as st:
+        trials, _ = _trial_rows(st)
+    chosen = _parse_trials(str(trial), len(trials))[0]
+    _, q_rows, g_rows = trials[chosen]
+    return q_rows, g_rows

@@ -155,6 +155,8 @@ def fit_pooling_store(store_path: str | Path, out: str | Path, config: PoolingCo
                     fits[k]["average_images"] = images
                     fits[k]["average_image_camids"] = trial_cams
         hyper = config.hyperparameters(layers, np.array(sorted(cameras)))
+        hyper["map_sizes"] = {layer: "x".join(map(str, st.convmap_shape(layer)[1:]))
+                              for layer in layers}                  # for the Fig. 4/5 plots
         hyper.update({"train_ids_limit": train_ids_limit,
                       "repeats": repeats if train_ids_limit is not None else 1,
                       "trials": chosen})

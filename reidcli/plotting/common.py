@@ -1,0 +1,55 @@
+"""Shared plotting helpers: the Agg backend, output formats, atomic saving, titles."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from reidcli.errors import UsageError
+from reidcli.io import atomic_output
+
+FORMATS = ("png", "pdf", "svg")
+
+
+def pyplot():
+    """matplotlib.pyplot on the Agg backend (no display needed)."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def check_figure_path(out: str | os.PathLike, option: str = "--out") -> Path:
+    """The output path, whose suffix must name a format matplotlib writes."""
+    path = Path(out)
+    fmt = path.suffix.lower().lstrip(".")
+    if fmt not in FORMATS:
+        raise UsageError(f"{option} {path}: unknown figure format {path.suffix or '(none)'}",
+                         f"end the file name with .{', .'.join(FORMATS)}")
+    return path
+
+
+def save_figure(fig, out: str | os.PathLike, *, force: bool = False,
+                metadata: dict[str, Any] | None = None, option: str = "--out") -> Path:
+    """Write ``fig`` atomically (temp file + rename) in the format of ``out``'s suffix."""
+    path = check_figure_path(out, option)
+    fmt = path.suffix.lower().lstrip(".")
+    meta = {"Software": "reidcli"}
+    if fmt == "png" and metadata:
+        meta.update({k: str(v) for k, v in metadata.items()})
+    with atomic_output(path, force=force, option=option) as tmp:
+        fig.savefig(tmp, format=fmt, dpi=120, bbox_inches="tight",
+                    metadata=meta if fmt == "png" else None)
+    pyplot().close(fig)
+    return path
+
+
+def short_command(provenance: dict | None, width: int = 90) -> str:
+    """The command that made an input, shortened for a subtitle."""
+    cmd = (provenance or {}).get("command") or ""
+    return cmd if len(cmd) <= width else cmd[:width - 1] + "…"
+
+
+__all__ = ["pyplot", "save_figure", "check_figure_path", "short_command", "FORMATS"]

@@ -1,0 +1,126 @@
+"""Rank lists: each query image beside its top-k gallery images, green border = same person,
+red = another (Person30K paper, Fig. 4). Distances and the gallery rule (junk and same
+person + same camera removed, E1) are exactly those of ``reid eval``."""
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+
+import numpy as np
+
+from reidcli.errors import UsageError
+from reidcli.evaluation.protocols import (TrialLabels, auto_protocol, identity_codes,
+                                          make_groups)
+from reidcli.evaluation.run import trial_distances, trial_rows
+from reidcli.plotting.common import pyplot, save_figure
+from reidcli.store.reader import open_store
+
+
+@dataclasses.dataclass
+class RankListPlot:
+    """``queries`` [n] store rows; ``ranked`` [n, k] gallery store rows, best first;
+    ``correct`` [n, k] bool (same identity); ``distances`` [n, k]."""
+
+    queries: np.ndarray
+    ranked: np.ndarray
+    correct: np.ndarray
+    distances: np.ndarray
+    path: Path | None = None
+
+
+def _thumbnail(path: str, size: tuple[int, int]) -> np.ndarray:
+    from PIL import Image
+
+    try:
+        with Image.open(path) as img:
+            return np.asarray(img.convert("RGB").resize((size[1], size[0])))
+    except OSError:
+        return np.full((*size, 3), 200, np.uint8)              # missing file: grey tile
+
+
+def rank_lists(store: str | os.PathLike, *, model=None, feature: str | None = None,
+               trial: int = 0, queries: int = 5, query_index=None, topk: int = 10,
+               seed: int = 0) -> RankListPlot:
+    """The top-``topk`` gallery rows of ``queries`` seeded random scorable queries (or the
+    store rows ``query_index``) under the store's protocol."""
+    with open_store(store) as st:
+        records, dataset = st.records, st.dataset
+        proto = st.protocol
+        rule = proto.eval_rule if proto is not None else None
+        num_trials = proto.num_trials if proto is not None else 1
+    protocol = auto_protocol(dataset, rule, num_trials)
+    q_all, g_rows = trial_rows(store, trial)
+    labels = TrialLabels.from_records(records, identity_codes(records), q_all, g_rows)
+    groups = make_groups(protocol, labels)
+    scorable = np.concatenate([g.query_pos for g in groups]) if groups else np.array([], int)
+    if query_index is not None:
+        wanted = np.asarray(query_index, np.int64)
+        pos = np.flatnonzero(np.isin(q_all, wanted))
+        if len(pos) != len(np.unique(wanted)):
+            raise UsageError("--query-index: some rows are not queries of this trial",
+                             "give store rows listed in the trial's query_idx")
+    else:
+        if len(scorable) == 0:
+            raise UsageError(f"store {store} has no scorable query", "check its protocol")
+        pos = np.sort(np.random.default_rng(seed).choice(scorable, min(queries, len(scorable)),
+                                                         replace=False))
+    q_rows, _, dist = trial_distances(store, model=model, feature=feature, trial=trial,
+                                      query_rows=q_all[pos])
+    gallery_of = {int(q): g.gallery_pos for g in groups for q in g.query_pos}
+    ranked, correct, dists = [], [], []
+    for i, qp in enumerate(pos):
+        cols = gallery_of.get(int(qp), np.flatnonzero(labels.gallery_pids != -1))
+        if protocol.same_camera_removal:
+            same = (labels.gallery_ids[cols] == labels.query_ids[qp]) & \
+                (labels.gallery_cams[cols] == labels.query_cams[qp])
+            cols = cols[~same]
+        order = cols[np.argsort(dist[i, cols], kind="stable")[:topk]]
+        ranked.append(g_rows[order])
+        correct.append(labels.gallery_ids[order] == labels.query_ids[qp])
+        dists.append(dist[i, order])
+    k = min(len(r) for r in ranked)
+    return RankListPlot(queries=q_rows, ranked=np.array([r[:k] for r in ranked]),
+                        correct=np.array([c[:k] for c in correct]),
+                        distances=np.array([d[:k] for d in dists]))
+
+
+def plot_ranklist(store: str | os.PathLike, out: str | os.PathLike | None = None, *,
+                  model=None, feature: str | None = None, trial: int = 0, queries: int = 5,
+                  query_index=None, topk: int = 10, seed: int = 0, force: bool = False
+                  ) -> RankListPlot:
+    """Draw :func:`rank_lists`: one row per query, thumbnails with coloured borders."""
+    data = rank_lists(store, model=model, feature=feature, trial=trial, queries=queries,
+                      query_index=query_index, topk=topk, seed=seed)
+    with open_store(store) as st:
+        paths = st.records["path"].to_numpy()
+        pids = st.records["pid"].to_numpy()
+    plt = pyplot()
+    n, k = data.ranked.shape
+    fig, axes = plt.subplots(n, k + 1, figsize=(0.9 * (k + 1), 2.0 * n), squeeze=False)
+    size = (128, 64)
+    for i in range(n):
+        ax = axes[i][0]
+        ax.imshow(_thumbnail(paths[data.queries[i]], size))
+        ax.set_title(f"query\npid {pids[data.queries[i]]}", fontsize=7)
+        for j in range(k):
+            ax = axes[i][j + 1]
+            ax.imshow(_thumbnail(paths[data.ranked[i, j]], size))
+            color = "#1a9850" if data.correct[i, j] else "#d73027"
+            for spine in ax.spines.values():
+                spine.set_edgecolor(color)
+                spine.set_linewidth(3)
+            ax.set_title(f"{j + 1}", fontsize=7, color=color)
+    for ax in axes.ravel():
+        ax.set_xticks([])
+        ax.set_yticks([])
+    what = f"model {Path(model).name}" if model is not None else f"feature {feature or 'default'}"
+    fig.suptitle(f"rank lists — {Path(store).name}, {what}, trial {trial}", fontsize=9)
+    if out is not None:
+        data.path = save_figure(fig, out, force=force)
+    else:
+        plt.close(fig)
+    return data
+
+
+__all__ = ["plot_ranklist", "rank_lists", "RankListPlot"]

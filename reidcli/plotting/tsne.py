@@ -1,0 +1,134 @@
+"""t-SNE of stored embeddings coloured by camera / identity / modality / domain (DART3 Fig. 1,
+DG-VAE App. G), optionally beside the same rows of another store (before/after adaptation).
+
+Uses scikit-learn's ``TSNE``: already a dependency (NMI, k-means), well kept, exact and
+Barnes-Hut variants, seeded — openTSNE would add a package for speed we do not need at the
+few thousand points a readable plot holds.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from reidcli.errors import UsageError
+from reidcli.evaluation.distances import normalize_features
+from reidcli.plotting.common import pyplot, save_figure, short_command
+from reidcli.store.reader import open_store
+
+COLOR_BY = ("camid", "pid", "modality", "domain", "split", "dataset")
+
+
+@dataclasses.dataclass
+class TSNEPlot:
+    """``rows`` [n] store rows shown; ``points`` one [n, 2] array per panel; ``colors`` [n]
+    category of each point; ``markers`` [n] or None; ``titles`` per panel."""
+
+    rows: np.ndarray
+    points: list[np.ndarray]
+    colors: np.ndarray
+    markers: np.ndarray | None
+    titles: list[str]
+    path: Path | None = None
+
+
+def _store_features(st, feature: str | None, rows: np.ndarray) -> tuple[str, np.ndarray]:
+    name = st.require_feature(feature)
+    feats = st.features(name, rows)
+    attrs = st.h5["features"][name].attrs
+    mode = attrs.get("feat_norm", "global")
+    mode = mode.decode() if isinstance(mode, bytes) else str(mode)
+    return name, normalize_features(feats, mode, int(attrs.get("n_parts", 1)))
+
+
+def choose_rows(records, max_points: int, seed: int, splits: Sequence[str] | None = None
+                ) -> np.ndarray:
+    """Rows to show: those of ``splits`` (all when None), junk (pid < 0) left out, a seeded
+    subsample of at most ``max_points``, in ascending order."""
+    keep = records["pid"].to_numpy() >= 0
+    if splits:
+        keep &= records["split"].isin(list(splits)).to_numpy()
+    rows = np.flatnonzero(keep)
+    if len(rows) > max_points:
+        rows = np.sort(np.random.default_rng(seed).choice(rows, max_points, replace=False))
+    if len(rows) < 5:
+        raise UsageError(f"only {len(rows)} rows to embed", "give a store with more rows or "
+                         "other --split values")
+    return rows
+
+
+def embed_2d(features: np.ndarray, seed: int, perplexity: float = 30.0) -> np.ndarray:
+    """[n, D] → [n, 2] t-SNE (PCA initialisation, perplexity capped below n/3)."""
+    from sklearn.manifold import TSNE
+
+    n = len(features)
+    perp = float(min(perplexity, max(2.0, (n - 1) / 3.0)))
+    return TSNE(n_components=2, perplexity=perp, init="pca", random_state=seed,
+                learning_rate="auto").fit_transform(features.astype(np.float32))
+
+
+def plot_tsne(store: str | os.PathLike, out: str | os.PathLike | None = None, *,
+              feature: str | None = None, color_by: str = "camid",
+              marker_by: str | None = None, max_points: int = 2000,
+              compare: str | os.PathLike | None = None, splits: Sequence[str] | None = None,
+              seed: int = 0, perplexity: float = 30.0, force: bool = False) -> TSNEPlot:
+    """One panel per store (``compare`` adds the second), same rows and colours in both."""
+    for option, value in (("--color-by", color_by), ("--marker-by", marker_by)):
+        if value is not None and value not in COLOR_BY:
+            raise UsageError(f"{option} {value!r} is unknown", f"use one of {', '.join(COLOR_BY)}")
+    stores = [store] + ([compare] if compare is not None else [])
+    panels, titles = [], []
+    with open_store(store) as first:
+        records = first.records
+        rows = choose_rows(records, max_points, seed, splits)
+        colors = records[color_by].to_numpy()[rows]
+        markers = records[marker_by].to_numpy()[rows] if marker_by else None
+        paths = records["path"].to_numpy()
+    for path in stores:
+        with open_store(path) as st:
+            if st.num_rows != len(records) or not np.array_equal(st.records["path"].to_numpy(),
+                                                                  paths):
+                raise UsageError(f"--compare {path} holds other rows than {store}",
+                                 "compare a store with its adapted copy (same records)")
+            name, feats = _store_features(st, feature, rows)
+            panels.append(embed_2d(feats, seed, perplexity))
+            method = ",".join(st.adapt_methods) or "no adaptation"
+            titles.append(f"{Path(path).name}: {name} ({method})")
+    plt = pyplot()
+    fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 5.5), squeeze=False)
+    cats = sorted(set(colors.tolist()), key=str)
+    cmap = plt.get_cmap("tab20" if len(cats) > 10 else "tab10")
+    shapes = ["o", "^", "s", "x", "D", "v"]
+    mcats = sorted(set(markers.tolist()), key=str) if markers is not None else [None]
+    for ax, pts, title in zip(axes[0], panels, titles):
+        for ci, cat in enumerate(cats):
+            for mi, mcat in enumerate(mcats):
+                sel = colors == cat
+                if markers is not None:
+                    sel &= markers == mcat
+                if not sel.any():
+                    continue
+                label = f"{color_by} {cat}" + (f", {marker_by} {mcat}" if markers is not None
+                                               else "")
+                ax.scatter(pts[sel, 0], pts[sel, 1], s=8, color=cmap(ci % cmap.N),
+                           marker=shapes[mi % len(shapes)], label=label, alpha=0.8)
+        ax.set_title(title, fontsize=9)
+        ax.set_xticks([])
+        ax.set_yticks([])
+    if len(cats) * len(mcats) <= 24:
+        axes[0][-1].legend(fontsize=7, markerscale=2, loc="center left", bbox_to_anchor=(1, 0.5))
+    with open_store(store) as st:
+        fig.suptitle(f"t-SNE of {st.dataset or 'store'} ({len(rows)} points, coloured by "
+                     f"{color_by})\n{short_command(st.provenance)}", fontsize=9)
+    plot = TSNEPlot(rows=rows, points=panels, colors=colors, markers=markers, titles=titles)
+    if out is not None:
+        plot.path = save_figure(fig, out, force=force)
+    else:
+        plt.close(fig)
+    return plot
+
+
+__all__ = ["plot_tsne", "TSNEPlot", "choose_rows", "embed_2d", "COLOR_BY"]
