@@ -298,7 +298,10 @@ def test_iteration_time_does_not_grow_with_n():
             if r >= 3:
                 times[t].append(time.perf_counter() - start)
     small, large = (statistics.median(t) for t in times)
-    assert large / small <= 2.0, (small, large)
+    # N grows 100×: an O(N) step would be ≫ 10× slower. The small trainer projects all of
+    # its rows (one tiny GEMM) while the large one gathers the touched rows, so a constant
+    # factor of ~2 between the two paths is expected and allowed.
+    assert large / small <= 4.0, (small, large)
 
 
 # -- T8: fitted round trip ---------------------------------------------------------------------
