@@ -38,3 +38,18 @@ def one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="session")
+def biased_stores(tmp_path_factory):
+    """Seed → store of dart3.md §8.1's camera-biased embeddings (seeds 0, 1, 2)."""
+    from tests.adapt.helpers import make_biased_stores
+    return make_biased_stores(tmp_path_factory.mktemp("biased"))
+
+
+@pytest.fixture(scope="session")
+def tiny_model_store(tmp_path_factory):
+    """(model path, store path, image folder) of a tiny BoT and the 3-camera store its
+    ``bnneck`` features were written to (tests.adapt.helpers.make_tiny_model_store)."""
+    from tests.adapt.helpers import make_tiny_model_store
+    return make_tiny_model_store(tmp_path_factory.mktemp("tinymodel"))

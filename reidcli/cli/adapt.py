@@ -1,4 +1,129 @@
-"""`reid adapt METHOD` — test-time adaptation (later release)."""
-from reidcli.cli._stub import stub_group
+"""`reid adapt METHOD` — test-time adaptation of a store's query features (thin CLI over
+:func:`reidcli.adapt.adapt_store`; options and defaults of dart3.md §5 and §10)."""
+from __future__ import annotations
 
-app = stub_group("adapt", ("dart3", "dart3-lite", "norm", "tent", "temp"))
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="Test-time adaptation of a store's features (DART3, Norm, TENT, TEMP).")
+
+METHOD_HELP = {
+    "none": "No-adapt: copy the queries and gallery unchanged (the source model's result).",
+    "norm": "Camera normalisation (Alg 1): z-score every row with its camera's statistics.",
+    "dart3": "DART3 (default --mode lite: stored embeddings; --mode full: also the "
+             "backbone's BN γ/β on the query images, needs --model).",
+    "dart3-lite": "DART3 LITE (= dart3 --mode lite): black-box, stored embeddings only.",
+    "tent": "TENT: entropy of the identity classifier, BN γ/β (needs --model).",
+    "temp": "TEMP: entropy of the top-k cosine similarities to the gallery, BN γ/β "
+            "(needs --model).",
+}
+
+
+def _cams(text: Optional[str]) -> Optional[list[int]]:
+    from reidcli.evaluation.protocols import parse_camera_list
+    return parse_camera_list(text, "--query-cams")
+
+
+def _make(method: str):
+    def command(
+        store: Path = typer.Option(..., "--store", "--in", help="Input store (.h5)."),
+        out: Path = typer.Option(..., "--out", help="Adapted store to write (.h5)."),
+        feature: Optional[str] = typer.Option(None, "--feature", help="Store feature "
+                                              "(default: the store's default feature)."),
+        trial: int = typer.Option(0, "--trial", help="Protocol trial to adapt."),
+        query_cams: Optional[str] = typer.Option(None, "--query-cams", help="Adapt only "
+                                                 "queries of these 0-based cameras."),
+        mode: str = typer.Option("lite", "--mode", help="dart3: lite | full."),
+        model: Optional[Path] = typer.Option(None, "--model", help="Run directory / model.pt "
+                                             "of reid train (full DART3, TENT, TEMP)."),
+        images_root: Optional[Path] = typer.Option(None, "--images-root", help="Folder the "
+                                                   "store's image paths are relative to."),
+        save_model: Optional[Path] = typer.Option(None, "--save-model", help="Write the "
+                                                  "adapted model (BN γ/β) here."),
+        batch_size: Optional[int] = typer.Option(None, "--batch-size", help="Queries per "
+                                                 "batch (dart3 8, temp 16, tent 64)."),
+        steps: int = typer.Option(1, "--steps", help="Optimisation steps per batch T."),
+        lr: Optional[float] = typer.Option(None, "--lr", help="Learning rate (dart3 1e-4, "
+                                           "tent/temp 3.5e-4)."),
+        optimizer: str = typer.Option("adam", "--optimizer", help="adam | sgd."),
+        tau: float = typer.Option(100.0, "--tau", help="Softmax temperature τ."),
+        topk: int = typer.Option(3, "--topk", help="Nearest gallery entries k in the loss."),
+        distance: str = typer.Option("euclidean", "--distance", help="euclidean | cosine "
+                                     "(Tab 7 ablation; re-tune --tau)."),
+        no_external: bool = typer.Option(False, "--no-external", help="dart3 full: no M, Σ "
+                                         "(loss on raw features, BN γ/β only; Tab 4)."),
+        episodic: bool = typer.Option(False, "--episodic", help="Reset the state before "
+                                      "every batch."),
+        split_by_query_camera: bool = typer.Option(False, "--split-by-query-camera",
+                                                   help="One independent stream per query "
+                                                   "camera (setting A)."),
+        emit: str = typer.Option("pre", "--emit", help="pre (Alg 2: before the batch's "
+                                 "update) | post."),
+        order: str = typer.Option("shuffle", "--order", help="shuffle (seeded) | stored."),
+        seed: int = typer.Option(0, "--seed", help="Seed of the order, subsamples, grounding."),
+        stats: str = typer.Option("pooled", "--stats", help="pooled (Alg 1) | separate."),
+        std_ddof: int = typer.Option(0, "--std-ddof", help="0 population std | 1 unbiased."),
+        eps: float = typer.Option(1e-6, "--eps", help="Floor of the scales ε."),
+        stats_max_per_camera: Optional[int] = typer.Option(None, "--stats-max-per-camera",
+                                                           help="At most N rows per camera "
+                                                           "for the statistics."),
+        grounding: int = typer.Option(0, "--grounding", help="Grounding rows per batch "
+                                      "(seen-camera / source samples)."),
+        grounding_split: str = typer.Option("auto", "--grounding-split", help="Store split "
+                                            "of the grounding pool (auto: grounding, else "
+                                            "train)."),
+        bn_mode: Optional[str] = typer.Option(None, "--bn-mode", help="batch | running "
+                                              "(default: batch for dart3/tent, running for "
+                                              "temp)."),
+        tent_logits: str = typer.Option("classifier", "--tent-logits", help="classifier | "
+                                        "features."),
+        temp_k: int = typer.Option(50, "--temp-k", help="TEMP: top-k similarities."),
+        temp_gallery_sample: int = typer.Option(30000, "--temp-gallery-sample",
+                                                help="TEMP: gallery rows in the loss."),
+        temp_reg: float = typer.Option(1e-4, "--temp-reg", help="TEMP: anti-forgetting λ."),
+        device: str = typer.Option("auto", "--device", help="auto | cpu | cuda."),
+        workers: Optional[int] = typer.Option(None, "--workers", help="Image loader workers."),
+        drop_convmaps: bool = typer.Option(False, "--drop-convmaps", help="Do not copy the "
+                                           "input's conv maps into the output."),
+        force: bool = typer.Option(False, "--force", help="Overwrite --out."),
+        quiet: bool = typer.Option(False, "--quiet", help="No progress or summary."),
+    ) -> None:
+        from reidcli.adapt import AdaptConfig, adapt_store
+        from reidcli.cli.context import invoked_command
+        from reidcli.progress import ENABLED
+
+        cfg = AdaptConfig(
+            method=method, mode=mode, feature=feature, trial=trial,
+            query_cams=_cams(query_cams), batch_size=batch_size, steps=steps, lr=lr,
+            optimizer=optimizer, tau=tau, topk=topk, distance=distance,
+            external=not no_external, episodic=episodic,
+            split_by_query_camera=split_by_query_camera, emit=emit, order=order, seed=seed,
+            stats=stats, std_ddof=std_ddof, eps=eps,
+            stats_max_per_camera=stats_max_per_camera, grounding=grounding,
+            grounding_split=grounding_split, bn_mode=bn_mode, tent_logits=tent_logits,
+            temp_k=temp_k, temp_gallery_sample=temp_gallery_sample, temp_reg=temp_reg,
+            device=device, workers=workers)
+        result = adapt_store(store, out, cfg, model=model, images_root=images_root,
+                             save_model=save_model, force=force, drop_convmaps=drop_convmaps,
+                             progress=ENABLED and not quiet, command=invoked_command())
+        if quiet:
+            return
+        a = result.adaptation
+        label = a.config.method + (f" ({a.config.mode})" if a.config.method == "dart3" else "")
+        loop = a.loop
+        extra = ""
+        if loop is not None and loop.losses.size:
+            extra = (f", {len(loop.losses)} batches × {loop.losses.shape[1]} steps, loss "
+                     f"{loop.losses[0].mean():.4f} → {loop.losses[-1].mean():.4f}")
+        typer.echo(f"wrote {result.out}: {label} on {result.num_queries} queries{extra}, "
+                   f"{a.seconds:.2f} s ({a.per_query_seconds * 1e3:.2f} ms/query)", err=True)
+
+    command.__doc__ = METHOD_HELP[method]
+    return command
+
+
+for _name in METHOD_HELP:
+    app.command(_name, help=METHOD_HELP[_name])(_make(_name))

@@ -64,10 +64,7 @@ def _trial_rows(st) -> tuple[list[tuple[int, np.ndarray, np.ndarray]], Any]:
     """All trials as ``(k, query_rows, gallery_rows)``: the store's protocol trials, or one
     trial of its ``query``/``gallery`` rows."""
     proto = st.protocol
-    if proto is not None and proto.trials:
-        return [(k, np.asarray(t["query_idx"], np.int64), np.asarray(t["gallery_idx"], np.int64))
-                for k, t in enumerate(proto.trials)], proto
-    return [(0, st.split_rows("query"), st.split_rows("gallery"))], None
+    return st.query_gallery_trials(), (proto if proto is not None and proto.trials else None)
 
 
 def _train_cameras_of(st) -> list[int] | None:

@@ -239,6 +239,15 @@ class FeatureStore:
                              eval_rule=str(attrs.get("eval_rule", "market")),
                              attrs={**attrs, "options": options}, trials=trials)
 
+    def query_gallery_trials(self) -> list[tuple[int, np.ndarray, np.ndarray]]:
+        """Every trial as ``(k, query_rows, gallery_rows)`` (int64 row indices): the
+        protocol's trials, or one trial of the ``query``/``gallery`` split rows."""
+        proto = self.protocol
+        if proto is not None and proto.trials:
+            return [(k, np.asarray(t["query_idx"], np.int64),
+                     np.asarray(t["gallery_idx"], np.int64)) for k, t in enumerate(proto.trials)]
+        return [(0, self.split_rows("query"), self.split_rows("gallery"))]
+
     @property
     def adapt_methods(self) -> list[str]:
         return sorted(self.h5.get(ADAPT, {}))

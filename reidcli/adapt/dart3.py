@@ -1,0 +1,126 @@
+"""DART3 and DART3 LITE (Bhattacharya et al.; dart3.md §3).
+
+Per camera c, a learnable query shift/scale ``M_q[c], Σ_q[c]`` and a frozen gallery pair
+``M_g[c], Σ_g[c]``, all initialised to the camera statistics (Alg 1). The gallery is
+normalised once, ``G̃ = (G − M_g) ⊘ Σ_g``; each query batch is corrected,
+``ẑ = (z − M_q[c]) ⊘ Σ_q[c]`` (Eq 5/14), and DART3's loss (Eq 2/11,
+:func:`reidcli.adapt.losses.dart3_loss`) is minimised over ``M_q, Σ_q`` (LITE, z = stored
+embeddings) or over ``M_q, Σ_q`` and the backbone's BN γ/β (full, z = f_θ(images)).
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import nn
+
+from reidcli.adapt.base import Adapter, BackboneRunner, Batch
+from reidcli.adapt.losses import PreparedGallery, dart3_loss
+from reidcli.adapt.statistics import CameraStatistics
+
+
+class CameraShiftScale(nn.Module):
+    """``M_q, Σ_q`` (trainable, one d-vector per camera) and ``M_g, Σ_g`` (frozen buffers).
+
+    Each camera's vectors are separate parameters and a batch only touches the cameras it
+    contains, so an absent camera gets no gradient (``None``) and no optimiser update —
+    no drift from stale Adam moments (dart3.md §3.3, test T7).
+    """
+
+    def __init__(self, stats: CameraStatistics, device: torch.device | str = "cpu",
+                 eps: float = 1e-6):
+        super().__init__()
+        as_t = lambda a: torch.as_tensor(np.asarray(a), dtype=torch.float32, device=device)
+        self.mean_q = nn.ParameterList([nn.Parameter(as_t(v).clone()) for v in stats.mean_q])
+        self.std_q = nn.ParameterList([nn.Parameter(as_t(v).clone()) for v in stats.std_q])
+        self.register_buffer("mean_g", as_t(stats.mean_g))
+        self.register_buffer("std_g", as_t(stats.std_g))
+        self.register_buffer("mean_q_init", as_t(stats.mean_q))
+        self.register_buffer("std_q_init", as_t(stats.std_q))
+        self.eps = float(eps)
+
+    def correct(self, z: torch.Tensor, codes: torch.Tensor) -> torch.Tensor:
+        """ẑ = (z − M_q[c]) ⊘ Σ_q[c] for rows z [B, d] of cameras ``codes`` [B] (Eq 5/14)."""
+        present, inverse = torch.unique(codes, return_inverse=True)
+        idx = present.tolist()
+        mean = torch.stack([self.mean_q[c] for c in idx])
+        std = torch.stack([self.std_q[c] for c in idx])
+        return (z - mean[inverse]) / std[inverse]
+
+    @torch.no_grad()
+    def clamp_scales_(self) -> None:
+        """Σ_q ← max(Σ_q, ε) after each step (dart3.md §9 item 7)."""
+        for p in self.std_q:
+            p.clamp_(min=self.eps)
+
+    @torch.no_grad()
+    def reset(self) -> None:
+        for c, (m, s) in enumerate(zip(self.mean_q, self.std_q)):
+            m.copy_(self.mean_q_init[c])
+            s.copy_(self.std_q_init[c])
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        q = lambda ps: torch.stack([p.detach() for p in ps]).cpu().numpy()
+        return {"M_q": q(self.mean_q), "S_q": q(self.std_q),
+                "M_q_init": self.mean_q_init.cpu().numpy(),
+                "S_q_init": self.std_q_init.cpu().numpy(),
+                "M_g": self.mean_g.cpu().numpy(), "S_g": self.std_g.cpu().numpy()}
+
+
+class DART3Adapter(Adapter):
+    """DART3 in ``lite`` mode (stored embeddings ``queries`` [Nq, d]) or ``full`` mode
+    (``runner`` re-encodes the batch images; BN γ/β learnable too).
+
+    ``gallery`` [Ng, d] is G̃ (or the raw G with ``external=False``, the Tab 4 ablation
+    "loss without M, Σ", which needs full mode). ``grounding`` [Np, d] are the grounding
+    rows' stored embeddings (LITE).
+    """
+
+    def __init__(self, gallery: np.ndarray, *, shift_scale: CameraShiftScale | None,
+                 queries: np.ndarray | None = None, grounding: np.ndarray | None = None,
+                 runner: BackboneRunner | None = None, tau: float = 100.0, k: int = 3,
+                 distance: str = "euclidean", device: torch.device | str = "cpu"):
+        self.device = torch.device(device)
+        self.shift_scale = shift_scale
+        self.runner = runner
+        self.gallery = PreparedGallery(gallery, device=self.device)
+        self.tau, self.k, self.distance = float(tau), int(k), distance
+        to_t = lambda a: None if a is None else torch.as_tensor(a, dtype=torch.float32,
+                                                                 device=self.device)
+        self.queries, self.grounding = to_t(queries), to_t(grounding)
+
+    def parameters(self) -> list[torch.Tensor]:
+        params = list(self.shift_scale.parameters()) if self.shift_scale is not None else []
+        return params + (self.runner.bn.params if self.runner is not None else [])
+
+    def _embed(self, batch: Batch) -> torch.Tensor:
+        if self.runner is not None:
+            return self.runner.forward(batch.images)[0]
+        rows = [self.queries[torch.as_tensor(batch.query_pos, device=self.device)]]
+        if len(batch.ground_pos):
+            rows.append(self.grounding[torch.as_tensor(batch.ground_pos, device=self.device)])
+        return torch.cat(rows) if len(rows) > 1 else rows[0]
+
+    def loss_and_embeddings(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
+        z = self._embed(batch)
+        zhat = self.shift_scale.correct(z, batch.codes) if self.shift_scale is not None else z
+        loss = dart3_loss(zhat, self.gallery, self.tau, self.k, self.distance)
+        return loss, zhat[:batch.num_queries].detach()
+
+    def after_step(self) -> None:
+        if self.shift_scale is not None:
+            self.shift_scale.clamp_scales_()
+
+    def reset(self) -> None:
+        if self.shift_scale is not None:
+            self.shift_scale.reset()
+        if self.runner is not None:
+            self.runner.bn.reset()
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        out = self.shift_scale.arrays() if self.shift_scale is not None else {}
+        if self.runner is not None:
+            out.update(self.runner.arrays())
+        return out
+
+
+__all__ = ["CameraShiftScale", "DART3Adapter"]

@@ -1,0 +1,1 @@
+"""Generators of small synthetic problems for tests, demos and benchmarks."""

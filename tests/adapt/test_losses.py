@@ -1,0 +1,92 @@
+"""T8 golden loss values, T9 gradient check, and the fused loss against the autograd form."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from reidcli.adapt.losses import (PreparedGallery, dart3_loss, dart3_loss_reference,
+                                  softmax_entropy, temp_loss, tent_loss)
+
+GOLDEN_GALLERY = [[1.0, 0.0], [0.0, 2.0], [3.0, 4.0]]
+
+
+@pytest.mark.parametrize("block_rows", [1, 2, 3])
+def test_golden_values(block_rows):
+    z = torch.zeros(1, 2, dtype=torch.float64)
+    g = torch.tensor(GOLDEN_GALLERY, dtype=torch.float64)
+    gallery = PreparedGallery(g, dtype=torch.float64, block_rows=block_rows)
+    h1 = -torch.log_softmax(-torch.tensor([1.0, 2.0, 5.0], dtype=torch.float64), 0)
+    np.testing.assert_allclose(h1.numpy(), [0.326563, 1.326563, 4.326563], atol=1e-6)
+    assert dart3_loss(z, gallery, 1.0, 1).item() == pytest.approx(0.326563, abs=1e-6)
+    assert dart3_loss(z, gallery, 1.0, 2).item() == pytest.approx(1.653125, abs=1e-6)
+    assert dart3_loss(z, gallery, 100.0, 2).item() == pytest.approx(2.174179, abs=1e-5)
+    h100 = -torch.log_softmax(-torch.tensor([1.0, 2.0, 5.0], dtype=torch.float64) / 100, 0)
+    np.testing.assert_allclose(h100.numpy(), [1.082090, 1.092090, 1.122090], atol=1e-6)
+
+
+def test_gradcheck_wrt_shift_and_scale_with_the_mask_held():
+    torch.manual_seed(0)
+    dt = torch.float64
+    z = torch.randn(4, 6, dtype=dt)
+    g = torch.randn(30, 6, dtype=dt) * 1.5
+    gallery = PreparedGallery(g, dtype=dt, block_rows=7)
+    mean = torch.randn(6, dtype=dt, requires_grad=True)
+    scale = (torch.rand(6, dtype=dt) + 0.5).requires_grad_()
+    # the top-k mask is fixed at these values: small moves keep the same k nearest
+    fn = lambda m, s: dart3_loss((z - m) / s, gallery, 2.0, 3)
+    assert torch.autograd.gradcheck(fn, (mean, scale), eps=1e-6, atol=1e-6)
+    fn_ref = lambda m, s: dart3_loss_reference((z - m) / s, g, 2.0, 3)
+    assert torch.autograd.gradcheck(fn_ref, (mean, scale), eps=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("tau,k,block", [(0.5, 1, 5), (1.0, 3, 64), (100.0, 5, 13),
+                                         (2000.0, 2, 1000)])
+def test_fused_loss_and_gradient_equal_the_autograd_reference(tau, k, block):
+    torch.manual_seed(1)
+    z = torch.randn(7, 16, requires_grad=True)
+    g = torch.randn(300, 16) * 2
+    g[10] = z[2].detach()                                   # a zero distance (floored)
+    loss = dart3_loss(z, PreparedGallery(g, block_rows=block), tau, k)
+    grad, = torch.autograd.grad(loss, z)
+    ref = dart3_loss_reference(z, g, tau, k)
+    grad_ref, = torch.autograd.grad(ref, z)
+    assert loss.item() == pytest.approx(ref.item(), rel=1e-5)
+    torch.testing.assert_close(grad, grad_ref, rtol=1e-4, atol=1e-7)
+
+
+def test_loss_is_about_k_log_ng_at_large_tau_and_mask_is_the_k_nearest():
+    torch.manual_seed(2)
+    z = torch.randn(3, 8, requires_grad=True)
+    g = torch.randn(500, 8)
+    loss = dart3_loss(z, PreparedGallery(g), 2000.0, 3)
+    assert loss.item() == pytest.approx(3 * np.log(500), rel=0.01)
+    # moving z towards its 3 nearest gallery rows lowers the loss
+    grad, = torch.autograd.grad(loss, z)
+    with torch.no_grad():
+        lower = dart3_loss(z - 10.0 * grad, PreparedGallery(g), 2000.0, 3)
+    assert lower.item() < loss.item()
+
+
+def test_cosine_distance_ablation_runs_through_the_reference():
+    torch.manual_seed(3)
+    z = torch.randn(2, 4, requires_grad=True)
+    g = torch.randn(20, 4)
+    loss = dart3_loss(z, PreparedGallery(g), 1.0, 2, distance="cosine")
+    assert loss.item() == pytest.approx(dart3_loss_reference(z, g, 1.0, 2, "cosine").item())
+    loss.backward()
+    assert z.grad is not None and torch.isfinite(z.grad).all()
+
+
+def test_entropies():
+    uniform = torch.zeros(4, 10)
+    assert softmax_entropy(uniform).item() == pytest.approx(np.log(10), rel=1e-6)
+    peaked = torch.tensor([[50.0, 0.0, 0.0]])
+    assert softmax_entropy(peaked).item() < 1e-6
+    assert tent_loss([uniform, peaked.expand(4, 3)]).item() == pytest.approx(np.log(10) / 2,
+                                                                               rel=1e-5)
+    g = torch.nn.functional.normalize(torch.randn(100, 8), dim=1)
+    q = g[:3] * 5.0                                          # scale-free (cosine)
+    assert temp_loss(q, g, 50).item() == pytest.approx(temp_loss(g[:3], g, 50).item(),
+                                                        rel=1e-5)
+    assert temp_loss(q, g, 1).item() == pytest.approx(0.0, abs=1e-6)
