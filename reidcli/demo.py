@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shlex
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -140,20 +141,46 @@ def _train_tiny_cnn(steps: list[DemoStep], root: Path, workdir: Path, preset: st
     return store, json_out
 
 
+#: how the legend names the networks that made a store (its provenance's ``model.kind``)
+NETWORK_NAMES = {"bot": "BoT", "pcb": "PCB"}
+
+
+def cmc_label(report: dict[str, Any]) -> str:
+    """Legend name of a ``reid eval --json`` report, from the report itself: what made the
+    compared vectors (the network in the store's provenance, the feature, or the conv maps a
+    pooling model reads) and the fitted method or the distance — e.g. ``hsv-stripes
+    (euclidean)``, ``hsv-stripes + XQDA``, ``color-grid + C-DPCF``, ``BoT tiny bnneck
+    (euclidean)``."""
+    from reidcli.plotting.cmc import METHOD_NAMES
+
+    prov = report.get("store_provenance") or {}
+    what = report.get("feature") or ",".join(prov.get("maps") or []) or "features"
+    network = prov.get("model")
+    if isinstance(network, dict) and network.get("kind"):
+        name = NETWORK_NAMES.get(network["kind"], network["kind"])
+        what = " ".join(p for p in (name, network.get("backbone"), what) if p)
+    method = (report.get("model") or {}).get("method")
+    if method:
+        return f"{what} + {METHOD_NAMES.get(method, method)}"
+    return f"{what} ({report.get('distance') or 'euclidean'})"
+
+
 def _plots(steps: list[DemoStep], workdir: Path, preset: str, reports: list[Path],
            store: Path) -> None:
     """``reid plot cmc`` of every method and ``reid plot tsne`` of the CNN embeddings."""
     from reidcli.plotting.cmc import plot_cmc
     from reidcli.plotting.tsne import plot_tsne
 
-    labels = ["HSV (Euclidean)", "HSV + XQDA", "colour-grid + C-DPCF", "tiny BoT"]
+    labels = [cmc_label(json.loads(path.read_text())) for path in reports]
     cmc = workdir / f"synthetic_{preset}_cmc.png"
-    _timed(steps, "plot", f"reid plot cmc {' '.join(p.name for p in reports)} --out {cmc}",
+    _timed(steps, "plot", shlex.join(["reid", "plot", "cmc", *map(str, reports)]
+                                     + [a for label in labels for a in ("--label", label)]
+                                     + ["--out", str(cmc)]),
            lambda: plot_cmc(reports, cmc, labels=labels, force=True),
            output=lambda p: str(p.path))
     tsne = workdir / f"synthetic_{preset}_tsne.png"
-    _timed(steps, "plot", f"reid plot tsne {store.name} --color-by camid --split query,gallery "
-                          f"--out {tsne}",
+    _timed(steps, "plot", f"reid plot tsne {store} --color-by camid --marker-by domain "
+                          f"--split query,gallery --max-points 1000 --out {tsne}",
            lambda: plot_tsne(store, tsne, color_by="camid", marker_by="domain",
                              splits=["query", "gallery"], max_points=1000, force=True),
            output=lambda p: str(p.path))

@@ -2,17 +2,57 @@
 from __future__ import annotations
 
 import json
+import shlex
+from pathlib import Path
 
 import numpy as np
+import pytest
 
 from reidcli.store import open_store
 from tests.cli.helpers import run_cli
+from tests.plotting.conftest import one_native_thread  # noqa: F401
 
 
-def test_demo_tiny_end_to_end(capsys, tmp_path):
+def _spy(monkeypatch, module, name):
+    """Record what ``module.name`` returns while the CLI runs."""
+    returned = []
+    real = getattr(module, name)
+
+    def spy(*args, **kwargs):
+        returned.append(real(*args, **kwargs))
+        return returned[-1]
+
+    monkeypatch.setattr(module, name, spy)
+    return returned
+
+
+@pytest.mark.usefixtures("one_torch_thread", "one_native_thread")
+def test_demo_tiny_end_to_end(capsys, tmp_path, monkeypatch):
+    import reidcli.demo
+    import reidcli.plotting.cmc
+    import reidcli.plotting.tsne
+
+    demos = _spy(monkeypatch, reidcli.demo, "run_demo")
+    cmc_plots = _spy(monkeypatch, reidcli.plotting.cmc, "plot_cmc")
+    tsne_plots = _spy(monkeypatch, reidcli.plotting.tsne, "plot_tsne")
     code, out, err = run_cli(capsys, "demo", "--preset", "tiny", "--root", tmp_path / "data",
                              "--out", tmp_path / "out")
     assert code == 0, err
+    # the CMC legend comes from the result JSONs; the logged plot commands are what ran
+    legend = [label.rsplit(" (R1", 1)[0] for label in cmc_plots[0].labels]
+    assert legend == ["hsv-stripes (euclidean)", "hsv-stripes + XQDA", "color-grid + C-DPCF",
+                      "BoT tiny bnneck (euclidean)"]
+    commands = [s.command for s in demos[0].steps if s.stage == "plot"]
+    assert all(f"--label '{name}'" in commands[0] for name in legend)
+    tsne, = tsne_plots
+    assert tsne.markers is not None and "--marker-by domain" in commands[1]
+    for command in commands:                    # each logged command runs as printed
+        argv = shlex.split(command)
+        assert argv[:2] == ["reid", "plot"] and argv[-2] == "--out"
+        code, _, err = run_cli(capsys, *argv[1:-1], tmp_path / Path(argv[-1]).name)
+        assert code == 0, (command, err)
+    assert cmc_plots[1].labels == cmc_plots[0].labels                   # same figures
+    np.testing.assert_allclose(tsne_plots[1].points[0], tsne.points[0])
     for stage in ("data", "records", "extract", "train", "fit-pooling", "eval", "plot"):
         assert f"│ {stage} " in out
     for figure in ("cmc", "tsne"):                  # the demo ends with its figures

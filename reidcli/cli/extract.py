@@ -2,7 +2,8 @@
 
 Without ``--model``: hand-crafted descriptors (``--features hsv-stripes,…``) and spatial maps
 (``--maps color-grid``). With ``--model RUN_DIR``: the network's embeddings (``--features
-pcb_g,pcb_h`` | ``bnneck,pool5``) and pooled conv maps (``--maps conv2_x,…,conv5_x``).
+pcb_g,pcb_h`` | ``rpp_g,rpp_h`` | ``bnneck,pool5``) and pooled conv maps (``--maps
+conv2_x,…,conv5_x``).
 """
 from __future__ import annotations
 
@@ -28,7 +29,8 @@ def extract(
     features: Optional[List[str]] = typer.Option(None, "--features", help="Hand-crafted "
                                                  "descriptors: hsv-stripes, hist-lbp "
                                                  "(2580-d), lomo (26960-d); with --model: "
-                                                 "pcb_g,pcb_h (PCB) or bnneck,pool5 (BoT)."),
+                                                 "pcb_g,pcb_h (PCB), rpp_g,rpp_h (PCB+RPP) "
+                                                 "or bnneck,pool5 (BoT)."),
     maps: Optional[List[str]] = typer.Option(None, "--maps", help="Maps to store as "
                                              "/convmaps: color-grid; with --model: "
                                              "conv2_x,conv3_x,conv4_x,conv5_x."),
@@ -40,8 +42,9 @@ def extract(
                               "the mirrored image's."),
     shard: Optional[str] = typer.Option(None, "--shard", help="--model: extract shard i/n "
                                         "of the rows (join with reid store merge)."),
-    allow_large: bool = typer.Option(False, "--allow-large", help="Allow conv maps above "
-                                     "16 GiB (MSMT17-scale)."),
+    allow_large: bool = typer.Option(False, "--allow-large", help="Allow conv maps for "
+                                     "more than 20,000 images or above 16 GiB "
+                                     "(MSMT17-scale)."),
     device: str = typer.Option("auto", "--device", help="--model: auto | cpu | cuda."),
     amp: str = typer.Option("off", "--amp", help="--model on CUDA: off | auto | bf16 | fp16."),
     workers: Optional[int] = typer.Option(None, "--workers", help="Image loader workers."),

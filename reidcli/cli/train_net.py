@@ -173,6 +173,8 @@ def bot(
                                        "scratch."),
     input_size: Optional[str] = typer.Option(None, "--input-size", help="HxW (256x128)."),
     epochs: Optional[int] = typer.Option(None, "--epochs", help="120 (steps/warm-up rescaled)."),
+    batch_size: Optional[int] = typer.Option(None, "--batch-size", help="Images per batch, "
+                                             "P×K (64): keeps --K, sets --P = batch / K."),
     p: Optional[int] = typer.Option(None, "--P", "--batch-ids", help="Identities per batch (16)."),
     k: Optional[int] = typer.Option(None, "--K", help="Images per identity (4)."),
     optimizer: Optional[str] = typer.Option(None, "--optimizer", help="adam | sgd."),

@@ -1,7 +1,8 @@
 """``reid extract --model``: a trained PCB/BoT → store of embeddings and pooled conv maps.
 
 One forward pass per batch (eval mode, the model's test transform) gives both the
-embeddings (``pcb_g``, ``pcb_h`` | ``bnneck``, ``pool5``; raw, part-major; pcb.md §3.1) and
+embeddings (``pcb_g``, ``pcb_h`` — ``rpp_g``, ``rpp_h`` from an RPP model, pcb.md §4 — |
+``bnneck``, ``pool5``; raw, part-major; pcb.md §3.1) and
 the conv maps of the requested taps, average-pooled to ``map_size`` (pcb.md §5:
 ``adaptive_avg_pool2d`` to 24×8 at 384×128 input — 4×4 on conv2_x, 2×2 on conv3_x, none on
 conv4_x/conv5_x). ``flip`` averages each embedding with that of the mirrored image (maps are
@@ -31,12 +32,16 @@ from reidcli.training.engine import amp_dtype, resolve_device
 
 #: conv-map extraction above this many bytes needs ``--allow-large`` (pcb.md §5, §9.11)
 LARGE_MAPS_BYTES = 16 * 2**30
+#: ... and so does conv-map extraction for more images than this (MSMT17-scale, pcb.md §5)
+LARGE_MAPS_IMAGES = 20_000
 FEATURE_ALIASES = {"pcb-g": "pcb_g", "pcb-h": "pcb_h", "pcbg": "pcb_g", "pcbh": "pcb_h",
+                   "rpp-g": "rpp_g", "rpp-h": "rpp_h", "rppg": "rpp_g", "rpph": "rpp_h",
                    "bn": "bnneck", "bnneck": "bnneck", "pool5": "pool5", "gap": "pool5"}
 
 
 def parse_feature_names(names: Sequence[str], kind: str) -> list[str]:
-    """User names (``pcb-g``, ``pcb_g`` …) → store names valid for the model ``kind``."""
+    """User names (``pcb-g``, ``pcb_g`` …) → store names valid for the model family ``kind``
+    (``pcb``, ``rpp`` or ``bot``; :func:`reidcli.models.checkpoint.feature_family`)."""
     if not names:
         return list(DEFAULT_FEATURES[kind])
     out = []
@@ -70,6 +75,22 @@ def maps_bytes(num_rows: int, channels: Sequence[int], map_size: tuple[int, int]
     """Bytes of the conv maps of ``num_rows`` images."""
     return int(num_rows) * int(sum(channels)) * map_size[0] * map_size[1] * \
         np.dtype(dtype).itemsize
+
+
+def check_maps_size(num_images: int, channels: Sequence[int], map_size: tuple[int, int],
+                    dtype: str) -> None:
+    """Refuse conv maps for a dataset of ``num_images`` images (the whole dataset, not a
+    shard, so sharding cannot bypass it) above :data:`LARGE_MAPS_IMAGES` images or
+    :data:`LARGE_MAPS_BYTES` bytes; ``--allow-large`` skips this check."""
+    size = maps_bytes(num_images, channels, map_size, dtype)
+    if num_images > LARGE_MAPS_IMAGES:
+        raise UsageError(f"--maps for {num_images} images is MSMT17-scale (more than "
+                         f"{LARGE_MAPS_IMAGES}; {size / 2**30:.1f} GiB of conv maps)",
+                         "pass --allow-large, or drop --maps")
+    if size > LARGE_MAPS_BYTES:
+        raise UsageError(f"--maps would write {size / 2**30:.1f} GiB of conv maps for "
+                         f"{num_images} images (limit {LARGE_MAPS_BYTES / 2**30:.0f} GiB)",
+                         "pass --allow-large, fewer --maps, or --maps-dtype float16")
 
 
 def _size_text(text: tuple[int, int]) -> str:
@@ -110,19 +131,15 @@ def extract_model_store(layout: StoreLayout, out: str | os.PathLike,
     """
     dev = resolve_device(device)
     model = load_model(model_path, dev)
-    names = parse_feature_names(features, model.kind)
+    names = parse_feature_names(features, model.family)
     taps = parse_map_names(maps)
-    rows = shard_rows(len(layout.records), shard) if shard else slice(0, len(layout.records))
-    records = layout.records.iloc[rows].reset_index(drop=True)
     if len(layout.records) == 0:
         raise UsageError("the dataset has no images", "check --root and the dataset options")
+    rows = shard_rows(len(layout.records), shard) if shard else slice(0, len(layout.records))
+    records = layout.records.iloc[rows].reset_index(drop=True)
     channels = [model.module.backbone.tap_channels[t] for t in taps]
-    size = maps_bytes(len(records), channels, map_size, maps_dtype)
-    if taps and size > LARGE_MAPS_BYTES and not allow_large:
-        raise UsageError(f"--maps would write {size / 2**30:.1f} GiB of conv maps for "
-                         f"{len(records)} images (limit {LARGE_MAPS_BYTES / 2**30:.0f} GiB)",
-                         "pass --allow-large, use --shard i/n, fewer --maps, or "
-                         "--maps-dtype float16")
+    if taps and not allow_large:
+        check_maps_size(len(layout.records), channels, map_size, maps_dtype)
     dims = feature_dims(model.spec)
     autocast = amp_dtype(amp, dev)
     channels_last = dev.type == "cuda"
@@ -165,4 +182,4 @@ def extract_model_store(layout: StoreLayout, out: str | os.PathLike,
 
 
 __all__ = ["extract_model_store", "embed_batch", "parse_feature_names", "parse_map_names",
-           "maps_bytes", "LARGE_MAPS_BYTES"]
+           "maps_bytes", "check_maps_size", "LARGE_MAPS_BYTES", "LARGE_MAPS_IMAGES"]

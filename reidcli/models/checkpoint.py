@@ -28,8 +28,9 @@ from reidcli.models.pcb import PCB, pcb_features
 
 MODEL_FORMAT = "reidcli.model"
 KINDS = ("pcb", "bot")
-FEATURES = {"pcb": ("pcb_g", "pcb_h"), "bot": ("bnneck", "pool5")}
-DEFAULT_FEATURES = {"pcb": ("pcb_g", "pcb_h"), "bot": ("bnneck",)}
+#: store features per model family (:func:`feature_family`: PCB with RPP is ``rpp``)
+FEATURES = {"pcb": ("pcb_g", "pcb_h"), "rpp": ("rpp_g", "rpp_h"), "bot": ("bnneck", "pool5")}
+DEFAULT_FEATURES = {"pcb": ("pcb_g", "pcb_h"), "rpp": ("rpp_g", "rpp_h"), "bot": ("bnneck",)}
 
 
 @dataclasses.dataclass
@@ -71,12 +72,17 @@ def build_model(spec: ModelSpec) -> nn.Module:
     raise ValueError(f"unknown model kind {spec.kind!r}")
 
 
+def feature_family(spec: ModelSpec) -> str:
+    """Key of :data:`FEATURES`: ``rpp`` for a PCB with refined part pooling, else the kind."""
+    return "rpp" if spec.kind == "pcb" and spec.rpp else spec.kind
+
+
 def feature_dims(spec: ModelSpec) -> dict[str, tuple[int, int]]:
     """``{feature: (dim, n_parts)}`` of the model's store features."""
     c5 = TAP_CHANNELS[spec.backbone][-1]
     if spec.kind == "pcb":
-        return {"pcb_g": (spec.parts * c5, spec.parts),
-                "pcb_h": (spec.parts * spec.reduced_dim, spec.parts)}
+        g, h = FEATURES[feature_family(spec)]
+        return {g: (spec.parts * c5, spec.parts), h: (spec.parts * spec.reduced_dim, spec.parts)}
     return {"bnneck": (c5, 1), "pool5": (c5, 1)}
 
 
@@ -160,8 +166,13 @@ class LoadedModel:
         return tuple(self.spec.input_size)
 
     @property
+    def family(self) -> str:
+        """``pcb``, ``rpp`` or ``bot``: which store features the model gives."""
+        return feature_family(self.spec)
+
+    @property
     def feature_names(self) -> list[str]:
-        return list(FEATURES[self.spec.kind])
+        return list(FEATURES[self.family])
 
     @property
     def transform(self) -> Callable:
@@ -196,5 +207,6 @@ def load_model(path: str | os.PathLike, device: str | torch.device = "cpu") -> L
 
 
 __all__ = ["ModelSpec", "LoadedModel", "build_model", "save_model", "load_model",
-           "read_model_file", "resolve_model_file", "feature_dims", "model_features",
-           "model_logits", "KINDS", "FEATURES", "DEFAULT_FEATURES", "MODEL_FORMAT"]
+           "read_model_file", "resolve_model_file", "feature_dims", "feature_family",
+           "model_features", "model_logits", "KINDS", "FEATURES", "DEFAULT_FEATURES",
+           "MODEL_FORMAT"]

@@ -21,13 +21,15 @@ from reidcli.models.backbones import ResNetTrunk
 @dataclasses.dataclass
 class PCBOutput:
     """``g`` [N, p, C5] (before dropout), ``h`` [N, p, r], ``logits`` p × [N, K] (empty when
-    the model has no classifiers), ``taps`` {conv*_x: [N, C, h, w]}, ``t`` conv5_x."""
+    the model has no classifiers), ``taps`` {conv*_x: [N, C, h, w]}, ``t`` conv5_x;
+    ``refined``: g comes from RPP's soft pooling (features ``rpp_g``/``rpp_h``)."""
 
     g: torch.Tensor
     h: torch.Tensor
     logits: list[torch.Tensor]
     taps: dict[str, torch.Tensor]
     t: torch.Tensor
+    refined: bool = False
 
 
 class RefinedPartPooling(nn.Module):
@@ -97,7 +99,8 @@ class PCB(nn.Module):
         h = F.relu(self.local_bn(self.local_conv(z)))                 # [N, r, p, 1]
         h = h.squeeze(-1).transpose(1, 2)                             # [N, p, r]
         logits = [fc(h[:, i]) for i, fc in enumerate(self.classifiers)]
-        return PCBOutput(g=g, h=h, logits=logits, taps=tapped, t=t)
+        return PCBOutput(g=g, h=h, logits=logits, taps=tapped, t=t,
+                         refined=self.rpp is not None)
 
     def new_parameters(self) -> list[nn.Parameter]:
         """Parameters trained at the full rate (1×1 conv, its BN, classifiers, RPP)."""
@@ -107,8 +110,10 @@ class PCB(nn.Module):
 
 
 def pcb_features(out: PCBOutput) -> dict[str, torch.Tensor]:
-    """Store features (pcb.md §3.1), raw and part-major: ``pcb_g`` [N, p·C5], ``pcb_h`` [N, p·r]."""
-    return {"pcb_g": out.g.flatten(1), "pcb_h": out.h.flatten(1)}
+    """Store features (pcb.md §3.1), raw and part-major: ``pcb_g`` [N, p·C5], ``pcb_h``
+    [N, p·r] — named ``rpp_g``/``rpp_h`` when the parts are RPP-refined (pcb.md §4)."""
+    prefix = "rpp" if out.refined else "pcb"
+    return {f"{prefix}_g": out.g.flatten(1), f"{prefix}_h": out.h.flatten(1)}
 
 
 __all__ = ["PCB", "PCBOutput", "RefinedPartPooling", "pcb_features"]

@@ -2,8 +2,10 @@
 
 * ``imagenet`` — torchvision's weights API (``ResNet50_Weights.IMAGENET1K_V1``, the 2017-era
   weights the PCB code used; pcb.md §3.4). The file is looked up in the torch hub cache
-  (``$TORCH_HOME/hub/checkpoints``) and downloaded there when missing and online; offline
-  without a cached file raises :class:`~reidcli.errors.OfflineError` naming the three choices.
+  (``$TORCH_HOME/hub/checkpoints``) and downloaded there when missing and online (socket
+  timeout :data:`DOWNLOAD_TIMEOUT_S`; the sha256 must start with the hex suffix of the file
+  name, as torch hub's ``check_hash``); offline without a cached file raises
+  :class:`~reidcli.errors.OfflineError` naming the three choices.
 * ``PATH`` — a local state dict: a torchvision ResNet (``conv1.weight``, ``layer1.0…``,
   ``fc.*``), a torchreid checkpoint (``{"state_dict": …}``, ``module.`` prefixes,
   ``classifier.*``), a fast-reid / BoT one (``backbone.`` / ``base.`` prefixes), or a
@@ -14,8 +16,12 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import http.client
 import os
 import urllib.error
+import urllib.parse
+import urllib.request
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -23,10 +29,13 @@ import torch
 from torch import nn
 
 from reidcli.errors import InputFileError, OfflineError, UsageError
+from reidcli.io import atomic_output
 
 INIT_CHOICES = "--init imagenet (needs the torchvision weights cached or a network), " \
                "--init PATH (a local ResNet state dict) or --init scratch"
 _PREFIXES = ("module.", "backbone.", "base.", "model.", "encoder.", "trunk.")
+#: seconds a download may wait on the network (connect or read) before it counts as offline
+DOWNLOAD_TIMEOUT_S = 20.0
 
 
 @dataclasses.dataclass
@@ -72,12 +81,44 @@ def hub_cache_file(url: str, cache_dir: str | os.PathLike | None = None) -> Path
     return base / os.path.basename(url.split("?")[0])
 
 
+def expected_sha256_prefix(url: str) -> str | None:
+    """The hex digits that torchvision / torch hub file names end with (``resnet50-0676ba61.pth``
+    → ``0676ba61``, the start of the file's sha256); None when the name carries none."""
+    match = torch.hub.HASH_REGEX.search(os.path.basename(urllib.parse.urlparse(url).path))
+    return match.group(1) if match and match.group(1) else None
+
+
+def download_verified(url: str, path: Path, timeout: float | None = None) -> None:
+    """Download ``url`` to ``path`` (atomically, via ``path.partial``) with a socket timeout;
+    the sha256 must start with :func:`expected_sha256_prefix` when the name gives one.
+
+    Network failures raise the ``urllib``/``OSError`` exceptions; a hash mismatch raises
+    :class:`InputFileError` and leaves nothing behind.
+    """
+    prefix = expected_sha256_prefix(url)
+    digest = hashlib.sha256()
+    request = urllib.request.Request(url, headers={"User-Agent": "reidcli"})
+    with atomic_output(path, force=True) as tmp:
+        with urllib.request.urlopen(request, timeout=timeout or DOWNLOAD_TIMEOUT_S) as response, \
+                open(tmp, "wb") as f:
+            for chunk in iter(lambda: response.read(1 << 20), b""):
+                f.write(chunk)
+                digest.update(chunk)
+        if prefix and not digest.hexdigest().startswith(prefix):
+            raise InputFileError(f"--init imagenet: the download of {url} has sha256 "
+                                 f"{digest.hexdigest()[:16]}…, not {prefix}… as its name says",
+                                 "retry (a proxy or a broken transfer may have changed it), "
+                                 "or use --init PATH with a verified copy")
+
+
 def fetch_imagenet_state(arch: str, *, url: str | None = None,
                          cache_dir: str | os.PathLike | None = None,
                          offline: bool | None = None) -> tuple[dict, str]:
     """(state dict, file path) of the ImageNet weights, from the cache or downloaded into it.
 
-    ``offline`` (default: env ``REIDCLI_OFFLINE`` set) never touches the network.
+    ``offline`` (default: env ``REIDCLI_OFFLINE`` set) never touches the network; a
+    download waits at most :data:`DOWNLOAD_TIMEOUT_S` on the network and is checked
+    against the sha256 prefix in the file name (:func:`download_verified`).
     """
     url = url or imagenet_weights_url(arch)
     path = hub_cache_file(url, cache_dir)
@@ -89,9 +130,8 @@ def fetch_imagenet_state(arch: str, *, url: str | None = None,
                                f"({path.parent}) and downloads are off", INIT_CHOICES)
         path.parent.mkdir(parents=True, exist_ok=True)
         try:
-            # torchvision's own download helper: temp file + rename into the cache
-            torch.hub.download_url_to_file(url, str(path), progress=False)
-        except (urllib.error.URLError, OSError, ValueError) as exc:
+            download_verified(url, path)
+        except (urllib.error.URLError, OSError, ValueError, http.client.HTTPException) as exc:
             raise OfflineError(f"--init imagenet: cannot download {url} ({exc.__class__.__name__})"
                                f" and {path} is not cached", INIT_CHOICES) from None
     return _read_state(path, "--init imagenet"), str(path)
@@ -171,4 +211,5 @@ def initialize_trunk(trunk: nn.Module, init: str, **kwargs: Any) -> InitReport:
 
 
 __all__ = ["InitReport", "initialize_trunk", "load_trunk_state", "fetch_imagenet_state",
-           "imagenet_weights_url", "hub_cache_file", "unwrap_state_dict", "INIT_CHOICES"]
+           "imagenet_weights_url", "hub_cache_file", "unwrap_state_dict", "download_verified",
+           "expected_sha256_prefix", "DOWNLOAD_TIMEOUT_S", "INIT_CHOICES"]

@@ -5,7 +5,7 @@ import dataclasses
 import json
 import os
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -20,6 +20,8 @@ class CMCPlot:
     curves: dict[str, tuple[np.ndarray, np.ndarray | None]]
     labels: list[str]
     path: Path | None = None
+    #: the drawn matplotlib Figure (closed in pyplot, its artists kept for inspection)
+    figure: Any = dataclasses.field(default=None, repr=False)
 
 
 def read_result(path: str | os.PathLike) -> dict:
@@ -93,7 +95,7 @@ def plot_cmc(results: Sequence[str | os.PathLike], out: str | os.PathLike | None
                           f"{first.get('protocol', '?')}"
                           + (f", {first.get('num_trials')} trials" if first.get("num_trials", 1) > 1
                              else ""))
-    plot = CMCPlot(curves=curves, labels=legend)
+    plot = CMCPlot(curves=curves, labels=legend, figure=fig)
     if out is not None:
         plot.path = save_figure(fig, out, force=force,
                                 metadata={"inputs": ",".join(map(str, results))})

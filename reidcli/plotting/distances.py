@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -21,6 +22,8 @@ class DistancePlot:
 
     groups: dict[str, np.ndarray]
     path: Path | None = None
+    #: the drawn matplotlib Figure (closed in pyplot, its artists kept for inspection)
+    figure: Any = dataclasses.field(default=None, repr=False)
 
 
 def distance_groups(store, *, model=None, feature: str | None = None, trial: int = 0,
@@ -70,7 +73,7 @@ def plot_distances(store: str | os.PathLike, out: str | os.PathLike | None = Non
     ax.legend(fontsize=8)
     what = f"model {Path(model).name}" if model is not None else f"feature {feature or 'default'}"
     ax.set_title(f"query–gallery distances — {Path(store).name}, {what}", fontsize=9)
-    plot = DistancePlot(groups=groups)
+    plot = DistancePlot(groups=groups, figure=fig)
     if out is not None:
         plot.path = save_figure(fig, out, force=force)
     else:

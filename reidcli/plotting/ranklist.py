@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import warnings
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -26,17 +28,25 @@ class RankListPlot:
     ranked: np.ndarray
     correct: np.ndarray
     distances: np.ndarray
+    #: image files that could not be read (drawn as grey tiles), set by plot_ranklist
+    missing: list[str] = dataclasses.field(default_factory=list)
     path: Path | None = None
+    #: the drawn matplotlib Figure (closed in pyplot, its artists kept for inspection)
+    figure: Any = dataclasses.field(default=None, repr=False)
 
 
-def _thumbnail(path: str, size: tuple[int, int]) -> np.ndarray:
+def _thumbnail(path: str, size: tuple[int, int], missing: list[str]) -> np.ndarray:
+    """[h, w, 3] uint8 thumbnail; an unreadable file becomes a grey tile and is appended
+    to ``missing`` (once per path)."""
     from PIL import Image
 
     try:
         with Image.open(path) as img:
             return np.asarray(img.convert("RGB").resize((size[1], size[0])))
     except OSError:
-        return np.full((*size, 3), 200, np.uint8)              # missing file: grey tile
+        if path not in missing:
+            missing.append(path)
+        return np.full((*size, 3), 200, np.uint8)
 
 
 def rank_lists(store: str | os.PathLike, *, model=None, feature: str | None = None,
@@ -101,11 +111,11 @@ def plot_ranklist(store: str | os.PathLike, out: str | os.PathLike | None = None
     size = (128, 64)
     for i in range(n):
         ax = axes[i][0]
-        ax.imshow(_thumbnail(paths[data.queries[i]], size))
+        ax.imshow(_thumbnail(paths[data.queries[i]], size, data.missing))
         ax.set_title(f"query\npid {pids[data.queries[i]]}", fontsize=7)
         for j in range(k):
             ax = axes[i][j + 1]
-            ax.imshow(_thumbnail(paths[data.ranked[i, j]], size))
+            ax.imshow(_thumbnail(paths[data.ranked[i, j]], size, data.missing))
             color = "#1a9850" if data.correct[i, j] else "#d73027"
             for spine in ax.spines.values():
                 spine.set_edgecolor(color)
@@ -116,6 +126,10 @@ def plot_ranklist(store: str | os.PathLike, out: str | os.PathLike | None = None
         ax.set_yticks([])
     what = f"model {Path(model).name}" if model is not None else f"feature {feature or 'default'}"
     fig.suptitle(f"rank lists — {Path(store).name}, {what}, trial {trial}", fontsize=9)
+    if data.missing:
+        warnings.warn(f"rank list: {len(data.missing)} image file(s) missing or unreadable, "
+                      f"drawn as grey tiles (first: {data.missing[0]})", stacklevel=2)
+    data.figure = fig
     if out is not None:
         data.path = save_figure(fig, out, force=force)
     else:

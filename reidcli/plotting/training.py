@@ -6,6 +6,7 @@ import dataclasses
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -20,6 +21,8 @@ class TrainingPlot:
 
     series: dict[str, tuple[np.ndarray, np.ndarray]]
     path: Path | None = None
+    #: the drawn matplotlib Figure (closed in pyplot, its artists kept for inspection)
+    figure: Any = dataclasses.field(default=None, repr=False)
 
 
 def read_metrics(run_dir: str | os.PathLike) -> pd.DataFrame:
@@ -67,7 +70,7 @@ def plot_training(run_dir: str | os.PathLike, out: str | os.PathLike | None = No
         cfg = json.loads(config_path.read_text()).get("config", {})
         name = f"{cfg.get('method', '?')} on {cfg.get('dataset', '?')} ({cfg.get('backbone', '?')})"
     fig.suptitle(f"training — {name}", fontsize=10)
-    plot = TrainingPlot(series=series)
+    plot = TrainingPlot(series=series, figure=fig)
     if out is not None:
         plot.path = save_figure(fig, out, force=force)
     else:

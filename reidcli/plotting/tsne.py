@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -33,6 +33,8 @@ class TSNEPlot:
     markers: np.ndarray | None
     titles: list[str]
     path: Path | None = None
+    #: the drawn matplotlib Figure (closed in pyplot, its artists kept for inspection)
+    figure: Any = dataclasses.field(default=None, repr=False)
 
 
 def _store_features(st, feature: str | None, rows: np.ndarray) -> tuple[str, np.ndarray]:
@@ -123,7 +125,8 @@ def plot_tsne(store: str | os.PathLike, out: str | os.PathLike | None = None, *,
     with open_store(store) as st:
         fig.suptitle(f"t-SNE of {st.dataset or 'store'} ({len(rows)} points, coloured by "
                      f"{color_by})\n{short_command(st.provenance)}", fontsize=9)
-    plot = TSNEPlot(rows=rows, points=panels, colors=colors, markers=markers, titles=titles)
+    plot = TSNEPlot(rows=rows, points=panels, colors=colors, markers=markers, titles=titles,
+                    figure=fig)
     if out is not None:
         plot.path = save_figure(fig, out, force=force)
     else:

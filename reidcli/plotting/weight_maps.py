@@ -10,7 +10,7 @@ import dataclasses
 import json
 import os
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 import h5py
 import numpy as np
@@ -30,6 +30,8 @@ class WeightMapPlot:
     sums: dict[tuple[str, int], np.ndarray]
     images: dict[int, np.ndarray]
     path: Path | None = None
+    #: the drawn matplotlib Figure (closed in pyplot, its artists kept for inspection)
+    figure: Any = dataclasses.field(default=None, repr=False)
 
 
 def _grid(hyper: dict, layer: str, rows_per_camera: int) -> tuple[int, int]:
@@ -131,6 +133,7 @@ def plot_weight_maps(fitted: str | os.PathLike, out: str | os.PathLike | None = 
         method = str(h5.attrs.get("method"))
     fig.subplots_adjust(top=1 - 0.5 / (2.2 * len(keys)))   # title close to the first row
     fig.suptitle(f"{method.upper()} weight maps — {Path(fitted).name}", fontsize=10)
+    data.figure = fig
     if out is not None:
         data.path = save_figure(fig, out, force=force)
     else:

@@ -61,15 +61,38 @@ def toy_problem(seed: int, *, biased: bool = True, train_persons: int = 150,
     return train, test
 
 
+def write_toy_images(folder, pids: np.ndarray, camids: np.ndarray,
+                     size: tuple[int, int] = (24, 8)) -> list[str]:
+    """One small PNG per (pid, camid) in ``folder`` (``<pid>_c<cam>.png``, [h, w, 3] uint8):
+    a camera-specific background (camera 0 reddish, camera 1 bluish) with a person-coloured
+    middle band, so per-camera average images differ. Returns the paths."""
+    from pathlib import Path
+
+    from PIL import Image
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for p, c in zip(pids, camids):
+        img = np.empty((*size, 3), np.uint8)
+        img[:] = (200, 60, 60) if c % 2 == 0 else (60, 60, 200)
+        img[size[0] // 3:2 * size[0] // 3] = ((37 * p) % 256, (91 * p) % 256, 128)
+        path = folder / f"{p:04d}_c{c}.png"
+        Image.fromarray(img).save(path)
+        paths.append(str(path))
+    return paths
+
+
 def write_toy_store(path, *, seed: int = 0, persons: int = 120, trials: int = 3,
                     biased: bool = True, layers: tuple[str, ...] = ("conv4_x", "conv5_x"),
-                    force: bool = False):
+                    image_dir=None, force: bool = False):
     """A conv-map feature store of toy maps with half/half single-shot trials.
 
     Every person has one image per camera; each layer holds the same maps (scaled per layer so
     layers differ). Trial k splits the persons in half with ``PCG64([seed, k])``: training
     rows = both images of the train half, query = camera-0 images of the test half, gallery =
-    camera-1 images. Returns the path.
+    camera-1 images. Image paths are placeholders (``toy/…``) unless ``image_dir`` is given,
+    where :func:`write_toy_images` writes real ones. Returns the path.
     """
     import pandas as pd
 
@@ -78,8 +101,10 @@ def write_toy_store(path, *, seed: int = 0, persons: int = 120, trials: int = 3,
 
     toy = toy_conv_maps(persons, seed, biased=biased)
     n = len(toy.pids)
+    paths = [f"toy/{p:04d}_c{c}.png" for p, c in zip(toy.pids, toy.camids)] \
+        if image_dir is None else write_toy_images(image_dir, toy.pids, toy.camids)
     records = normalize_frame(pd.DataFrame({
-        "path": [f"toy/{p:04d}_c{c}.png" for p, c in zip(toy.pids, toy.camids)],
+        "path": paths,
         "pid": toy.pids, "camid": toy.camids,
         "split": np.where(toy.camids == 0, "query", "gallery"), "dataset": "toy"}))
     protocol = []

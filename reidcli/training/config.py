@@ -33,7 +33,7 @@ class TrainConfig:
     rpp: bool = False
     # optimisation
     epochs: int = 60
-    batch_size: int = 64              # PCB: images per batch
+    batch_size: int = 64              # images per batch (BoT: P×K)
     p: int = 16                       # BoT: identities per batch
     k: int = 4                        # BoT: images per identity
     optimizer: str = "sgd"
@@ -132,10 +132,29 @@ def make_config(method: str, preset: str | None = None, **explicit: Any) -> Trai
             values["warmup_epochs"] = max(1, round(given["epochs"] * values["warmup_epochs"]
                                                    / base_epochs))
     values.update(given)
+    if method == "bot":
+        _pk_batch(values, given)
     cfg = TrainConfig(method=method, preset=preset, **{k: v for k, v in values.items()
                                                        if k not in ("method", "preset")})
     validate_config(cfg)
     return cfg
+
+
+def _pk_batch(values: dict[str, Any], given: dict[str, Any]) -> None:
+    """BoT: ``--batch-size B`` is the total P×K — keep K, set P = B / K; without it the
+    recorded ``batch_size`` is P×K."""
+    k = values["k"]
+    if "batch_size" in given and k >= 1:
+        b = int(given["batch_size"])
+        if b % k:
+            near = max(k, round(b / k) * k)
+            raise UsageError(f"--batch-size {b} is not a multiple of --K {k} (a BoT batch is "
+                             f"P identities × K images)", f"use e.g. --batch-size {near}")
+        if "p" in given and given["p"] * k != b:
+            raise UsageError(f"--batch-size {b} disagrees with --P {given['p']} × --K {k}",
+                             "give --batch-size or --P, not both")
+        values["p"] = b // k
+    values["batch_size"] = values["p"] * k
 
 
 def validate_config(cfg: TrainConfig) -> None:

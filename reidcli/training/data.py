@@ -11,6 +11,19 @@ from reidcli.data.image_dataset import ImageRecordDataset
 from reidcli.errors import UsageError
 
 
+#: loader options a dataset trains with unless ``--option`` sets them: MSMT17 trains on
+#: list_train + list_val (32,621 images / 1,041 ids; pcb.md §2, §9.8; dart3.md §6.3)
+TRAINING_OPTIONS: dict[str, dict[str, Any]] = {"msmt17": {"train_includes_val": True}}
+
+
+def training_options(dataset: str, options: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The loader options for training on ``dataset``: :data:`TRAINING_OPTIONS` of the
+    dataset, overridden by the user's ``options``."""
+    from reidcli.data.registry import canonical_name
+
+    return {**TRAINING_OPTIONS.get(canonical_name(dataset), {}), **dict(options or {})}
+
+
 def training_records(dataset: str, root=None, options: dict[str, Any] | None = None, *,
                      train_cams: Sequence[int] | None = None, max_images: int | None = None,
                      subsample_seed: int = 0, split: str = "train") -> pd.DataFrame:
@@ -19,11 +32,12 @@ def training_records(dataset: str, root=None, options: dict[str, Any] | None = N
     Rows with pid ≤ 0 (distractors, junk) are dropped; ``train_cams`` keeps only those
     0-based cameras (DART3's held-out camera protocols); ``max_images`` keeps a seeded random
     subset of that many images (``--max-images``, the DART3 upper-bound variant and quick
-    CPU runs). ``split="all"`` trains on every split (Mixed-A style sources).
+    CPU runs). ``split="all"`` trains on every split (Mixed-A style sources). The loader
+    gets :func:`training_options` (MSMT17: train + val unless ``train_includes_val`` is given).
     """
     from reidcli.data.registry import canonical_name, load
 
-    loaded = load(canonical_name(dataset), root, trial=0, **dict(options or {}))
+    loaded = load(canonical_name(dataset), root, trial=0, **training_options(dataset, options))
     frame = loaded.all_records() if split == "all" else loaded.train
     if split not in ("train", "all"):
         raise UsageError(f"--train-split {split!r} is not train or all", "use train or all")
@@ -68,4 +82,4 @@ class SeededAugmentDataset(torch.utils.data.Dataset):
             return self.base[index]
 
 
-__all__ = ["training_records", "SeededAugmentDataset"]
+__all__ = ["training_records", "training_options", "TRAINING_OPTIONS", "SeededAugmentDataset"]

@@ -40,7 +40,7 @@ from reidcli.progress import StepBar
 from reidcli.provenance import make_provenance
 from reidcli.training.bot_trainer import BoTTrainer
 from reidcli.training.config import TrainConfig
-from reidcli.training.data import SeededAugmentDataset, training_records
+from reidcli.training.data import SeededAugmentDataset, training_options, training_records
 from reidcli.training.pcb_trainer import PCBTrainer
 
 TRAINERS = {"pcb": PCBTrainer, "bot": BoTTrainer}
@@ -110,7 +110,13 @@ class _Distributed:
 
     def setup(self, device: torch.device) -> None:
         if self.active and not torch.distributed.is_initialized():
-            torch.distributed.init_process_group("nccl" if device.type == "cuda" else "gloo")
+            if device.type == "cuda":
+                # NCCL binds each rank to the current device: select it before the group
+                torch.cuda.set_device(self.local_rank if device.index is None
+                                      else device.index)
+                torch.distributed.init_process_group("nccl")
+            else:
+                torch.distributed.init_process_group("gloo")
 
     @property
     def main(self) -> bool:
@@ -218,8 +224,8 @@ def train_model(cfg: TrainConfig, run_dir: str | os.PathLike, *, resume: bool = 
     # -- model ------------------------------------------------------------------------
     spec = trainer.model_spec(cfg, base.num_classes)
     model = build_model(spec)
-    init_report = {"source": "checkpoint"} if resume else \
-        initialize_trunk(model.backbone, cfg.init).as_dict()
+    init = None if resume else initialize_trunk(model.backbone, cfg.init)
+    init_report = {"source": "checkpoint"} if init is None else init.as_dict()
     phases = trainer.phases(cfg)
     bounds = np.cumsum([0] + [p.epochs for p in phases])
     total_epochs = int(bounds[-1])
@@ -241,6 +247,7 @@ def train_model(cfg: TrainConfig, run_dir: str | os.PathLike, *, resume: bool = 
         write_json_atomic(run_dir / "config.json", {
             "method": cfg.method, "config": cfg.as_dict(), "model": spec.as_dict(),
             "num_classes": base.num_classes, "num_images": len(base),
+            "dataset_options": training_options(cfg.dataset, cfg.options),
             "init": init_report, "device": str(device), "world_size": dist.world,
             "provenance": make_provenance(command=command, seed=cfg.seed)}, force=True)
         if not resume:
@@ -250,13 +257,15 @@ def train_model(cfg: TrainConfig, run_dir: str | os.PathLike, *, resume: bool = 
              + (f", amp {autocast_dtype}".replace("torch.", "") if autocast_dtype else "")
              + (f"; {init_report.get('source')}" if not resume else
                 f"; resuming after epoch {start_epoch - 1}"))
+        if init is not None:
+            echo(init.summary())             # loaded / missing / unexpected keys
 
     extra_columns = ["loss_ce", "loss_tri", "acc"] if cfg.method == "bot" else ["acc"]
     log = _MetricsLog(run_dir / "metrics.csv", BASE_COLUMNS + extra_columns + ["phase"],
                       keep_until=iteration if resume else None) if dist.main else None
     meta = {"classes": _class_keys(base.classes), "train_cams": cfg.train_cams,
-            "dataset": cfg.dataset, "options": cfg.options, "method": cfg.method,
-            "config": cfg.as_dict(), "init": init_report}
+            "dataset": cfg.dataset, "options": training_options(cfg.dataset, cfg.options),
+            "method": cfg.method, "config": cfg.as_dict(), "init": init_report}
 
     current_phase, optimizer, ddp_model = None, None, model
     first_loss = last_loss = None

@@ -1,11 +1,18 @@
 """`reid plot KIND` writes each figure and answers bad input with one line, exit 2."""
 from __future__ import annotations
 
+import warnings
+
+import numpy as np
+
 from tests.cli.helpers import run_cli
-from tests.plotting.conftest import png_size, run_dir, tiny_store, two_results  # noqa: F401
+from tests.plotting.conftest import (one_native_thread, png_size, run_dir,  # noqa: F401
+                                     tiny_store, tiny_store_lbp, toy_fit, two_modality_store,
+                                     two_results)
 
 
-def test_every_kind_from_the_cli(capsys, tiny_store, two_results, run_dir, tmp_path):
+def test_every_kind_from_the_cli(capsys, tiny_store, two_results, run_dir, two_modality_store,
+                                 tmp_path):
     runs = {
         "cmc": ["cmc", *map(str, two_results), "--label", "A", "--label", "B"],
         "tsne": ["tsne", str(tiny_store), "--max-points", "25", "--perplexity", "5",
@@ -13,6 +20,7 @@ def test_every_kind_from_the_cli(capsys, tiny_store, two_results, run_dir, tmp_p
         "ranklist": ["ranklist", str(tiny_store), "--queries", "2", "--topk", "3"],
         "training": ["training", str(run_dir)],
         "distances": ["distances", str(tiny_store), "--bins", "10"],
+        "distances-mm": ["distances", str(two_modality_store), "--bins", "6"],
     }
     for name, args in runs.items():
         out = tmp_path / f"{name}.png"
@@ -29,3 +37,65 @@ def test_plot_errors_are_one_line(capsys, tiny_store, tmp_path):
     assert code == 2 and "Traceback" not in err
     code, _, err = run_cli(capsys, "plot", "training", tmp_path, "--out", tmp_path / "t.png")
     assert code == 2 and "metrics.csv" in err
+
+
+def _spy(monkeypatch, module, name):
+    """Record what ``module.name`` returns while the CLI calls it."""
+    returned = []
+    real = getattr(module, name)
+
+    def spy(*args, **kwargs):
+        returned.append(real(*args, **kwargs))
+        return returned[-1]
+
+    monkeypatch.setattr(module, name, spy)
+    return returned
+
+
+def test_weight_maps_from_the_cli_draws_the_chosen_figure(capsys, toy_fit, tmp_path,
+                                                          monkeypatch):
+    from reidcli.plotting import weight_maps
+
+    drawn = _spy(monkeypatch, weight_maps, "plot_weight_maps")
+    out = tmp_path / "w.svg"
+    code, _, err = run_cli(capsys, "plot", "weight-maps", toy_fit[1], "--out", out,
+                           "--maps", "3", "--figure", "maps", "--trial", "1")
+    assert code == 0, err
+    assert f"wrote {out}" in err and out.read_text().lstrip().startswith("<?xml")
+    plot, = drawn
+    assert len(plot.figure.axes) == 3 * len(plot.maps) == 3 * 2 * 2   # 2 layers × 2 cameras
+    out = tmp_path / "w.png"
+    code, _, err = run_cli(capsys, "plot", "weight-maps", toy_fit[1], "--out", out,
+                           "--figure", "sum", "--layers", "conv5_x")
+    assert code == 0, err
+    assert png_size(out)[1] > 100
+    assert sorted(drawn[-1].images) == [0, 1] and len(drawn[-1].figure.axes) == 2 * 2
+    code, _, err = run_cli(capsys, "plot", "weight-maps", toy_fit[1], "--out",
+                           tmp_path / "x.png", "--trial", "7")
+    assert code == 2 and err.count("\n") == 1 and "--trial 7" in err
+
+
+def test_tsne_compare_from_the_cli(capsys, tiny_store, tiny_store_lbp, tmp_path, monkeypatch):
+    from reidcli.plotting import tsne
+
+    drawn = _spy(monkeypatch, tsne, "plot_tsne")
+    out = tmp_path / "t.png"
+    code, _, err = run_cli(capsys, "plot", "tsne", tiny_store, "--compare", tiny_store_lbp,
+                           "--max-points", "20", "--perplexity", "4", "--split",
+                           "query,gallery", "--out", out)
+    assert code == 0, err
+    plot, = drawn
+    assert len(plot.figure.axes) == 2 and "hist-lbp" in plot.titles[1]
+    assert not np.allclose(plot.points[0], plot.points[1])
+    assert png_size(out)[0] > png_size(out)[1]
+
+
+def test_ranklist_cli_warns_about_missing_images(capsys, two_modality_store, tmp_path):
+    out = tmp_path / "r.png"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        code, _, err = run_cli(capsys, "plot", "ranklist", two_modality_store, "--queries",
+                               "2", "--topk", "2", "--out", out)
+    assert code == 0, err
+    assert any("missing or unreadable" in str(w.message) for w in caught)
+    assert png_size(out)[0] > 100

@@ -72,3 +72,37 @@ def test_extract_model_errors(capsys, tiny_synthetic_root, tmp_path):
     code, _, err = run_cli(capsys, "extract", *_data(tiny_synthetic_root), "--shard", "0/2",
                            "--out", tmp_path / "s.h5")
     assert code == 2 and "--model" in err
+
+
+def test_training_prints_the_init_report_of_a_torchreid_state_dict(capsys, tiny_synthetic_root,
+                                                                   tmp_path):
+    from reidcli.models.backbones import build_backbone
+
+    state = {f"module.{k}": v for k, v in build_backbone("tiny").state_dict().items()
+             if k != "conv1.weight"}                                      # 1 missing
+    state.update({"module.classifier.weight": torch.zeros(6, 128),      # 2 unexpected
+                  "module.classifier.bias": torch.zeros(6)})
+    weights = tmp_path / "torchreid.pth.tar"
+    torch.save({"state_dict": state, "epoch": 60}, weights)
+    code, _, err = run_cli(capsys, "train", "pcb", *_data(tiny_synthetic_root), "--preset",
+                           "tiny", "--batch-size", "8", "--max-iters", "1", "--init", weights,
+                           "--out", tmp_path / "run")
+    assert code == 0, err
+    line = next(t for t in err.splitlines() if t.startswith("init: "))
+    assert f"{len(state) - 2} tensors loaded" in line
+    assert "; 1 missing (conv1.weight)" in line
+    assert "; 2 unexpected (classifier.weight, classifier.bias)" in line
+
+
+def test_train_bot_batch_size_sets_p_from_k(capsys, tiny_synthetic_root, tmp_path):
+    run = tmp_path / "bot"
+    code, _, err = run_cli(capsys, "train", "bot", *_data(tiny_synthetic_root), "--preset",
+                           "tiny", "--batch-size", "6", "--K", "2", "--max-iters", "1",
+                           "--out", run)
+    assert code == 0, err
+    config = json.loads((run / "config.json").read_text())["config"]
+    assert (config["p"], config["k"], config["batch_size"]) == (3, 2, 6)
+    code, _, err = run_cli(capsys, "train", "bot", *_data(tiny_synthetic_root), "--preset",
+                           "tiny", "--batch-size", "7", "--K", "2", "--out", tmp_path / "x")
+    assert code == 2 and err.count("\n") == 1 and "multiple of --K 2" in err
+    assert not (tmp_path / "x").exists()

@@ -11,6 +11,7 @@ from reidcli.features import model_extract
 from reidcli.features.layout import dataset_layout
 from reidcli.features.model_extract import (embed_batch, extract_model_store,
                                             parse_feature_names, parse_map_names)
+from reidcli.models.backbones import TAP_CHANNELS
 from reidcli.models.checkpoint import ModelSpec, build_model, load_model, save_model
 from reidcli.store.merge import merge_shards
 from reidcli.store.reader import open_store
@@ -111,16 +112,54 @@ def test_shards_merge_into_the_unsharded_store(tiny_synthetic_root, tiny_model, 
         assert int(b.h5["features/pcb_g"].attrs["n_parts"]) == 6
 
 
-def test_large_map_guard_and_name_checks(tiny_synthetic_root, tiny_model, tmp_path,
-                                         monkeypatch):
+def test_large_map_guard_counts_the_whole_dataset_so_a_shard_is_refused_too(
+        tiny_synthetic_root, tiny_model, tmp_path, monkeypatch):
     layout = dataset_layout("synthetic", tiny_synthetic_root, progress=False, name="tiny")
-    monkeypatch.setattr(model_extract, "LARGE_MAPS_BYTES", 1000)
-    with pytest.raises(UsageError, match="--allow-large"):
-        extract_model_store(layout, tmp_path / "x.h5", tiny_model, maps=["conv5_x"],
-                            map_size=(6, 2), progress=False)
-    assert not (tmp_path / "x.h5").exists()
-    extract_model_store(layout, tmp_path / "y.h5", tiny_model, maps=["conv5_x"],
-                        map_size=(6, 2), progress=False, allow_large=True)
+    n = len(layout.records)
+    one_image = model_extract.maps_bytes(1, [TAP_CHANNELS["tiny"][3]], (6, 2), "float16")
+    # the bytes limit: a third of the dataset fits, the whole dataset does not
+    monkeypatch.setattr(model_extract, "LARGE_MAPS_BYTES", one_image * (n // 2))
+    for out, shard in (("x.h5", None), ("s.h5", (0, 3))):
+        with pytest.raises(UsageError, match="--allow-large") as err:
+            extract_model_store(layout, tmp_path / out, tiny_model, maps=["conv5_x"],
+                                map_size=(6, 2), shard=shard, progress=False)
+        assert f"for {n} images" in str(err.value) and "--shard" not in str(err.value)
+        assert not (tmp_path / out).exists()
+    # the image-count limit (MSMT17-scale), independent of the bytes
+    monkeypatch.setattr(model_extract, "LARGE_MAPS_BYTES", 2**40)
+    monkeypatch.setattr(model_extract, "LARGE_MAPS_IMAGES", n - 1)
+    with pytest.raises(UsageError, match="MSMT17-scale.*--allow-large"):
+        extract_model_store(layout, tmp_path / "c.h5", tiny_model, maps=["conv5_x"],
+                            map_size=(6, 2), shard=(2, 3), progress=False)
+    extract_model_store(layout, tmp_path / "f.h5", tiny_model, features=["pcb_h"],
+                        progress=False)                                  # no maps: no limit
+    path = extract_model_store(layout, tmp_path / "y.h5", tiny_model, maps=["conv5_x"],
+                               map_size=(6, 2), shard=(1, 3), progress=False, allow_large=True)
+    with open_store(path) as st:
+        assert st.convmaps("conv5_x").shape[1:] == (TAP_CHANNELS["tiny"][3], 6, 2)
+
+
+def test_an_rpp_model_stores_rpp_g_and_rpp_h(tiny_synthetic_root, tmp_path):
+    torch.manual_seed(2)
+    spec = ModelSpec(kind="pcb", backbone="tiny", num_classes=4, input_size=(96, 32), rpp=True)
+    model_path = save_model(tmp_path / "rpp.pt", build_model(spec), spec)
+    loaded = load_model(model_path)
+    assert loaded.family == "rpp" and loaded.feature_names == ["rpp_g", "rpp_h"]
+    layout = dataset_layout("synthetic", tiny_synthetic_root, progress=False, name="tiny")
+    path = extract_model_store(layout, tmp_path / "rpp.h5", model_path, progress=False)
+    with open_store(path) as st:
+        assert st.feature_names == ["rpp_g", "rpp_h"] and st.default_feature() == "rpp_g"
+        assert int(st.h5["features/rpp_h"].attrs["n_parts"]) == 6
+        images = torch.rand(2, 3, 96, 32)
+        feats, _ = embed_batch(loaded, images, [], (6, 2), False, None, False)
+        assert st.features("rpp_g").shape[1] == feats["rpp_g"].shape[1] == 6 * 128
+    with pytest.raises(UsageError, match="rpp_g, rpp_h"):
+        extract_model_store(layout, tmp_path / "x.h5", model_path, features=["pcb_g"],
+                            progress=False)
+    assert parse_feature_names(["rpp-h"], "rpp") == ["rpp_h"]
+
+
+def test_map_and_feature_name_checks():
     assert parse_map_names(["layer4", "conv2", "conv3_x"]) == ["conv2_x", "conv3_x", "conv5_x"]
     with pytest.raises(UsageError, match="--maps"):
         parse_map_names(["conv7_x"])

@@ -3,8 +3,12 @@ internet in tests — the download path runs against a loopback HTTP server."""
 from __future__ import annotations
 
 import functools
+import hashlib
 import http.server
+import json
+import socket
 import threading
+import time
 
 import pytest
 import torch
@@ -12,7 +16,9 @@ import torchvision
 
 from reidcli.errors import InputFileError, OfflineError, UsageError
 from reidcli.models.backbones import build_backbone
-from reidcli.models.weights import fetch_imagenet_state, initialize_trunk, load_trunk_state
+from reidcli.models import weights
+from reidcli.models.weights import (expected_sha256_prefix, fetch_imagenet_state,
+                                    initialize_trunk, load_trunk_state)
 
 
 @pytest.fixture(scope="module")
@@ -74,29 +80,95 @@ def test_imagenet_offline_without_cache_names_the_three_choices(tmp_path):
     assert "--init imagenet" in message and "--init PATH" in message and "scratch" in message
 
 
-def test_imagenet_download_into_cache_then_offline(tmp_path, resnet18_state):
-    served = tmp_path / "served"
-    served.mkdir()
-    torch.save(resnet18_state, served / "resnet18-test.pth")
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(served))
+@pytest.fixture
+def served(tmp_path, resnet18_state):
+    """A loopback HTTP server over ``tmp_path/served``; yields (folder, base URL, sha256)."""
+    folder = tmp_path / "served"
+    folder.mkdir()
+    torch.save(resnet18_state, folder / "weights.pth")
+    sha = hashlib.sha256((folder / "weights.pth").read_bytes()).hexdigest()
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(folder))
     handler.log_message = lambda *a, **k: None
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        url = f"http://127.0.0.1:{server.server_address[1]}/resnet18-test.pth"
-        cache = tmp_path / "cache"
-        state, path = fetch_imagenet_state("resnet18", url=url, cache_dir=cache, offline=False)
-        assert path == str(cache / "resnet18-test.pth")
-        torch.testing.assert_close(state["conv1.weight"], resnet18_state["conv1.weight"])
-        missing = f"http://127.0.0.1:{server.server_address[1]}/nothing.pth"
-        with pytest.raises(OfflineError, match="cannot download"):
-            fetch_imagenet_state("resnet18", url=missing, cache_dir=cache, offline=False)
+        yield folder, f"http://127.0.0.1:{server.server_address[1]}", sha
     finally:
         server.shutdown()
-    # the cached copy now works with the network gone
+        server.server_close()
+
+
+def test_imagenet_download_into_cache_then_offline(tmp_path, resnet18_state, served):
+    folder, base, sha = served
+    name = f"resnet18-{sha[:8]}.pth"                      # torchvision-style hash suffix
+    (folder / "weights.pth").rename(folder / name)
+    url = f"{base}/{name}"
+    assert expected_sha256_prefix(url) == sha[:8]
+    cache = tmp_path / "cache"
+    state, path = fetch_imagenet_state("resnet18", url=url, cache_dir=cache, offline=False)
+    assert path == str(cache / name)
+    torch.testing.assert_close(state["conv1.weight"], resnet18_state["conv1.weight"])
+    with pytest.raises(OfflineError, match="cannot download"):
+        fetch_imagenet_state("resnet18", url=f"{base}/nothing.pth", cache_dir=cache,
+                             offline=False)
+    (folder / name).unlink()                               # the network copy is gone ...
     state, _ = fetch_imagenet_state("resnet18", url=url, cache_dir=cache, offline=True)
-    assert "layer4.1.bn2.weight" in state
+    assert "layer4.1.bn2.weight" in state                  # ... the cached one still works
+
+
+def test_imagenet_download_with_a_wrong_hash_is_refused(tmp_path, served):
+    folder, base, sha = served
+    wrong = "0" * 8 if not sha.startswith("0" * 8) else "f" * 8
+    (folder / "weights.pth").rename(folder / f"resnet18-{wrong}.pth")
+    cache = tmp_path / "cache"
+    with pytest.raises(InputFileError) as info:
+        fetch_imagenet_state("resnet18", url=f"{base}/resnet18-{wrong}.pth", cache_dir=cache,
+                             offline=False)
+    message = info.value.message
+    assert "\n" not in message and f"not {wrong}" in message and sha[:16] in message
+    assert "--init PATH" in message
+    assert list(cache.iterdir()) == []                     # nothing cached, no .partial
+
+
+def test_imagenet_download_times_out_on_a_silent_network(tmp_path, monkeypatch):
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)                                     # accepts the connection, never answers
+    monkeypatch.setattr(weights, "DOWNLOAD_TIMEOUT_S", 0.3)
+    try:
+        started = time.perf_counter()
+        with pytest.raises(OfflineError, match="cannot download .*Timeout.* — --init imagenet"):
+            fetch_imagenet_state("resnet18", cache_dir=tmp_path, offline=False,
+                                 url=f"http://127.0.0.1:{listener.getsockname()[1]}/r.pth")
+        assert time.perf_counter() - started < 3
+    finally:
+        listener.close()
+
+
+@pytest.mark.usefixtures("one_torch_thread")
+def test_train_with_init_imagenet_downloads_verifies_and_reports(capsys, tmp_path, served,
+                                                                  monkeypatch,
+                                                                  tiny_synthetic_root):
+    from tests.cli.helpers import run_cli
+
+    folder, base, sha = served
+    name = f"resnet18-{sha[:8]}.pth"
+    (folder / "weights.pth").rename(folder / name)
+    monkeypatch.setattr(weights, "imagenet_weights_url", lambda arch: f"{base}/{name}")
+    monkeypatch.delenv("REIDCLI_OFFLINE", raising=False)
+    monkeypatch.setenv("TORCH_HOME", str(tmp_path / "torch"))
+    code, _, err = run_cli(capsys, "train", "pcb", "--dataset", "synthetic", "--root",
+                           tiny_synthetic_root, "--option", "name=tiny", "--backbone",
+                           "resnet18", "--input-size", "96x32", "--batch-size", "4",
+                           "--max-iters", "1", "--init", "imagenet", "--workers", "0",
+                           "--out", tmp_path / "run")
+    assert code == 0, err
+    assert (tmp_path / "torch" / "hub" / "checkpoints" / name).exists()
+    line = next(t for t in err.splitlines() if t.startswith("init: imagenet"))
+    assert "; 2 unexpected (fc.weight, fc.bias)" in line and "missing" not in line
+    config = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert config["init"]["source"].startswith("imagenet") and config["init"]["loaded"] > 100
 
 
 def test_torchvision_urls_are_the_v1_weights():

@@ -1,4 +1,4 @@
-"""The training engine on the ``tiny`` synthetic preset (CPU): loss goes down, files,
+"""The training engine on the ``tiny`` synthetic preset (CPU): one epoch lowers the loss, files,
 bit-for-bit resume, checkpoint round trip, RPP induced training (pcb.md P7, P11)."""
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import json
 import pytest
 import torch
 
+from reidcli.data.synthetic import generate
 from reidcli.errors import OutputExistsError, UsageError
 from reidcli.models.checkpoint import load_model
 from reidcli.training.config import make_config
@@ -16,9 +17,9 @@ from reidcli.training.engine import train_model
 OPTS = {"name": "tiny"}
 
 
-def _cfg(root, method="pcb", **kw):
-    base = dict(dataset="synthetic", root=str(root), options=OPTS, batch_size=8, p=3, k=4,
-                log_every=1)
+def _cfg(root, method="pcb", options=OPTS, **kw):
+    batch = dict(batch_size=8) if method == "pcb" else dict(p=3, k=4)
+    base = dict(dataset="synthetic", root=str(root), options=options, log_every=1, **batch)
     base.update(kw)
     return make_config(method, preset="tiny", **base)
 
@@ -31,27 +32,47 @@ def _rows(run):
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
+@pytest.fixture(scope="module")
+def tiny16_root(tmp_path_factory):
+    """The ``tiny`` synthetic preset with 16 images per identity and camera (6 training ids,
+    192 training images), so that one epoch has a dozen or more iterations."""
+    root = tmp_path_factory.mktemp("synthetic_tiny16")
+    generate(root, "tiny", name="tiny16", overrides={"imgs_per_id_cam": 16}, progress=False,
+             workers=1)
+    return root
+
+
+#: one epoch on tiny16: PCB 192/16 = 12 iterations; BoT P = 6 (every id in each batch)
+#: × K = 2, ~16 iterations, and no warm-up (the preset's 1 warm-up epoch would be the run)
+ONE_EPOCH = {"pcb": dict(batch_size=16), "bot": dict(p=6, k=2, warmup_epochs=0)}
+
+
 @pytest.mark.parametrize("method", ["pcb", "bot"])
-def test_training_lowers_the_loss_and_writes_the_run(tiny_synthetic_root, tmp_path, method):
+def test_one_epoch_lowers_the_loss_and_writes_the_run(tiny16_root, tmp_path, method):
     run = tmp_path / method
-    result = train_model(_cfg(tiny_synthetic_root, method, epochs=6), run, progress=False)
+    cfg = _cfg(tiny16_root, method, options={"name": "tiny16"}, epochs=1, **ONE_EPOCH[method])
+    result = train_model(cfg, run, progress=False)
     rows = _rows(run)
-    first = sum(float(r["loss"]) for r in rows[:3]) / 3
-    last = sum(float(r["loss"]) for r in rows[-3:]) / 3
-    assert last < 0.9 * first, (first, last)
+    assert {r["epoch"] for r in rows} == {"0"} and len(rows) >= 10    # one epoch, every step
+    assert [int(r["iteration"]) for r in rows] == list(range(1, len(rows) + 1))
+    first, last = float(rows[0]["loss"]), float(rows[-1]["loss"])
+    assert first > last, (first, last)
     for name in ("config.json", "metrics.csv", "checkpoint.pt", "model.pt", "train_records.csv"):
         assert (run / name).exists()
     assert not list(run.glob("*.partial"))
     assert list(rows[0])[:6] == ["epoch", "iteration", "lr", "loss", "images_per_s", "seconds"]
     config = json.loads((run / "config.json").read_text())
     assert config["config"]["method"] == method and config["num_classes"] == 6
-    assert result.iterations == int(rows[-1]["iteration"])
+    assert config["num_images"] == 6 * 2 * 16
+    assert result.iterations == int(rows[-1]["iteration"]) and result.first_loss == \
+        pytest.approx(first, rel=1e-5)
     if method == "bot":
         assert {"loss_ce", "loss_tri", "acc"} <= set(rows[0])
 
 
-def test_resume_reproduces_the_uninterrupted_run(tiny_synthetic_root, tmp_path):
-    cfg = _cfg(tiny_synthetic_root, epochs=3)
+@pytest.mark.parametrize("method", ["pcb", "bot"])
+def test_resume_reproduces_the_uninterrupted_run(tiny_synthetic_root, tmp_path, method):
+    cfg = _cfg(tiny_synthetic_root, method, epochs=3)
     train_model(cfg, tmp_path / "straight", progress=False)
 
     def interrupt(epoch):
@@ -70,6 +91,7 @@ def test_resume_reproduces_the_uninterrupted_run(tiny_synthetic_root, tmp_path):
     assert all(torch.equal(a[k], b[k]) for k in a)
     losses = lambda run: [r["loss"] for r in _rows(run)]              # noqa: E731
     assert losses(tmp_path / "straight") == losses(tmp_path / "cut")
+    assert {r["epoch"] for r in _rows(tmp_path / "cut")} == {"0", "1", "2"}
 
 
 def test_checkpoint_round_trip_gives_identical_features(tiny_synthetic_root, tmp_path):
@@ -101,6 +123,7 @@ def test_rpp_induced_training_freezes_all_but_the_part_classifier(tiny_synthetic
         if not key.endswith(("running_mean", "running_var", "num_batches_tracked")):
             assert torch.equal(value, rpp_state[key]), key
     assert load_model(run).spec.rpp
+    assert load_model(run).feature_names == ["rpp_g", "rpp_h"]               # pcb.md §4
     phases = {r["phase"] for r in _rows(run)}
     assert phases == {"pcb", "rpp-classifier"}
 

@@ -96,3 +96,19 @@ def test_epoch_rescaling_presets_and_validation():
         make_config("pcb", input_size=(64, 32))
     with pytest.raises(UsageError, match="--preset"):
         make_config("pcb", preset="huge")
+
+
+def test_bot_batch_size_is_the_total_p_times_k():
+    from reidcli.errors import UsageError
+
+    assert (make_config("bot").batch_size, make_config("bot", p=8, k=2).batch_size) == (64, 16)
+    cfg = make_config("bot", batch_size=32)                      # K = 4 kept, P = 8
+    assert (cfg.p, cfg.k, cfg.batch_size) == (8, 4, 32)
+    cfg = make_config("bot", preset="tiny", batch_size=24, k=6, p=4)   # consistent: fine
+    assert (cfg.p, cfg.k, cfg.batch_size) == (4, 6, 24)
+    with pytest.raises(UsageError, match=r"--batch-size 30 is not a multiple of --K 4.* — "
+                                         r"use e.g. --batch-size 32"):
+        make_config("bot", batch_size=30)
+    with pytest.raises(UsageError, match="disagrees with --P 3"):
+        make_config("bot", batch_size=32, p=3)
+    assert make_config("pcb", batch_size=30).batch_size == 30    # PCB: plain batch size

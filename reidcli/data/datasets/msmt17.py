@@ -53,7 +53,8 @@ INFO = DatasetInfo(
     protocol="standard (train = list_train.txt, val = list_val.txt; version auto = V1 if "
              "present, else V2)",
     notes=("train = list_train.txt (torchreid convention); with train_includes_val=True "
-           "train = train + val = 32,621 images / 1,041 ids",
+           "train = train + val = 32,621 images / 1,041 ids; reid train pcb|bot default to "
+           "train_includes_val=True (pcb.md §9.8; --option train_includes_val=false to opt out)",
            "pid = list label + 1 (pid 0 is reserved for distractors); x_native_pid keeps the "
            "label, x_pid_scope = train|test (train and test labels both start at 0)",
            "a listed .jpg that is missing is retried once as .jpeg (and vice versa)"),
