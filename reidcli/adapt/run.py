@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -42,9 +43,11 @@ class Adaptation:
 def inputs_from_arrays(queries: np.ndarray, query_cams: np.ndarray, gallery: np.ndarray,
                        gallery_cams: np.ndarray, *, query_cams_selected: list[int] | None = None,
                        grounding: np.ndarray | None = None,
-                       grounding_cams: np.ndarray | None = None) -> AdaptInputs:
+                       grounding_cams: np.ndarray | None = None,
+                       feature: str = "features") -> AdaptInputs:
     """:class:`AdaptInputs` from in-memory embeddings (Nq×d, Ng×d) and 0-based camera ids,
-    for library use without a store (one domain; no images)."""
+    for library use without a store (one domain; no images). ``feature`` names the
+    embedding (a model's feature name for the model-based methods)."""
     queries = np.asarray(queries, np.float32)
     gallery = np.asarray(gallery, np.float32)
     pool = np.empty((0, queries.shape[1]), np.float32) if grounding is None else \
@@ -61,7 +64,7 @@ def inputs_from_arrays(queries: np.ndarray, query_cams: np.ndarray, gallery: np.
     records = pd.DataFrame({"pid": np.zeros(nq + ng, np.int64), "camid": all_cams[:nq + ng],
                             "split": ["query"] * nq + ["gallery"] * ng,
                             "path": [""] * (nq + ng)})
-    return AdaptInputs(store=Path("<arrays>"), feature="features", feature_attrs={}, trial=0,
+    return AdaptInputs(store=Path("<arrays>"), feature=feature, feature_attrs={}, trial=0,
                        num_trials=1, records=records, query_rows=np.arange(nq),
                        gallery_rows=np.arange(nq, nq + ng), queries=queries, gallery=gallery,
                        query_codes=codes[:nq].astype(np.int64),
@@ -102,17 +105,17 @@ def adapt_features(inputs: AdaptInputs, config: AdaptConfig, *, model=None,
                "S_g": stats.std_g}
     g_norm = lambda: normalize_by_camera(inputs.gallery, inputs.gallery_codes, stats.mean_g,
                                          stats.std_g)
-    import time
-    if cfg.method == "none":
+    if cfg.method in ("none", "norm"):              # seconds: the queries' processing only
         started = time.perf_counter()
-        return Adaptation(cfg, inputs.queries[sel].copy(), inputs.gallery.copy(), arrays, stats,
-                          None, time.perf_counter() - started)
-    if cfg.method == "norm":                        # Alg 1: Q̃ and G̃ with the initial values
-        started = time.perf_counter()
-        q = normalize_by_camera(inputs.queries[sel], inputs.query_codes[sel], stats.mean_q,
-                                stats.std_q)
-        arrays.update(initial, M_q=stats.mean_q, S_q=stats.std_q)
-        return Adaptation(cfg, q, g_norm(), arrays, stats, None, time.perf_counter() - started)
+        if cfg.method == "none":
+            q = inputs.queries[sel].copy()
+        else:                                       # Alg 1: Q̃ and G̃ with the initial values
+            q = normalize_by_camera(inputs.queries[sel], inputs.query_codes[sel],
+                                    stats.mean_q, stats.std_q)
+            arrays.update(initial, M_q=stats.mean_q, S_q=stats.std_q)
+        seconds = time.perf_counter() - started
+        gallery = inputs.gallery.copy() if cfg.method == "none" else g_norm()
+        return Adaptation(cfg, q, gallery, arrays, stats, None, seconds)
 
     torch.manual_seed(cfg.seed)
     device = resolve_device(cfg.device)

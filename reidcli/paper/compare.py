@@ -6,6 +6,9 @@ with the paper's rank-1 where the paper prints one ("n/a (figure only)" otherwis
 paper's qualitative ordering claims as PASS/FAIL lines computed from our numbers.
 ``python -m reidcli.paper.compare warca --dataset viper "WARCA-χ²=w.json" "KISSME=k.json"``
 does the same against WARCA's Table 2 (``--table 3`` for the LOMO comparison).
+``python -m reidcli.paper.compare dart3 --table 1 --dataset msmt17_5cam "No-adapt=n.json" ...``
+prints mAP / rank-1 beside DART3's Table 1 (new camera) or Table 2 (cross-dataset), for both
+of the paper's backbones, and DART3's ordering claims as PASS/FAIL lines.
 """
 from __future__ import annotations
 
@@ -49,6 +52,9 @@ def load_result(path: Path) -> dict:
     for r in RANKS:
         out[f"r{r}"] = 100 * cmc[r - 1] if len(cmc) >= r else None
         out[f"s{r}"] = 100 * std[r - 1] if len(std) >= r else None
+    out["map"] = None if report.get("mAP") is None else 100 * report["mAP"]
+    out["map_std"] = None if report.get("std", {}).get("mAP") is None else \
+        100 * report["std"]["mAP"]
     out["pur"] = None if report.get("pur") is None else 100 * report["pur"]
     out["auc"] = None if report.get("auc") is None else 100 * report["auc"]
     return out
@@ -65,7 +71,7 @@ def compare(paper: str, dataset: str, results: list[tuple[str, Path]],
     """Print the comparison table and claim lines; returns ``[(claim, passed or None)]``."""
     console = console or Console(width=max(Console().width, 132))
     if paper != "cdpcf":
-        raise UsageError(f"no paper table for {paper!r}", "use: cdpcf or warca")
+        raise UsageError(f"no paper table for {paper!r}", "use: cdpcf, warca or dart3")
     rows = {r["method"]: r for r in paper_table("cdpcf_table1")}
     if dataset not in next(iter(rows.values())):
         console.print(f"note: Table I has no {dataset!r} column (it covers viper, grid, "
@@ -142,11 +148,61 @@ def compare_warca(dataset: str, results: list[tuple[str, Path]], table: str = "2
     return ours
 
 
+#: (claim, better method, worse method, allow equality) on mAP — DART3 §4.2–4.3, Tab 1–2
+DART3_CLAIMS = (
+    ("Norm ≥ No-adapt", "Norm", "No-adapt", True),
+    ("DART3 LITE ≥ Norm", "DART3 LITE", "Norm", True),
+    ("DART3 LITE > No-adapt", "DART3 LITE", "No-adapt", False),
+    ("DART3 > No-adapt", "DART3", "No-adapt", False),
+)
+DART3_BACKBONES = ("TransReID", "CLIP-ReID")
+
+
+def compare_dart3(dataset: str, results: list[tuple[str, Path]], table: str = "1",
+                  console: Console | None = None) -> list[tuple[str, bool | None]]:
+    """DART3 Table 1 (``dataset`` e.g. ``msmt17_5cam``) or Table 2 (``msmt17_to_duke``):
+    our mAP / rank-1 beside the paper's for TransReID and CLIP-ReID (labels as in the paper:
+    No-adapt, TENT, TEMP, Norm, DART3, DART3 LITE, Upper Bound)."""
+    console = console or Console(width=max(Console().width, 132))
+    if table not in ("1", "2"):
+        raise UsageError(f"--table {table}: DART3 tables here are 1 and 2", "use 1 or 2")
+    rows = [r for r in paper_table(f"dart3_table{table}") if r["dataset"] == dataset]
+    if not rows:
+        known = sorted({r["dataset"] for r in paper_table(f"dart3_table{table}")})
+        console.print(f"note: DART3 Table {table} has no {dataset!r} column "
+                      f"(it has {', '.join(known)}); paper values are n/a")
+    paper = {(r["backbone"], r["method"]): r for r in rows}
+    t = Table(title=f"{dataset}: ours vs DART3 paper Table {table} (mAP / rank-1 %; the "
+              "paper's backbones are TransReID and CLIP-ReID)")
+    for col in ("method", "mAP", "rank-1", *(f"{b} mAP / R1" for b in DART3_BACKBONES)):
+        t.add_column(col, justify="left" if col == "method" else "right")
+    ours = {}
+    for label, path in results:
+        res = load_result(path)
+        ours[label] = res
+        refs = [paper.get((b, label)) for b in DART3_BACKBONES]
+        t.add_row(label, _fmt(res["map"], res["map_std"]), _fmt(res["r1"], res["s1"]),
+                  *(f"{r['mAP']} / {r['R1']}" if r else "n/a" for r in refs))
+    console.print(t)
+    verdicts = []
+    for claim, better, worse, allow_equal in DART3_CLAIMS:
+        if better not in ours or worse not in ours:
+            verdicts.append((claim, None))
+            console.print(f"SKIP  {claim} (not run)")
+            continue
+        a, b = ours[better]["map"], ours[worse]["map"]
+        ok = a >= b if allow_equal else a > b
+        verdicts.append((claim, ok))
+        console.print(f"{'PASS' if ok else 'FAIL'}  {claim} (mAP): {a:.2f} vs {b:.2f}")
+    return verdicts
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m reidcli.paper.compare",
                                      description=__doc__.split("\n\n")[0])
-    parser.add_argument("paper", help="paper: cdpcf | warca")
-    parser.add_argument("--table", default="2", help="warca: 2 (default) or 3 (LOMO)")
+    parser.add_argument("paper", help="paper: cdpcf | warca | dart3")
+    parser.add_argument("--table", default=None, help="warca: 2 (default) or 3 (LOMO); "
+                        "dart3: 1 (default, new camera) or 2 (cross-dataset)")
     parser.add_argument("--dataset", required=True, help="column, e.g. viper")
     parser.add_argument("results", nargs="+", help="LABEL=result.json (labels as in the paper)")
     args = parser.parse_args(argv)
@@ -159,7 +215,9 @@ def main(argv: list[str] | None = None) -> int:
             label, path = item.split("=", 1)
             pairs.append((label, Path(path)))
         if args.paper == "warca":
-            compare_warca(args.dataset, pairs, args.table)
+            compare_warca(args.dataset, pairs, args.table or "2")
+        elif args.paper == "dart3":
+            compare_dart3(args.dataset, pairs, args.table or "1")
         else:
             compare(args.paper, args.dataset, pairs)
     except ReidError as exc:

@@ -1,0 +1,196 @@
+"""Seconds per query of every ``reid adapt`` method against the batch size — the grid of
+DART3's Table 5 — on an MSMT17-sized gallery of random embeddings (82,161 × 2,048, 15
+cameras), on CPU and on CUDA when present.
+
+Every method runs through :func:`reidcli.adapt.adapt_features` (the code ``reid adapt``
+runs); its time covers the queries' processing only (for none/norm/DART3 LITE the backbone's
+encoding of the queries is not included; the camera statistics and G̃ are a one-time set-up,
+reported separately). The model-based methods (TENT, TEMP, full DART3) re-encode random
+images with a BoT (``--backbone``: ``tiny`` at 64×32 on CPU by default, ResNet-50 at 256×128
+on CUDA), whose embeddings (d = 128 for tiny) replace the 2,048-d ones.
+
+Same-run reference: DART3 LITE with its loss written in plain autograd
+(:func:`reidcli.adapt.losses.dart3_loss_reference`), at the batch sizes of ``--ref-batches``.
+
+    python benchmarks/adapt_speed.py [--gallery 82161] [--dim 2048] [--batches 1,2,8,16,32,64]
+        [--methods none,norm,dart3-lite,dart3,tent,temp] [--device auto|cpu|cuda]
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import platform
+import time
+from unittest import mock
+
+import numpy as np
+import torch
+
+from reidcli.adapt import AdaptConfig, adapt_features, inputs_from_arrays
+from reidcli.adapt import losses
+
+#: DART3 Table 5 (s per test sample, CLIP-ReID on an RTX A6000; "–" = not run there)
+PAPER_TABLE5 = {"none": (0.110, 0.030, 0.004, 0.002, 0.001, 0.0003),
+                "norm": (0.112, 0.032, 0.004, 0.002, 0.001, 0.001),
+                "tent": (None, 0.180, 0.057, 0.049, 0.042, 0.038),
+                "temp": (None, 0.181, 0.059, 0.049, 0.043, 0.039),
+                "dart3": (None, 0.408, 0.116, 0.077, 0.058, 0.047),
+                "dart3-lite": (0.136, 0.092, 0.047, 0.046, 0.045, 0.043)}
+PAPER_BATCHES = (1, 2, 8, 16, 32, 64)
+MODEL_METHODS = ("dart3", "tent", "temp")
+#: target of issue 7: DART3 LITE at batch 64 on 2 CPU cores
+TARGET_MS = 5.0
+
+
+def random_problem(num_gallery: int, dim: int, num_queries: int, cams: int, seed: int = 0):
+    """Camera-biased random embeddings: queries [Nq, d], gallery [Ng, d] and 0-based cameras."""
+    gen = torch.Generator().manual_seed(seed)
+    shift = torch.randn(cams, dim, generator=gen)
+    g_cams = torch.randint(0, cams, (num_gallery,), generator=gen)
+    q_cams = torch.randint(0, cams, (num_queries,), generator=gen)
+    gallery = torch.randn(num_gallery, dim, generator=gen).add_(shift[g_cams])
+    queries = torch.randn(num_queries, dim, generator=gen).add_(shift[q_cams])
+    return queries.numpy(), q_cams.numpy(), gallery.numpy(), g_cams.numpy()
+
+
+def make_model(backbone: str, input_size, device, num_classes: int = 1000):
+    from reidcli.models.checkpoint import LoadedModel, ModelSpec, build_model
+
+    torch.manual_seed(0)
+    spec = ModelSpec(kind="bot", backbone=backbone, num_classes=num_classes,
+                     input_size=tuple(input_size))
+    module = build_model(spec).to(device).eval()
+    return LoadedModel(module=module, spec=spec, meta={}, path=f"random {backbone}",
+                       device=torch.device(device))
+
+
+def _reference_loss(zhat, gallery, tau, k, distance="euclidean"):
+    """DART3's loss in plain autograd on the prepared gallery's rows (the reference)."""
+    return losses.dart3_loss_reference(zhat, gallery.rows, tau, k, distance)
+
+
+def time_method(inputs, method: str, batch: int, device: str, model=None, images=None,
+                reference: bool = False) -> float:
+    """Seconds per query of one (method, batch size) run through ``adapt_features``.
+
+    ``images`` [≥ batch, 3, H, W] are fed to the model-based methods in place of decoded
+    files; ``reference`` swaps DART3's fused loss for the autograd one."""
+    mode = "full" if method == "dart3" else "lite"
+    name = "dart3" if method == "dart3-lite" else method
+    cfg = AdaptConfig(name, mode=mode, batch_size=batch, device=device)
+    with contextlib.ExitStack() as stack:
+        if images is not None:
+            def feed(inputs_, plan, sel, runner, root, cfg_):
+                return (images[:len(q) + len(g)] for q, g in zip(plan.query_pos,
+                                                                 plan.ground_pos))
+            stack.enter_context(mock.patch("reidcli.adapt.run._image_batches", feed))
+        if reference:
+            stack.enter_context(mock.patch("reidcli.adapt.dart3.dart3_loss", _reference_loss))
+        out = adapt_features(inputs, cfg, model=model)
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+    return out.per_query_seconds
+
+
+def queries_for(batch: int, minimum: int) -> int:
+    return max(minimum, 3 * batch)
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--gallery", type=int, default=82161)
+    parser.add_argument("--dim", type=int, default=2048)
+    parser.add_argument("--cameras", type=int, default=15)
+    parser.add_argument("--batches", default="1,2,8,16,32,64")
+    parser.add_argument("--ref-batches", default="8,64")
+    parser.add_argument("--methods", default="none,norm,dart3-lite,dart3,tent,temp")
+    parser.add_argument("--min-queries", type=int, default=32,
+                        help="queries per run (at least 3 batches)")
+    parser.add_argument("--device", default="auto", help="auto (cpu, and cuda if present) | "
+                        "cpu | cuda")
+    parser.add_argument("--backbone", default=None, help="model of TENT/TEMP/full DART3 "
+                        "(default: tiny on CPU, resnet50 on CUDA)")
+    args = parser.parse_args(argv)
+    batches = [int(b) for b in args.batches.split(",")]
+    ref_batches = [int(b) for b in args.ref_batches.split(",") if b]
+    methods = [m for m in args.methods.split(",") if m]
+    devices = (["cpu"] + (["cuda"] if torch.cuda.is_available() else [])) \
+        if args.device == "auto" else [args.device]
+    n_max = queries_for(max(batches), args.min_queries)
+    started = time.perf_counter()
+    q, q_cams, g, g_cams = random_problem(args.gallery, args.dim, n_max, args.cameras)
+    print(f"adapt speed: gallery {args.gallery:,} × {args.dim}, {args.cameras} cameras; "
+          f"{platform.processor() or platform.machine()}, torch {torch.__version__}, "
+          f"{torch.get_num_threads()} threads; problem drawn in "
+          f"{time.perf_counter() - started:.1f} s")
+    for device in devices:
+        backbone = args.backbone or ("resnet50" if device == "cuda" else "tiny")
+        size = (256, 128) if backbone != "tiny" else (64, 32)
+        rows: dict[str, list[float | None]] = {}
+        setup = time.perf_counter()
+        base = inputs_from_arrays(q, q_cams, g, g_cams)
+        adapt_features(inputs_from_arrays(q[:8], q_cams[:8], g, g_cams), AdaptConfig("norm"))
+        setup = time.perf_counter() - setup
+        model = images = model_inputs = None
+        if any(m in MODEL_METHODS for m in methods):
+            model = make_model(backbone, size, device)
+            with torch.no_grad():
+                d_model = model.features(torch.zeros(2, 3, *size, device=device))["bnneck"]
+            gen = torch.Generator().manual_seed(1)
+            images = torch.randn(max(batches), 3, *size, generator=gen)
+            model_inputs = inputs_from_arrays(q[:, :d_model.shape[1]].copy(), q_cams,
+                                              g[:, :d_model.shape[1]].copy(), g_cams,
+                                              feature="bnneck")
+        for method in methods:
+            rows[method] = []
+            for b in batches:
+                if method in ("tent", "dart3") and b < 2:
+                    rows[method].append(None)       # batch-statistics BN: Tab 5's "–"
+                    continue
+                n = queries_for(b, args.min_queries)
+                is_model = method in MODEL_METHODS
+                src = model_inputs if is_model else base
+                sub = inputs_from_arrays(src.queries[:n], q_cams[:n], src.gallery, g_cams,
+                                         feature=src.feature)
+                fresh = make_model(backbone, size, device) if is_model else None
+                rows[method].append(time_method(sub, method, b, device, fresh,
+                                                images if is_model else None))
+        ref_row = []
+        for b in batches:
+            if b not in ref_batches:
+                ref_row.append(None)
+                continue
+            n = queries_for(b, args.min_queries)
+            sub = inputs_from_arrays(q[:n], q_cams[:n], g, g_cams)
+            ref_row.append(time_method(sub, "dart3-lite", b, device, reference=True))
+        print(f"\n{device}: ms per query (set-up of statistics + G̃: {setup:.1f} s; "
+              f"model methods: BoT {backbone} {size[0]}x{size[1]}, d = "
+              f"{model_inputs.dim if model_inputs else args.dim})")
+        head = "method".ljust(26) + "".join(f"B={b}".rjust(10) for b in batches)
+        print(head)
+        for method, vals in rows.items():
+            print(method.ljust(26) + "".join(("–" if v is None else f"{1e3 * v:.2f}").rjust(10)
+                                             for v in vals))
+        if ref_batches:
+            print("dart3-lite, autograd loss".ljust(26) + "".join(
+                ("" if v is None else f"{1e3 * v:.2f}").rjust(10) for v in ref_row))
+            lite = rows.get("dart3-lite")
+            if lite:
+                print("  speed-up (reference/ours)".ljust(26) + "".join(
+                    ("" if r is None or o is None else f"{r / o:.2f}×").rjust(10)
+                    for r, o in zip(ref_row, lite)))
+        print("paper Tab 5 (A6000, ms)".ljust(26))
+        for method in methods:
+            ref = dict(zip(PAPER_BATCHES, PAPER_TABLE5.get(method, ())))
+            print(f"  {method}".ljust(26) + "".join(
+                ("–" if ref.get(b) is None else f"{1e3 * ref[b]:.1f}").rjust(10)
+                for b in batches))
+        if device == "cpu" and "dart3-lite" in rows and 64 in batches:
+            ms = 1e3 * rows["dart3-lite"][batches.index(64)]
+            verdict = "PASS" if ms <= TARGET_MS else "FAIL"
+            print(f"\n{verdict}  DART3 LITE at B=64 on CPU: {ms:.2f} ms/query "
+                  f"(target ≤ {TARGET_MS:.0f} ms; paper 43 ms on an RTX A6000)")
+
+
+if __name__ == "__main__":
+    main()
