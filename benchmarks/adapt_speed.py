@@ -70,14 +70,14 @@ def _reference_loss(zhat, gallery, tau, k, distance="euclidean"):
 
 
 def time_method(inputs, method: str, batch: int, device: str, model=None, images=None,
-                reference: bool = False) -> float:
+                reference: bool = False, precision: str = "fp32") -> float:
     """Seconds per query of one (method, batch size) run through ``adapt_features``.
 
     ``images`` [≥ batch, 3, H, W] are fed to the model-based methods in place of decoded
     files; ``reference`` swaps DART3's fused loss for the autograd one."""
     mode = "full" if method == "dart3" else "lite"
     name = "dart3" if method == "dart3-lite" else method
-    cfg = AdaptConfig(name, mode=mode, batch_size=batch, device=device)
+    cfg = AdaptConfig(name, mode=mode, batch_size=batch, device=device, precision=precision)
     with contextlib.ExitStack() as stack:
         if images is not None:
             def feed(inputs_, plan, sel, runner, root, cfg_):
@@ -103,7 +103,9 @@ def main(argv=None) -> None:
     parser.add_argument("--cameras", type=int, default=15)
     parser.add_argument("--batches", default="1,2,8,16,32,64")
     parser.add_argument("--ref-batches", default="8,64")
-    parser.add_argument("--methods", default="none,norm,dart3-lite,dart3,tent,temp")
+    parser.add_argument("--methods", default="none,norm,dart3-lite,dart3-lite/bf16,dart3,"
+                        "tent,temp", help="methods; METHOD/bf16 runs DART3's gallery GEMMs in "
+                        "bfloat16 (--precision bf16)")
     parser.add_argument("--min-queries", type=int, default=32,
                         help="queries per run (at least 3 batches)")
     parser.add_argument("--device", default="auto", help="auto (cpu, and cuda if present) | "
@@ -132,29 +134,33 @@ def main(argv=None) -> None:
         adapt_features(inputs_from_arrays(q[:8], q_cams[:8], g, g_cams), AdaptConfig("norm"))
         setup = time.perf_counter() - setup
         model = images = model_inputs = None
-        if any(m in MODEL_METHODS for m in methods):
+        if any(m.partition("/")[0] in MODEL_METHODS for m in methods):
             model = make_model(backbone, size, device)
             with torch.no_grad():
                 d_model = model.features(torch.zeros(2, 3, *size, device=device))["bnneck"]
             gen = torch.Generator().manual_seed(1)
             images = torch.randn(max(batches), 3, *size, generator=gen)
-            model_inputs = inputs_from_arrays(q[:, :d_model.shape[1]].copy(), q_cams,
-                                              g[:, :d_model.shape[1]].copy(), g_cams,
-                                              feature="bnneck")
-        for method in methods:
-            rows[method] = []
+            mq, mq_cams, mg, mg_cams = random_problem(args.gallery, d_model.shape[1], n_max,
+                                                      args.cameras, seed=2)
+            model_inputs = inputs_from_arrays(mq, mq_cams, mg, mg_cams, feature="bnneck")
+        for label in methods:
+            method, _, precision = label.partition("/")
+            rows[label] = []
             for b in batches:
                 if method in ("tent", "dart3") and b < 2:
-                    rows[method].append(None)       # batch-statistics BN: Tab 5's "–"
+                    rows[label].append(None)        # batch-statistics BN: Tab 5's "–"
                     continue
                 n = queries_for(b, args.min_queries)
                 is_model = method in MODEL_METHODS
                 src = model_inputs if is_model else base
-                sub = inputs_from_arrays(src.queries[:n], q_cams[:n], src.gallery, g_cams,
+                sub = inputs_from_arrays(src.queries[:n],
+                                         src.cameras.cam_ids[src.query_codes[:n]],
+                                         src.gallery, src.cameras.cam_ids[src.gallery_codes],
                                          feature=src.feature)
                 fresh = make_model(backbone, size, device) if is_model else None
-                rows[method].append(time_method(sub, method, b, device, fresh,
-                                                images if is_model else None))
+                rows[label].append(time_method(sub, method, b, device, fresh,
+                                               images if is_model else None,
+                                               precision=precision or "fp32"))
         ref_row = []
         for b in batches:
             if b not in ref_batches:
@@ -180,16 +186,17 @@ def main(argv=None) -> None:
                     ("" if r is None or o is None else f"{r / o:.2f}×").rjust(10)
                     for r, o in zip(ref_row, lite)))
         print("paper Tab 5 (A6000, ms)".ljust(26))
-        for method in methods:
+        for method in dict.fromkeys(m.partition("/")[0] for m in methods):
             ref = dict(zip(PAPER_BATCHES, PAPER_TABLE5.get(method, ())))
             print(f"  {method}".ljust(26) + "".join(
                 ("–" if ref.get(b) is None else f"{1e3 * ref[b]:.1f}").rjust(10)
                 for b in batches))
-        if device == "cpu" and "dart3-lite" in rows and 64 in batches:
-            ms = 1e3 * rows["dart3-lite"][batches.index(64)]
-            verdict = "PASS" if ms <= TARGET_MS else "FAIL"
-            print(f"\n{verdict}  DART3 LITE at B=64 on CPU: {ms:.2f} ms/query "
-                  f"(target ≤ {TARGET_MS:.0f} ms; paper 43 ms on an RTX A6000)")
+        for label in ("dart3-lite", "dart3-lite/bf16"):
+            if device == "cpu" and label in rows and 64 in batches:
+                ms = 1e3 * rows[label][batches.index(64)]
+                verdict = "PASS" if ms <= TARGET_MS else "FAIL"
+                print(f"{verdict}  {label} at B=64 on CPU: {ms:.2f} ms/query (target ≤ "
+                      f"{TARGET_MS:.0f} ms; paper 43 ms on an RTX A6000)")
 
 
 if __name__ == "__main__":

@@ -2,8 +2,9 @@
 
 Stages run now: synthesise data → describe images (hand-crafted HSV stripe histograms and
 colour-grid maps) → feature store → XQDA metric learning and C-DPCF camera-specific pooling →
-a tiny BoT network trained on CPU and its BNNeck embeddings → evaluation of each → a CMC plot
-of every method and a t-SNE of the embeddings. Each later stage adds itself here.
+a tiny BoT network trained on CPU and its BNNeck embeddings → test-time adaptation of those
+embeddings (camera Norm, DART3 LITE) → evaluation of each → a CMC plot of every method and a
+t-SNE of the embeddings. Each later stage adds itself here.
 Everything lands in one work folder; the demo replaces its own previous outputs there.
 """
 from __future__ import annotations
@@ -102,7 +103,12 @@ def run_demo(root: str | Path | None = None, workdir: str | Path = "reid-demo",
     report = json.loads(cnn_json.read_text())
     results.append({"method": "tiny BoT (reid train bot --preset tiny), BNNeck",
                     "store": str(cnn_store), **_headline(report)})
-    _plots(steps, workdir, preset, reports + [cnn_json], cnn_store)
+    adapted = _adapt(steps, workdir, preset, cnn_store, progress)
+    for label, (store_path, json_path) in adapted.items():
+        results.append({"method": f"tiny BoT + {label}", "store": str(store_path),
+                        **_headline(json.loads(json_path.read_text()))})
+    _plots(steps, workdir, preset, reports + [cnn_json] + [j for _, j in adapted.values()],
+           cnn_store)
     return DemoResult(steps, results)
 
 
@@ -141,6 +147,31 @@ def _train_tiny_cnn(steps: list[DemoStep], root: Path, workdir: Path, preset: st
     return store, json_out
 
 
+def _adapt(steps: list[DemoStep], workdir: Path, preset: str, store: Path,
+           progress: bool) -> dict[str, tuple[Path, Path]]:
+    """``reid adapt norm`` and ``reid adapt dart3-lite`` on the BoT store, then ``reid eval``
+    of each; returns {label: (adapted store, report)}."""
+    from reidcli.adapt import AdaptConfig, adapt_store
+
+    out = {}
+    for label, method, cfg in (("camera Norm", "norm", AdaptConfig("norm")),
+                               ("DART3 LITE", "dart3-lite", AdaptConfig("dart3"))):
+        adapted = workdir / f"synthetic_{preset}_bot_tiny_{method}.h5"
+        _timed(steps, "adapt", f"reid adapt {method} --store {store} --out {adapted}",
+               lambda c=cfg, a=adapted: adapt_store(store, a, c, force=True, progress=progress,
+                                                    command=["reid", "demo"]),
+               output=lambda r: str(r.out),
+               summary=lambda r: f"{r.num_queries} queries, "
+                                 f"{r.adaptation.per_query_seconds * 1e3:.2f} ms/query")
+        json_out = workdir / f"synthetic_{preset}_bot_tiny_{method}.json"
+        _timed(steps, "eval", f"reid eval --store {adapted} --json {json_out}",
+               lambda a=adapted, j=json_out: evaluate_to_json(a, j, progress),
+               output=lambda r, j=json_out: str(j),
+               summary=lambda r: f"{r['num_valid_queries']} valid queries")
+        out[label] = (adapted, json_out)
+    return out
+
+
 #: how the legend names the networks that made a store (its provenance's ``model.kind``)
 NETWORK_NAMES = {"bot": "BoT", "pcb": "PCB"}
 
@@ -159,6 +190,13 @@ def cmc_label(report: dict[str, Any]) -> str:
     if isinstance(network, dict) and network.get("kind"):
         name = NETWORK_NAMES.get(network["kind"], network["kind"])
         what = " ".join(p for p in (name, network.get("backbone"), what) if p)
+    adapt = prov.get("adapt") or {}
+    if adapt.get("method"):
+        method = adapt["method"]
+        name = {"norm": "camera Norm", "none": "no adaptation", "tent": "TENT",
+                "temp": "TEMP"}.get(method, "DART3" + (" LITE" if adapt.get("mode") == "lite"
+                                                        else ""))
+        what = f"{what} + {name}"
     method = (report.get("model") or {}).get("method")
     if method:
         return f"{what} + {METHOD_NAMES.get(method, method)}"

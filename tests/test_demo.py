@@ -41,7 +41,8 @@ def test_demo_tiny_end_to_end(capsys, tmp_path, monkeypatch):
     # the CMC legend comes from the result JSONs; the logged plot commands are what ran
     legend = [label.rsplit(" (R1", 1)[0] for label in cmc_plots[0].labels]
     assert legend == ["hsv-stripes (euclidean)", "hsv-stripes + XQDA", "color-grid + C-DPCF",
-                      "BoT tiny bnneck (euclidean)"]
+                      "BoT tiny bnneck (euclidean)", "BoT tiny bnneck + camera Norm (euclidean)",
+                      "BoT tiny bnneck + DART3 LITE (euclidean)"]
     commands = [s.command for s in demos[0].steps if s.stage == "plot"]
     assert all(f"--label '{name}'" in commands[0] for name in legend)
     tsne, = tsne_plots
@@ -53,13 +54,17 @@ def test_demo_tiny_end_to_end(capsys, tmp_path, monkeypatch):
         assert code == 0, (command, err)
     assert cmc_plots[1].labels == cmc_plots[0].labels                   # same figures
     np.testing.assert_allclose(tsne_plots[1].points[0], tsne.points[0])
-    for stage in ("data", "records", "extract", "train", "fit-pooling", "eval", "plot"):
+    for stage in ("data", "records", "extract", "train", "fit-pooling", "adapt", "eval",
+                  "plot"):
         assert f"│ {stage} " in out
     for figure in ("cmc", "tsne"):                  # the demo ends with its figures
         assert (tmp_path / "out" / f"synthetic_tiny_{figure}.png").stat().st_size > 10_000
     cnn = json.loads((tmp_path / "out" / "synthetic_tiny_bot_tiny.json").read_text())
     assert cnn["feature"] == "bnneck" and cnn["num_valid_queries"] > 0
-    assert "tiny BoT" in out
+    assert "tiny BoT" in out and "tiny BoT + DART3 LITE" in out
+    lite = json.loads((tmp_path / "out" / "synthetic_tiny_bot_tiny_dart3-lite.json").read_text())
+    assert lite["store_provenance"]["adapt"]["method"] == "dart3"
+    assert lite["num_valid_queries"] == cnn["num_valid_queries"]
     for method in ("xqda", "cdpcf"):
         other = json.loads((tmp_path / "out" / f"synthetic_tiny_{method}.json").read_text())
         assert other["model"]["method"] == method and other["num_valid_queries"] > 0

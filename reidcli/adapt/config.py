@@ -64,6 +64,7 @@ class AdaptConfig:
     temp_k: int = 50                           # --temp-k
     temp_gallery_sample: int = 30000           # --temp-gallery-sample
     temp_reg: float = 1e-4                     # --temp-reg
+    precision: str = "fp32"                    # --precision fp32|bf16 (DART3's gallery GEMMs)
     device: str = "auto"                       # --device auto|cpu|cuda
     workers: int | None = None                 # --workers (image loading)
 
@@ -96,6 +97,7 @@ class AdaptConfig:
         _choice("--emit", self.emit, ("pre", "post"))
         _choice("--stats", self.stats, ("pooled", "separate"))
         _choice("--tent-logits", self.tent_logits, ("classifier", "features"))
+        _choice("--precision", self.precision, ("fp32", "bf16"))
         if self.bn_mode is not None:
             _choice("--bn-mode", self.bn_mode, ("batch", "running"))
         if isinstance(self.order, str):

@@ -78,11 +78,13 @@ class DART3Adapter(Adapter):
     def __init__(self, gallery: np.ndarray, *, shift_scale: CameraShiftScale | None,
                  queries: np.ndarray | None = None, grounding: np.ndarray | None = None,
                  runner: BackboneRunner | None = None, tau: float = 100.0, k: int = 3,
-                 distance: str = "euclidean", device: torch.device | str = "cpu"):
+                 distance: str = "euclidean", device: torch.device | str = "cpu",
+                 batch_size: int = 8, precision: str = "fp32"):
         self.device = torch.device(device)
         self.shift_scale = shift_scale
         self.runner = runner
-        self.gallery = PreparedGallery(gallery, device=self.device)
+        self.gallery = PreparedGallery(gallery, device=self.device, batch_size=batch_size,
+                                       precision=precision)
         self.tau, self.k, self.distance = float(tau), int(k), distance
         to_t = lambda a: None if a is None else torch.as_tensor(a, dtype=torch.float32,
                                                                  device=self.device)

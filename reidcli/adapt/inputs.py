@@ -62,6 +62,7 @@ class AdaptInputs:
     grounding: np.ndarray           # [Np, d]
     grounding_codes: np.ndarray     # [Np]
     store_attrs: dict[str, Any]
+    store_provenance: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     @property
     def dim(self) -> int:
@@ -139,6 +140,7 @@ def read_inputs(store_path: str | os.PathLike, *, feature: str | None = None, tr
         pool_feats = st.features(name, g_pool) if len(g_pool) else \
             np.empty((0, queries.shape[1]), np.float32)
         store_attrs = st.attrs
+        store_provenance = st.provenance
         num_trials = len(trials)
     keys_q, keys_g = _camera_keys(records, q_rows), _camera_keys(records, g_rows)
     keys_p = _camera_keys(records, g_pool)
@@ -162,7 +164,8 @@ def read_inputs(store_path: str | os.PathLike, *, feature: str | None = None, tr
                        gallery_rows=g_rows, queries=queries, gallery=gallery,
                        query_codes=q_codes, gallery_codes=g_codes, selected=selected,
                        cameras=cams, grounding_rows=g_pool, grounding=pool_feats,
-                       grounding_codes=p_codes, store_attrs=store_attrs)
+                       grounding_codes=p_codes, store_attrs=store_attrs,
+                       store_provenance=store_provenance)
 
 
 def _grounding_rows(st, records: pd.DataFrame, split: str, q_rows, g_rows) -> np.ndarray:

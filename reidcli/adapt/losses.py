@@ -22,24 +22,60 @@ import torch.nn.functional as F
 MIN_SQ_DIST = 1e-12
 
 
-class PreparedGallery:
-    """The gallery a DART3 loss is computed against: ``rows`` [Ng, d] (contiguous) and
-    ``sq_norms`` [Ng] on ``device``, walked in blocks of ``block_rows`` rows.
+#: batches of at least this many rows use the gallery-major ("columns") layout
+COLUMNS_MIN_BATCH = 16
 
-    The default block keeps one block of the gallery (≈ 8 MiB on CPU) in cache while both of
-    its GEMMs run, so the gallery is read from memory once per step.
+
+class PreparedGallery:
+    """The gallery a DART3 loss is computed against, laid out for the batch size.
+
+    ``gallery`` [Ng, d]. Two layouts, chosen by ``batch_size`` (measured on CPU, where the
+    GEMM kernels for a few query columns are far from their peak in some orientations):
+
+    * ``"rows"`` (batches < :data:`COLUMNS_MIN_BATCH`): the gallery row-major [Ng, d], walked
+      in blocks of ≈ 8 MiB that stay in cache for both GEMMs (``ẑ Gᵀ`` and ``C G``), work
+      matrices [B, n]; small batches are bound by memory bandwidth, so the gallery is read
+      from memory once per step.
+    * ``"columns"``: the gallery stored transposed [d, Ng], work matrices [n, B] (``G ẑᵀ``
+      and ``Gᵀ C``), blocks of ≈ 4 M distances.
+
+    ``rows`` is always the gallery [Ng, d] (a view in the columns layout).
+    ``precision="bf16"`` keeps the gallery in bfloat16 and runs both GEMMs in bfloat16 (the
+    element-wise softmax, top-k and accumulation stay float32): half the memory and, on CPUs
+    with AVX-512 BF16 / AMX or on GPUs, about 3× faster, at ≈0.4 % relative error on the
+    dot products (``--precision bf16``; the default is float32).
     """
 
     def __init__(self, gallery, device: torch.device | str | None = None,
-                 dtype: torch.dtype = torch.float32, block_rows: int | None = None):
-        g = torch.as_tensor(gallery)
-        self.rows = g.to(device=device or g.device, dtype=dtype).contiguous()
-        self.sq_norms = (self.rows * self.rows).sum(1)
-        self.num_rows, self.dim = self.rows.shape
-        if block_rows is None:
-            target = (256 << 20) if self.rows.device.type == "cuda" else (8 << 20)
-            block_rows = max(256, target // (self.rows.element_size() * max(self.dim, 1)))
-        self.block_rows = int(max(1, block_rows))
+                 dtype: torch.dtype = torch.float32, batch_size: int = 8,
+                 layout: str = "auto", block: int | None = None, precision: str = "fp32"):
+        if precision not in ("fp32", "bf16"):
+            raise ValueError(f"precision {precision!r}")
+        g = torch.as_tensor(gallery).to(device=device or torch.as_tensor(gallery).device,
+                                        dtype=dtype)
+        self.precision = precision
+        if precision == "bf16":
+            g = g.to(torch.bfloat16)
+        if layout == "auto":
+            layout = "columns" if batch_size >= COLUMNS_MIN_BATCH else "rows"
+        if layout not in ("rows", "columns"):
+            raise ValueError(f"gallery layout {layout!r}")
+        self.layout = layout
+        self.num_rows, self.dim = g.shape
+        if layout == "columns":
+            self.cols = g.t().contiguous()                             # [d, Ng]
+            self.rows = self.cols.t()
+        else:
+            self.rows = g.contiguous()
+        self.sq_norms = g.float().pow(2).sum(1).to(dtype)       # of the stored (rounded) rows
+        if block is None:
+            on_gpu = g.device.type == "cuda"
+            if layout == "rows":
+                target = (256 << 20) if on_gpu else (8 << 20)          # bytes of gallery
+                block = target // (g.element_size() * max(self.dim, 1))
+            else:                                                      # distances per block
+                block = ((1 << 28) if on_gpu else (1 << 22)) // max(batch_size, 1)
+        self.block = int(max(256, block))
 
 
 class EuclideanTopKSoftmaxLoss(torch.autograd.Function):
@@ -61,57 +97,81 @@ class EuclideanTopKSoftmaxLoss(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, zhat, gallery_rows, gallery_sq, tau, k, block_rows):
+    def forward(ctx, zhat, gallery, tau, k):
         tau, k = float(tau), int(k)
         batch, dim = zhat.shape
-        num = gallery_rows.shape[0]
         z = zhat.detach()
         z_sq = (z * z).sum(1)                                          # [B]
-        zt = z.t()                                                     # [d, B]
         floor = MIN_SQ_DIST ** 0.5
+        columns = gallery.layout == "columns"
+        gdim = 0 if columns else 1                 # axis of the gallery in the work matrices
+        per_query = (lambda v: v[None, :]) if columns else (lambda v: v[:, None])
         row_min = torch.full((batch,), float("inf"), dtype=z.dtype, device=z.device)
         s = torch.zeros(batch, dtype=z.dtype, device=z.device)
         w = torch.zeros_like(s)
-        acc = torch.zeros(dim, batch, dtype=z.dtype, device=z.device)  # a_i as columns
+        # a_i: [d, B] (columns) or [B, d] (rows)
+        acc = torch.zeros((dim, batch) if columns else (batch, dim), dtype=z.dtype,
+                          device=z.device)
         top_d = top_j = None
-        for start in range(0, num, block_rows):
-            rows = gallery_rows[start:start + block_rows]              # [n, d]
-            dist = torch.addmm(gallery_sq[start:start + block_rows, None], rows, zt,
-                               alpha=-2.0)                             # [n, B]
-            dist.add_(z_sq[None, :]).clamp_min_(MIN_SQ_DIST).sqrt_()
-            kk = min(k, dist.shape[0])
-            block_d, block_j = torch.topk(dist, kk, dim=0, largest=False)
-            block_j += start
+        low = gallery.precision == "bf16"
+        zg = z.to(torch.bfloat16) if low else z                        # GEMM operand
+        for start in range(0, gallery.num_rows, gallery.block):
+            stop = min(start + gallery.block, gallery.num_rows)
+            g_sq = gallery.sq_norms[start:stop]
+            g_sq = g_sq[:, None] if columns else g_sq[None, :]
+            if columns:                                                # [n, B]
+                cols = gallery.cols[:, start:stop]
+                prod = (cols.t(), zg.t())
+            else:                                                      # [B, n]
+                rows = gallery.rows[start:stop]
+                prod = (zg, rows.t())
+            if low:
+                dist = torch.mm(*prod).float().mul_(-2.0).add_(g_sq)
+            else:
+                dist = torch.addmm(g_sq, *prod, alpha=-2.0)
+            dist.add_(per_query(z_sq)).clamp_min_(MIN_SQ_DIST).sqrt_()
+            block_d, block_j = torch.topk(dist, min(k, stop - start), dim=gdim, largest=False)
+            if not columns:
+                block_d, block_j = block_d.t(), block_j.t()            # [kk, B]
+            block_j = block_j + start
             if top_d is None:
                 top_d, top_j = block_d, block_j
             else:                                                      # merge the running top-k
                 cand_d, cand_j = torch.cat([top_d, block_d]), torch.cat([top_j, block_j])
-                keep_d, pos = torch.topk(cand_d, min(k, len(cand_d)), dim=0, largest=False)
-                top_d, top_j = keep_d, cand_j.gather(0, pos)
+                top_d, pos = torch.topk(cand_d, min(k, len(cand_d)), dim=0, largest=False)
+                top_j = cand_j.gather(0, pos)
             new_min = torch.minimum(row_min, block_d[0])
             rescale = torch.exp((new_min - row_min) / tau)             # 0 on the first block
-            expo = torch.add(new_min[None, :] / tau, dist, alpha=-1.0 / tau).exp_()
-            s.mul_(rescale).add_(expo.sum(0))
+            expo = torch.add(per_query(new_min / tau), dist, alpha=-1.0 / tau).exp_()
+            s.mul_(rescale).add_(expo.sum(gdim))
             expo.div_(dist)                                            # exp(…)/D
             if bool(block_d[0].min() <= floor):
                 expo.masked_fill_(dist <= floor, 0.0)
-            w.mul_(rescale).add_(expo.sum(0))
-            acc.mul_(rescale[None, :]).addmm_(rows.t(), expo)          # + G̃_blockᵀ (exp/D)
+            w.mul_(rescale).add_(expo.sum(gdim))
+            acc.mul_(per_query(rescale))
+            if low:                                                    # + G̃_blockᵀ (exp/D)
+                acc.add_(torch.mm(cols, expo.to(torch.bfloat16)) if columns
+                         else torch.mm(expo.to(torch.bfloat16), rows))
+            elif columns:
+                acc.addmm_(cols, expo)
+            else:
+                acc.addmm_(expo, rows)
             row_min = new_min
         lse = torch.log(s) - row_min / tau
         loss = (top_d.sum(0) / tau + k * lse).sum() / batch
         # mask part: Σ_{j∈K_i} (ẑ_i − g̃_j)/D_ij  (floored distances: no gradient)
         inv = torch.where(top_d > floor, 1.0 / top_d, torch.zeros_like(top_d))   # [k, B]
-        near = gallery_rows[top_j]                                     # [k, B, d]
+        near = gallery.rows[top_j].to(z.dtype)                         # [k, B, d]
         mask_part = z * inv.sum(0)[:, None] - (inv[:, :, None] * near).sum(0)
-        dense_part = (k / s)[:, None] * (w[:, None] * z - acc.t())
+        a = acc.t() if columns else acc
+        dense_part = (k / s)[:, None] * (w[:, None] * z - a)
         ctx.save_for_backward((mask_part - dense_part) / (batch * tau))
         return loss
 
     @staticmethod
     def backward(ctx, grad_out):
         (grad,) = ctx.saved_tensors
-        return grad * grad_out, None, None, None, None, None
+        return grad * grad_out, None, None, None
 
 
 def dart3_loss(zhat: torch.Tensor, gallery: PreparedGallery, tau: float, k: int,
@@ -122,8 +182,7 @@ def dart3_loss(zhat: torch.Tensor, gallery: PreparedGallery, tau: float, k: int,
     """
     k = min(int(k), gallery.num_rows)
     if distance == "euclidean":
-        return EuclideanTopKSoftmaxLoss.apply(zhat, gallery.rows, gallery.sq_norms, float(tau),
-                                              k, gallery.block_rows)
+        return EuclideanTopKSoftmaxLoss.apply(zhat, gallery, float(tau), k)
     return dart3_loss_reference(zhat, gallery.rows, tau, k, distance)
 
 
@@ -166,4 +225,5 @@ def temp_loss(query: torch.Tensor, gallery_unit: torch.Tensor, k: int) -> torch.
 
 
 __all__ = ["PreparedGallery", "EuclideanTopKSoftmaxLoss", "dart3_loss", "dart3_loss_reference",
-           "distance_matrix", "softmax_entropy", "tent_loss", "temp_loss", "MIN_SQ_DIST"]
+           "distance_matrix", "softmax_entropy", "tent_loss", "temp_loss", "MIN_SQ_DIST",
+           "COLUMNS_MIN_BATCH"]

@@ -164,7 +164,9 @@ def _adapter(cfg, inputs, stats, runner, g_norm, device):
     adapter = DART3Adapter(gallery, shift_scale=shift_scale,
                            queries=None if runner else inputs.queries,
                            grounding=None if runner else inputs.grounding, runner=runner,
-                           tau=cfg.tau, k=cfg.topk, distance=cfg.distance, device=device)
+                           tau=cfg.tau, k=cfg.topk, distance=cfg.distance, device=device,
+                           batch_size=cfg.batch_size + cfg.grounding,
+                           precision=cfg.precision)
     return adapter, gallery
 
 
@@ -248,8 +250,10 @@ def adapt_store(store: str | os.PathLike, out: str | os.PathLike, config: AdaptC
              "num_queries": int(len(q_rows)),
              "model": "" if model is None else str(model)}
     inputs_used = [store] + ([_model_file(model)] if model is not None else [])
+    source = inputs.store_provenance
     prov = make_provenance(command=command, seed=cfg.seed, inputs=inputs_used,
-                           adapt=cfg.as_params())
+                           model=source.get("model"), adapt=cfg.as_params(),
+                           source_provenance=source)
     path = write_adapted_store(store, out, method=cfg.method, feature=inputs.feature,
                                trial=cfg.trial, query_rows=q_rows, query_values=result.queries,
                                gallery_rows=inputs.gallery_rows, gallery_values=result.gallery,

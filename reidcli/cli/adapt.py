@@ -84,6 +84,9 @@ def _make(method: str):
         temp_gallery_sample: int = typer.Option(30000, "--temp-gallery-sample",
                                                 help="TEMP: gallery rows in the loss."),
         temp_reg: float = typer.Option(1e-4, "--temp-reg", help="TEMP: anti-forgetting λ."),
+        precision: str = typer.Option("fp32", "--precision", help="dart3: fp32 | bf16 "
+                                      "(gallery GEMMs in bfloat16: ~3× faster on CPUs with "
+                                      "AVX-512 BF16 and on GPUs, ≈0.4 % error)."),
         device: str = typer.Option("auto", "--device", help="auto | cpu | cuda."),
         workers: Optional[int] = typer.Option(None, "--workers", help="Image loader workers."),
         drop_convmaps: bool = typer.Option(False, "--drop-convmaps", help="Do not copy the "
@@ -105,7 +108,7 @@ def _make(method: str):
             stats_max_per_camera=stats_max_per_camera, grounding=grounding,
             grounding_split=grounding_split, bn_mode=bn_mode, tent_logits=tent_logits,
             temp_k=temp_k, temp_gallery_sample=temp_gallery_sample, temp_reg=temp_reg,
-            device=device, workers=workers)
+            precision=precision, device=device, workers=workers)
         result = adapt_store(store, out, cfg, model=model, images_root=images_root,
                              save_model=save_model, force=force, drop_convmaps=drop_convmaps,
                              progress=ENABLED and not quiet, command=invoked_command())

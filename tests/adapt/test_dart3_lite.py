@@ -178,3 +178,11 @@ def test_sgd_and_post_emission_options():
     assert not np.allclose(pre.queries, post.queries)
     assert not np.array_equal(sgd.arrays["M_q"], sgd.arrays["M_q_init"])
     assert torch.isfinite(torch.as_tensor(sgd.queries)).all()
+
+
+def test_bf16_precision_keeps_the_map():
+    e, inputs = _inputs(1)
+    m32 = _map(e, adapt_features(inputs, AdaptConfig("dart3", **STRONG_LITE)))
+    m16 = _map(e, adapt_features(inputs, AdaptConfig("dart3", precision="bf16",
+                                                     **STRONG_LITE)))
+    assert abs(m16 - m32) < 0.01

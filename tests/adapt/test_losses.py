@@ -11,11 +11,11 @@ from reidcli.adapt.losses import (PreparedGallery, dart3_loss, dart3_loss_refere
 GOLDEN_GALLERY = [[1.0, 0.0], [0.0, 2.0], [3.0, 4.0]]
 
 
-@pytest.mark.parametrize("block_rows", [1, 2, 3])
-def test_golden_values(block_rows):
+@pytest.mark.parametrize("layout", ["rows", "columns"])
+def test_golden_values(layout):
     z = torch.zeros(1, 2, dtype=torch.float64)
     g = torch.tensor(GOLDEN_GALLERY, dtype=torch.float64)
-    gallery = PreparedGallery(g, dtype=torch.float64, block_rows=block_rows)
+    gallery = PreparedGallery(g, dtype=torch.float64, layout=layout)
     h1 = -torch.log_softmax(-torch.tensor([1.0, 2.0, 5.0], dtype=torch.float64), 0)
     np.testing.assert_allclose(h1.numpy(), [0.326563, 1.326563, 4.326563], atol=1e-6)
     assert dart3_loss(z, gallery, 1.0, 1).item() == pytest.approx(0.326563, abs=1e-6)
@@ -30,7 +30,7 @@ def test_gradcheck_wrt_shift_and_scale_with_the_mask_held():
     dt = torch.float64
     z = torch.randn(4, 6, dtype=dt)
     g = torch.randn(30, 6, dtype=dt) * 1.5
-    gallery = PreparedGallery(g, dtype=dt, block_rows=7)
+    gallery = PreparedGallery(g, dtype=dt, layout="rows")
     mean = torch.randn(6, dtype=dt, requires_grad=True)
     scale = (torch.rand(6, dtype=dt) + 0.5).requires_grad_()
     # the top-k mask is fixed at these values: small moves keep the same k nearest
@@ -40,18 +40,22 @@ def test_gradcheck_wrt_shift_and_scale_with_the_mask_held():
     assert torch.autograd.gradcheck(fn_ref, (mean, scale), eps=1e-6, atol=1e-6)
 
 
-@pytest.mark.parametrize("tau,k,block", [(0.5, 1, 5), (1.0, 3, 64), (100.0, 5, 13),
-                                         (2000.0, 2, 1000)])
-def test_fused_loss_and_gradient_equal_the_autograd_reference(tau, k, block):
+@pytest.mark.parametrize("layout", ["rows", "columns"])
+@pytest.mark.parametrize("tau,k,batch", [(0.5, 1, 1), (1.0, 3, 7), (100.0, 5, 16),
+                                         (2000.0, 2, 40)])
+def test_fused_loss_and_gradient_equal_the_autograd_reference(tau, k, batch, layout):
     torch.manual_seed(1)
-    z = torch.randn(7, 16, requires_grad=True)
-    g = torch.randn(300, 16) * 2
-    g[10] = z[2].detach()                                   # a zero distance (floored)
-    loss = dart3_loss(z, PreparedGallery(g, block_rows=block), tau, k)
+    z = torch.randn(batch, 16, requires_grad=True)
+    g = torch.randn(3000, 16) * 2
+    g[10] = z[0].detach()                                   # a zero distance (floored)
+    gallery = PreparedGallery(g, layout=layout, block=300)  # 10 blocks: the merges run
+    loss = dart3_loss(z, gallery, tau, k)
     grad, = torch.autograd.grad(loss, z)
     ref = dart3_loss_reference(z, g, tau, k)
     grad_ref, = torch.autograd.grad(ref, z)
-    assert loss.item() == pytest.approx(ref.item(), rel=1e-5)
+    # float32: the zero distance comes out of ‖z‖² + ‖g‖² − 2z·g as rounding noise (≈1e-3
+    # here), summed in a different order by the two implementations
+    assert loss.item() == pytest.approx(ref.item(), rel=1e-5, abs=5e-4)
     torch.testing.assert_close(grad, grad_ref, rtol=1e-4, atol=1e-7)
 
 
@@ -90,3 +94,19 @@ def test_entropies():
     assert temp_loss(q, g, 50).item() == pytest.approx(temp_loss(g[:3], g, 50).item(),
                                                         rel=1e-5)
     assert temp_loss(q, g, 1).item() == pytest.approx(0.0, abs=1e-6)
+
+
+@pytest.mark.parametrize("layout", ["rows", "columns"])
+def test_bf16_gemms_stay_close_to_float32(layout):
+    torch.manual_seed(4)
+    z = torch.randn(8, 64, requires_grad=True)
+    g = torch.randn(2000, 64)
+    f32 = PreparedGallery(g, layout=layout)
+    b16 = PreparedGallery(g, layout=layout, precision="bf16")
+    assert b16.rows.dtype == torch.bfloat16 and f32.rows.dtype == torch.float32
+    loss32, loss16 = dart3_loss(z, f32, 100.0, 3), dart3_loss(z, b16, 100.0, 3)
+    g32, = torch.autograd.grad(loss32, z)
+    g16, = torch.autograd.grad(loss16, z)
+    assert loss16.item() == pytest.approx(loss32.item(), rel=1e-4)
+    # the gradient is a small difference of two near-equal terms: direction is what counts
+    assert torch.nn.functional.cosine_similarity(g32.flatten(), g16.flatten(), 0) > 0.95
