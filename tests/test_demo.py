@@ -9,21 +9,8 @@ import numpy as np
 import pytest
 
 from reidcli.store import open_store
-from tests.cli.helpers import run_cli
+from tests.cli.helpers import run_cli, spy
 from tests.plotting.conftest import one_native_thread  # noqa: F401
-
-
-def _spy(monkeypatch, module, name):
-    """Record what ``module.name`` returns while the CLI runs."""
-    returned = []
-    real = getattr(module, name)
-
-    def spy(*args, **kwargs):
-        returned.append(real(*args, **kwargs))
-        return returned[-1]
-
-    monkeypatch.setattr(module, name, spy)
-    return returned
 
 
 @pytest.mark.usefixtures("one_torch_thread", "one_native_thread")
@@ -32,9 +19,9 @@ def test_demo_tiny_end_to_end(capsys, tmp_path, monkeypatch):
     import reidcli.plotting.cmc
     import reidcli.plotting.tsne
 
-    demos = _spy(monkeypatch, reidcli.demo, "run_demo")
-    cmc_plots = _spy(monkeypatch, reidcli.plotting.cmc, "plot_cmc")
-    tsne_plots = _spy(monkeypatch, reidcli.plotting.tsne, "plot_tsne")
+    demos = spy(monkeypatch, reidcli.demo, "run_demo")
+    cmc_plots = spy(monkeypatch, reidcli.plotting.cmc, "plot_cmc")
+    tsne_plots = spy(monkeypatch, reidcli.plotting.tsne, "plot_tsne")
     code, out, err = run_cli(capsys, "demo", "--preset", "tiny", "--root", tmp_path / "data",
                              "--out", tmp_path / "out")
     assert code == 0, err

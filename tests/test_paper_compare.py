@@ -51,3 +51,28 @@ def test_warca_tables_and_comparison(tmp_path):
     compare_warca("viper", [("WARCA-χ²", path)], console=console)
     text = console.export_text()
     assert "37.47 ± 1.70" in text and "40.0 ± 1.0" in text and "AUC" in text
+
+
+def test_dart3_tables_and_claims(tmp_path):
+    from reidcli.paper.compare import compare_dart3
+
+    rows = {(r["backbone"], r["method"], r["dataset"]): r for r in paper_table("dart3_table1")}
+    assert rows[("CLIP-ReID", "DART3 LITE", "msmt17_5cam")]["mAP"] == "45.9"
+    assert rows[("TransReID", "Upper Bound", "market_5cam")]["R1"] == "95.2"
+    table2 = {(r["backbone"], r["method"], r["dataset"]): r for r in paper_table("dart3_table2")}
+    assert table2[("TransReID", "TENT", "duke_to_msmt17")]["mAP"] == "10.7"
+
+    def report(name, m_ap, r1):
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps({"mAP": m_ap, "cmc": [r1] * 50, "std": {}, "num_trials": 1}))
+        return path
+
+    console = Console(record=True, width=160)
+    results = [("No-adapt", report("n", 0.40, 0.50)), ("Norm", report("m", 0.45, 0.55)),
+               ("DART3 LITE", report("l", 0.44, 0.56))]
+    verdicts = dict(compare_dart3("msmt17_5cam", results, "1", console))
+    text = console.export_text()
+    assert "45.0" in text and "42.1 / 50.0" in text                  # ours; CLIP No-adapt
+    assert verdicts["Norm ≥ No-adapt"] is True and verdicts["DART3 LITE ≥ Norm"] is False
+    assert verdicts["DART3 > No-adapt"] is None                       # not run
+    assert main(["dart3", "--table", "3", "--dataset", "x", f"Norm={tmp_path / 'm.json'}"]) == 2

@@ -89,16 +89,24 @@ def compare(paper: str, dataset: str, results: list[tuple[str, Path]],
                       *(_fmt(res[f"r{r}"], res[f"s{r}"]) for r in RANKS),
                       _fmt(res["pur"]), paper_value)
     console.print(table)
+    return check_claims(CDPCF_CLAIMS, ours, "r1", console)
+
+
+def check_claims(claims, ours: dict[str, dict], metric: str, console: Console,
+                 label: str = "", digits: int = 1) -> list[tuple[str, bool | None]]:
+    """Print PASS/FAIL/SKIP for each (claim, better, worse, allow equality) on ``metric`` of
+    our results; returns ``[(claim, passed or None when a method was not run)]``."""
     verdicts = []
-    for claim, better, worse, allow_equal in CDPCF_CLAIMS:
+    for claim, better, worse, allow_equal in claims:
         if better not in ours or worse not in ours:
             verdicts.append((claim, None))
             console.print(f"SKIP  {claim} (not run)")
             continue
-        a, b = ours[better]["r1"], ours[worse]["r1"]
+        a, b = ours[better][metric], ours[worse][metric]
         ok = a >= b if allow_equal else a > b
         verdicts.append((claim, ok))
-        console.print(f"{'PASS' if ok else 'FAIL'}  {claim}: {a:.1f} vs {b:.1f}")
+        console.print(f"{'PASS' if ok else 'FAIL'}  {claim}{label}: {a:.{digits}f} vs "
+                      f"{b:.{digits}f}")
     return verdicts
 
 
@@ -184,17 +192,7 @@ def compare_dart3(dataset: str, results: list[tuple[str, Path]], table: str = "1
         t.add_row(label, _fmt(res["map"], res["map_std"]), _fmt(res["r1"], res["s1"]),
                   *(f"{r['mAP']} / {r['R1']}" if r else "n/a" for r in refs))
     console.print(t)
-    verdicts = []
-    for claim, better, worse, allow_equal in DART3_CLAIMS:
-        if better not in ours or worse not in ours:
-            verdicts.append((claim, None))
-            console.print(f"SKIP  {claim} (not run)")
-            continue
-        a, b = ours[better]["map"], ours[worse]["map"]
-        ok = a >= b if allow_equal else a > b
-        verdicts.append((claim, ok))
-        console.print(f"{'PASS' if ok else 'FAIL'}  {claim} (mAP): {a:.2f} vs {b:.2f}")
-    return verdicts
+    return check_claims(DART3_CLAIMS, ours, "map", console, " (mAP)", digits=2)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -10,7 +10,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from reidcli.errors import InputFileError
-from reidcli.plotting.common import pyplot, save_figure
+from reidcli.plotting.common import finish_figure, pyplot
 
 
 @dataclasses.dataclass
@@ -96,11 +96,8 @@ def plot_cmc(results: Sequence[str | os.PathLike], out: str | os.PathLike | None
                           + (f", {first.get('num_trials')} trials" if first.get("num_trials", 1) > 1
                              else ""))
     plot = CMCPlot(curves=curves, labels=legend, figure=fig)
-    if out is not None:
-        plot.path = save_figure(fig, out, force=force,
-                                metadata={"inputs": ",".join(map(str, results))})
-    else:
-        plt.close(fig)
+    plot.path = finish_figure(fig, out, force=force,
+                              metadata={"inputs": ",".join(map(str, results))})
     return plot
 
 

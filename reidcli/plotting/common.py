@@ -46,10 +46,20 @@ def save_figure(fig, out: str | os.PathLike, *, force: bool = False,
     return path
 
 
+def finish_figure(fig, out: str | os.PathLike | None, *, force: bool = False,
+                  metadata: dict[str, Any] | None = None) -> Path | None:
+    """Save ``fig`` to ``out`` (see :func:`save_figure`) or, without ``out``, release it from
+    pyplot's figure manager (the Figure object stays usable). Returns the written path."""
+    if out is not None:
+        return save_figure(fig, out, force=force, metadata=metadata)
+    pyplot().close(fig)
+    return None
+
+
 def short_command(provenance: dict | None, width: int = 90) -> str:
     """The command that made an input, shortened for a subtitle."""
     cmd = (provenance or {}).get("command") or ""
     return cmd if len(cmd) <= width else cmd[:width - 1] + "…"
 
 
-__all__ = ["pyplot", "save_figure", "check_figure_path", "short_command", "FORMATS"]
+__all__ = ["pyplot", "save_figure", "finish_figure", "check_figure_path", "short_command", "FORMATS"]

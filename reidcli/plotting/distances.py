@@ -11,7 +11,7 @@ import numpy as np
 
 from reidcli.evaluation.protocols import identity_codes
 from reidcli.evaluation.run import trial_distances
-from reidcli.plotting.common import pyplot, save_figure
+from reidcli.plotting.common import finish_figure, pyplot
 from reidcli.store.reader import open_store
 
 
@@ -74,10 +74,7 @@ def plot_distances(store: str | os.PathLike, out: str | os.PathLike | None = Non
     what = f"model {Path(model).name}" if model is not None else f"feature {feature or 'default'}"
     ax.set_title(f"query–gallery distances — {Path(store).name}, {what}", fontsize=9)
     plot = DistancePlot(groups=groups, figure=fig)
-    if out is not None:
-        plot.path = save_figure(fig, out, force=force)
-    else:
-        plt.close(fig)
+    plot.path = finish_figure(fig, out, force=force)
     return plot
 
 

@@ -15,7 +15,7 @@ from reidcli.errors import UsageError
 from reidcli.evaluation.protocols import (TrialLabels, auto_protocol, identity_codes,
                                           make_groups)
 from reidcli.evaluation.run import trial_distances, trial_rows
-from reidcli.plotting.common import pyplot, save_figure
+from reidcli.plotting.common import finish_figure, pyplot
 from reidcli.store.reader import open_store
 
 
@@ -130,10 +130,7 @@ def plot_ranklist(store: str | os.PathLike, out: str | os.PathLike | None = None
         warnings.warn(f"rank list: {len(data.missing)} image file(s) missing or unreadable, "
                       f"drawn as grey tiles (first: {data.missing[0]})", stacklevel=2)
     data.figure = fig
-    if out is not None:
-        data.path = save_figure(fig, out, force=force)
-    else:
-        plt.close(fig)
+    data.path = finish_figure(fig, out, force=force)
     return data
 
 

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from reidcli.errors import InputFileError
-from reidcli.plotting.common import pyplot, save_figure
+from reidcli.plotting.common import finish_figure, pyplot
 
 
 @dataclasses.dataclass
@@ -71,10 +71,7 @@ def plot_training(run_dir: str | os.PathLike, out: str | os.PathLike | None = No
         name = f"{cfg.get('method', '?')} on {cfg.get('dataset', '?')} ({cfg.get('backbone', '?')})"
     fig.suptitle(f"training — {name}", fontsize=10)
     plot = TrainingPlot(series=series, figure=fig)
-    if out is not None:
-        plot.path = save_figure(fig, out, force=force)
-    else:
-        plt.close(fig)
+    plot.path = finish_figure(fig, out, force=force)
     return plot
 
 

@@ -16,7 +16,7 @@ import numpy as np
 
 from reidcli.errors import UsageError
 from reidcli.evaluation.distances import normalize_features
-from reidcli.plotting.common import pyplot, save_figure, short_command
+from reidcli.plotting.common import finish_figure, pyplot, short_command
 from reidcli.store.reader import open_store
 
 COLOR_BY = ("camid", "pid", "modality", "domain", "split", "dataset")
@@ -127,10 +127,7 @@ def plot_tsne(store: str | os.PathLike, out: str | os.PathLike | None = None, *,
                      f"{color_by})\n{short_command(st.provenance)}", fontsize=9)
     plot = TSNEPlot(rows=rows, points=panels, colors=colors, markers=markers, titles=titles,
                     figure=fig)
-    if out is not None:
-        plot.path = save_figure(fig, out, force=force)
-    else:
-        plt.close(fig)
+    plot.path = finish_figure(fig, out, force=force)
     return plot
 
 

@@ -16,7 +16,7 @@ import h5py
 import numpy as np
 
 from reidcli.errors import FittedModelError, UsageError
-from reidcli.plotting.common import pyplot, save_figure
+from reidcli.plotting.common import finish_figure, pyplot
 
 FIGURES = ("maps", "sum", "both")
 
@@ -134,10 +134,7 @@ def plot_weight_maps(fitted: str | os.PathLike, out: str | os.PathLike | None = 
     fig.subplots_adjust(top=1 - 0.5 / (2.2 * len(keys)))   # title close to the first row
     fig.suptitle(f"{method.upper()} weight maps — {Path(fitted).name}", fontsize=10)
     data.figure = fig
-    if out is not None:
-        data.path = save_figure(fig, out, force=force)
-    else:
-        plt.close(fig)
+    data.path = finish_figure(fig, out, force=force)
     return data
 
 

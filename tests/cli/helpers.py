@@ -15,3 +15,16 @@ def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
     out, err = capsys.readouterr()
     code = info.value.code
     return (0 if code is None else int(code)), out, err
+
+
+def spy(monkeypatch, module, name: str) -> list:
+    """Record what ``module.name`` returns while the CLI calls it (list filled per call)."""
+    returned = []
+    real = getattr(module, name)
+
+    def wrapper(*args, **kwargs):
+        returned.append(real(*args, **kwargs))
+        return returned[-1]
+
+    monkeypatch.setattr(module, name, wrapper)
+    return returned

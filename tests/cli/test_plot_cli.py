@@ -5,7 +5,7 @@ import warnings
 
 import numpy as np
 
-from tests.cli.helpers import run_cli
+from tests.cli.helpers import run_cli, spy
 from tests.plotting.conftest import (one_native_thread, png_size, run_dir,  # noqa: F401
                                      tiny_store, tiny_store_lbp, toy_fit, two_modality_store,
                                      two_results)
@@ -39,24 +39,11 @@ def test_plot_errors_are_one_line(capsys, tiny_store, tmp_path):
     assert code == 2 and "metrics.csv" in err
 
 
-def _spy(monkeypatch, module, name):
-    """Record what ``module.name`` returns while the CLI calls it."""
-    returned = []
-    real = getattr(module, name)
-
-    def spy(*args, **kwargs):
-        returned.append(real(*args, **kwargs))
-        return returned[-1]
-
-    monkeypatch.setattr(module, name, spy)
-    return returned
-
-
 def test_weight_maps_from_the_cli_draws_the_chosen_figure(capsys, toy_fit, tmp_path,
                                                           monkeypatch):
     from reidcli.plotting import weight_maps
 
-    drawn = _spy(monkeypatch, weight_maps, "plot_weight_maps")
+    drawn = spy(monkeypatch, weight_maps, "plot_weight_maps")
     out = tmp_path / "w.svg"
     code, _, err = run_cli(capsys, "plot", "weight-maps", toy_fit[1], "--out", out,
                            "--maps", "3", "--figure", "maps", "--trial", "1")
@@ -78,7 +65,7 @@ def test_weight_maps_from_the_cli_draws_the_chosen_figure(capsys, toy_fit, tmp_p
 def test_tsne_compare_from_the_cli(capsys, tiny_store, tiny_store_lbp, tmp_path, monkeypatch):
     from reidcli.plotting import tsne
 
-    drawn = _spy(monkeypatch, tsne, "plot_tsne")
+    drawn = spy(monkeypatch, tsne, "plot_tsne")
     out = tmp_path / "t.png"
     code, _, err = run_cli(capsys, "plot", "tsne", tiny_store, "--compare", tiny_store_lbp,
                            "--max-points", "20", "--perplexity", "4", "--split",
