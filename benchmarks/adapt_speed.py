@@ -23,7 +23,6 @@ import platform
 import time
 from unittest import mock
 
-import numpy as np
 import torch
 
 from reidcli.adapt import AdaptConfig, adapt_features, inputs_from_arrays

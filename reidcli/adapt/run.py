@@ -16,7 +16,8 @@ import torch
 from reidcli.adapt.config import AdaptConfig
 from reidcli.adapt.inputs import AdaptInputs, CameraTable, read_inputs
 from reidcli.adapt.loop import LoopResult, plan_batches, run_loop
-from reidcli.adapt.statistics import CameraStatistics, camera_statistics, normalize_by_camera
+from reidcli.adapt.norm import normalized_gallery, normalized_queries
+from reidcli.adapt.statistics import CameraStatistics, camera_statistics
 from reidcli.errors import UsageError
 
 
@@ -103,15 +104,13 @@ def adapt_features(inputs: AdaptInputs, config: AdaptConfig, *, model=None,
         arrays["cam_domains"] = inputs.cameras.domains.astype(str).astype(object)
     initial = {"M_q_init": stats.mean_q, "S_q_init": stats.std_q, "M_g": stats.mean_g,
                "S_g": stats.std_g}
-    g_norm = lambda: normalize_by_camera(inputs.gallery, inputs.gallery_codes, stats.mean_g,
-                                         stats.std_g)
+    g_norm = lambda: normalized_gallery(inputs.gallery, inputs.gallery_codes, stats)
     if cfg.method in ("none", "norm"):              # seconds: the queries' processing only
         started = time.perf_counter()
         if cfg.method == "none":
             q = inputs.queries[sel].copy()
         else:                                       # Alg 1: Q̃ and G̃ with the initial values
-            q = normalize_by_camera(inputs.queries[sel], inputs.query_codes[sel],
-                                    stats.mean_q, stats.std_q)
+            q = normalized_queries(inputs.queries[sel], inputs.query_codes[sel], stats)
             arrays.update(initial, M_q=stats.mean_q, S_q=stats.std_q)
         seconds = time.perf_counter() - started
         gallery = inputs.gallery.copy() if cfg.method == "none" else g_norm()
@@ -150,8 +149,9 @@ def _runner(cfg: AdaptConfig, inputs: AdaptInputs, model, device):
 
 
 def _adapter(cfg, inputs, stats, runner, g_norm, device):
-    from reidcli.adapt.baselines import TempAdapter, TentAdapter
     from reidcli.adapt.dart3 import CameraShiftScale, DART3Adapter
+    from reidcli.adapt.temp import TempAdapter
+    from reidcli.adapt.tent import TentAdapter
 
     if cfg.method == "tent":
         return TentAdapter(runner, cfg.tent_logits), inputs.gallery.copy()

@@ -21,11 +21,10 @@ from __future__ import annotations
 
 import csv
 import dataclasses
-import json
 import os
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
 import numpy as np
 import torch
