@@ -101,3 +101,35 @@ def test_cut_batches_merges_a_trailing_single_row():
     assert [len(b) for b in cut_batches(seq, 4, merge_single=False)] == [4, 4, 1]
     assert [b.tolist() for b in cut_batches(seq, 4, True)][1] == [4, 5, 6, 7, 8]
     assert [len(b) for b in cut_batches(np.arange(1), 4, True)] == [1]
+
+
+def test_cameras_are_keyed_by_domain_and_camid(tmp_path):
+    import pandas as pd
+
+    from reidcli.provenance import make_provenance
+    from reidcli.store.importer import build_import_records
+    from reidcli.store.writer import StoreWriter
+
+    rng = np.random.default_rng(0)
+    n = 40
+    domain = np.where(np.arange(n) < 20, "site/a", "site/b")
+    labels = pd.DataFrame({"pid": np.arange(n) % 10 + 1, "camid": np.arange(n) % 2,
+                           "split": ["query" if i % 4 == 0 else "gallery" for i in range(n)],
+                           "domain": domain})
+    shift = np.where(domain == "site/a", 0.0, 5.0)[:, None]          # same camid, other site
+    feats = (rng.normal(size=(n, 6)) + shift).astype(np.float32)
+    records = build_import_records(labels, "two_sites", "test")
+    with StoreWriter(tmp_path / "s.h5", records, provenance=make_provenance(command=["t"])) as w:
+        w.set_feature("emb", feats)
+    adapt_store(tmp_path / "s.h5", tmp_path / "n.h5", AdaptConfig("norm"), progress=False)
+    with h5py.File(tmp_path / "n.h5") as f:
+        group = f["adapt"]["norm"]
+        assert group["cam_ids"][()].tolist() == [0, 1, 0, 1]
+        assert [d.decode() for d in group["cam_domains"][()]] == ["site/a"] * 2 + ["site/b"] * 2
+        np.testing.assert_allclose(group["M_g"][()][2:].mean(), 5.0, atol=0.5)
+        adapted = f["features"]["emb"][()]
+    for site in ("site/a", "site/b"):           # pooled query+gallery rows of each camera: z-scores
+        for cam in (0, 1):
+            rows = (domain == site) & (labels["camid"].to_numpy() == cam)
+            np.testing.assert_allclose(adapted[rows].mean(0), 0.0, atol=1e-5)
+            np.testing.assert_allclose(adapted[rows].std(0), 1.0, atol=1e-4)
