@@ -46,7 +46,7 @@ def extract(
                                      "more than 20,000 images or above 16 GiB "
                                      "(MSMT17-scale)."),
     device: str = typer.Option("auto", "--device", help="--model: auto | cpu | cuda."),
-    amp: str = typer.Option("off", "--amp", help="--model on CUDA: off | auto | bf16 | fp16."),
+    amp: str = typer.Option("off", "--amp", help="--model: off | auto | bf16 | fp16 (auto = fp32 on CPU; bf16 works on CPU)."),
     workers: Optional[int] = typer.Option(None, "--workers", help="Image loader workers."),
     option: Optional[List[str]] = typer.Option(None, "--option", help="Dataset loader option "
                                                "key=value (repeatable), e.g. protocol=..."),

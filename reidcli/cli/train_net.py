@@ -27,7 +27,7 @@ MAX_IMAGES = typer.Option(None, "--max-images", "--max-train-images",
                           help="Seeded random subset of training images.")
 SUBSAMPLE_SEED = typer.Option(None, "--subsample-seed")
 BACKBONE = typer.Option(None, "--backbone", help="resnet50 | resnet18 | tiny.")
-AMP = typer.Option(None, "--amp", help="off | auto | bf16 | fp16 (CUDA).")
+AMP = typer.Option(None, "--amp", help="off | auto | bf16 | fp16 (auto = fp32 on CPU; bf16 works on CPU).")
 CHANNELS_LAST = typer.Option(None, "--channels-last", help="auto | on | off.")
 DEVICE = typer.Option(None, "--device", help="auto | cpu | cuda.")
 WORKERS = typer.Option(None, "--workers", help="Loader workers.")

@@ -142,9 +142,9 @@ def extract_model_store(layout: StoreLayout, out: str | os.PathLike,
         check_maps_size(len(layout.records), channels, map_size, maps_dtype)
     dims = feature_dims(model.spec)
     autocast = amp_dtype(amp, dev)
-    channels_last = dev.type == "cuda"
-    if channels_last:
-        model.module.to(memory_format=torch.channels_last)
+    # channels_last on every device: 1.4-1.8x on CPU too (benchmarks/extract_speed.py)
+    channels_last = True
+    model.module.to(memory_format=torch.channels_last)
     dataset = ImageRecordDataset(records, model.transform, return_index=False)
     loader = make_loader(dataset, batch_size=batch_size, workers=workers, device=dev)
     input_size = _size_text(model.input_size)

@@ -166,3 +166,17 @@ def test_map_and_feature_name_checks():
     with pytest.raises(UsageError, match="bnneck"):
         parse_feature_names(["bnneck"], "pcb")
     assert parse_feature_names([], "bot") == ["bnneck"]
+
+
+def test_bf16_autocast_on_cpu_stays_close_to_fp32(tiny_synthetic_root, tiny_model, tmp_path):
+    layout = dataset_layout("synthetic", tiny_synthetic_root, progress=False, name="tiny")
+    runs = {amp: extract_model_store(layout, tmp_path / f"{amp}.h5", tiny_model, maps=[],
+                                     features=["pcb-h"], amp=amp, progress=False)
+            for amp in ("off", "auto", "bf16")}
+    with open_store(runs["off"]) as a, open_store(runs["auto"]) as b, \
+            open_store(runs["bf16"]) as c:
+        fp32, auto, bf16 = a.features("pcb_h"), b.features("pcb_h"), c.features("pcb_h")
+    np.testing.assert_array_equal(auto, fp32)                 # auto = fp32 on CPU
+    assert not np.array_equal(bf16, fp32)                     # bf16 autocast really ran
+    cos = (bf16 * fp32).sum(1) / (np.linalg.norm(bf16, axis=1) * np.linalg.norm(fp32, axis=1))
+    assert cos.min() > 0.99

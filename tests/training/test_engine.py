@@ -169,3 +169,9 @@ def test_ddp_two_processes_with_torchrun(tiny_synthetic_root, tmp_path):
     assert rows and {r["epoch"] for r in rows} == {"0", "1"}
     assert (run / "model.pt").exists()
     shutil.rmtree(run)
+
+
+def test_fp16_on_cpu_is_refused_before_the_run_dir_is_made(tiny_synthetic_root, tmp_path):
+    with pytest.raises(UsageError, match="--amp fp16"):
+        train_model(_cfg(tiny_synthetic_root, amp="fp16", device="cpu"), tmp_path / "run")
+    assert not (tmp_path / "run").exists()

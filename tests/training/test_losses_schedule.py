@@ -7,9 +7,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from reidcli.errors import UsageError
 from reidcli.models.checkpoint import build_model
 from reidcli.training.bot_trainer import BoTTrainer
 from reidcli.training.config import make_config
+from reidcli.training.engine import amp_dtype
 from reidcli.training.losses import (batch_hard_triplet, label_smoothing_cross_entropy,
                                      part_cross_entropy)
 from reidcli.training.pcb_trainer import PCBTrainer
@@ -88,8 +90,6 @@ def test_epoch_rescaling_presets_and_validation():
     assert make_config("pcb", epochs=30, lr_steps=[25]).lr_steps == [25]
     tiny = make_config("pcb", preset="tiny", batch_size=8)
     assert (tiny.backbone, tiny.init, tiny.batch_size) == ("tiny", "scratch", 8)
-    from reidcli.errors import UsageError
-
     with pytest.raises(UsageError, match="--amp"):
         make_config("pcb", amp="fp8")
     with pytest.raises(UsageError, match="fewer than --parts"):
@@ -112,3 +112,13 @@ def test_bot_batch_size_is_the_total_p_times_k():
     with pytest.raises(UsageError, match="disagrees with --P 3"):
         make_config("bot", batch_size=32, p=3)
     assert make_config("pcb", batch_size=30).batch_size == 30    # PCB: plain batch size
+
+
+def test_amp_dtype_on_cpu_honours_only_an_explicit_bf16():
+    cpu = torch.device("cpu")
+    assert amp_dtype("off", cpu) is None and amp_dtype("auto", cpu) is None
+    assert amp_dtype("bf16", cpu) is torch.bfloat16
+    with pytest.raises(UsageError, match="--amp fp16 needs a CUDA device"):
+        amp_dtype("fp16", cpu)
+    with pytest.raises(UsageError, match="--amp 'fp8'"):
+        amp_dtype("fp8", cpu)
