@@ -69,7 +69,7 @@ def parse_run_args(doc: str, argv: Sequence[str] | None, cuda_batch: int,
                    cuda_warmup: int) -> RunArgs:
     """Common options; CUDA defaults are sized for an H100, CPU ones for a quick look."""
     from reidcli.data.transforms import parse_size
-    from reidcli.training.engine import resolve_device
+    from reidcli.device import resolve_device
 
     ap = argparse.ArgumentParser(description=doc.splitlines()[0])
     ap.add_argument("--backbone", default="resnet50")

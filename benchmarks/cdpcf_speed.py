@@ -1,4 +1,4 @@
-"""C-DPCF / DPCF weight-map learning time on a CUHK01-sized problem (cdpcf.md §5, Table II).
+"""C-DPCF / DPCF weight-map learning time on a CUHK01-sized problem (docs/methods/cdpcf.md, Table II).
 
 Problem: 1,940 training images (485 persons × 2 views × 2 images), four layers with
 D' = 256/512/1024/2048 channels on a 24 × 8 grid (S = 192), E = 64, K = 10, G = 6 — the

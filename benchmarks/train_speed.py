@@ -2,7 +2,7 @@
 
 One training step = forward of PCB (6 stripes, 1×1 reduction, 6 classifiers) on a batch of
 random 384×128 images, the summed part cross-entropies, backward and an SGD step — the
-engine's own model, loss and optimiser (pcb.md §2), without image decoding or data loading
+engine's own model, loss and optimiser (docs/methods/pcb.md), without image decoding or data loading
 (``reid train`` reports the end-to-end images/s, loader included, in its summary line and
 metrics.csv). Ratios are against the fp32 run measured in the same invocation.
 

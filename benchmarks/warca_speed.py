@@ -1,4 +1,4 @@
-"""WARCA training speed (shared/specs/warca.md §2.9, §8 T7): no per-iteration O(N) work.
+"""WARCA training speed (docs/methods/warca.md): no per-iteration O(N) work.
 
     python -m benchmarks.warca_speed [--full] [--threads T] [--device cpu|cuda]
                                      [--dtype float32|float64] [--skip-kernel]
@@ -48,7 +48,7 @@ def _viper_like(seed: int = 0, ids: int = 316, dim: int = 2580):
 
 
 def _scaling(sizes, device, dtype) -> None:
-    from reidcli.metric.warca import WARCATrainer
+    from reidcli.metric.warca import WARCA
     print("\n== scaling: seconds per 100 iterations (D = 64, D' = 16, 4 rows per id) ==")
     print(f"{'N':>9} {'setting':>8} {'s/100 it':>9} {'draws/pair':>11} {'vs 2k':>7}")
     rng = np.random.default_rng(0)
@@ -59,7 +59,7 @@ def _scaling(sizes, device, dtype) -> None:
         x = rng.standard_normal((n, 64)).astype(np.float32)
         pids = np.repeat(np.arange(n // 4), 4)
         for name, kw in settings.items():
-            tr = WARCATrainer(x, pids, None, dim=16, device=device, dtype=dtype, **kw)
+            tr = WARCA(dim=16, device=device, dtype=dtype, **kw).trainer(x, pids, None)
             for _ in range(5):
                 tr.step()
             start = time.perf_counter()
@@ -73,9 +73,9 @@ def _scaling(sizes, device, dtype) -> None:
 
 def _train(x, pids, camids, device, dtype, **hyper):
     """(setup seconds, training seconds, trainer) of one full run."""
-    from reidcli.metric.warca import WARCATrainer
+    from reidcli.metric.warca import WARCA
     start = time.perf_counter()
-    tr = WARCATrainer(x, pids, camids, device=device, dtype=dtype, **hyper)
+    tr = WARCA(device=device, dtype=dtype, **hyper).trainer(x, pids, camids)
     setup = time.perf_counter() - start
     tr.run()
     return setup, tr.wall_s, tr

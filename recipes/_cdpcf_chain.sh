@@ -10,7 +10,7 @@ cdpcf_chain() {
     reid eval --store "$store" --model "$work/$method.h5" --json "$work/$method.json" \
       --force --quiet
     results+=("${labels[$method]}=$work/$method.json")
-    rm -f "$work/$method.h5"      # fitted files are large on real data (cdpcf.md §1)
+    rm -f "$work/$method.h5"      # fitted files are large on real data (docs/methods/cdpcf.md)
   done
   if [ -n "$pcb_feature" ]; then   # PCB (source): cosine on the whole raw PCB-g vector
     reid eval --store "$store" --feature "$pcb_feature" --feat-norm global \

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # DART3 Table 1, column duke_5cam — a new camera in an existing network (setting A).
-# DukeMTMC-reID trained on c1–c5 ([D] dart3.md §9 item 12); unseen: c6–c8.
+# DukeMTMC-reID trained on c1–c5 ([D] docs/methods/dart3.md item 12); unseen: c6–c8.
 # A BoT (ResNet-50, reid train bot) is trained on the seen cameras, the unseen cameras' queries
 # are adapted with No-adapt, TENT, TEMP, Norm, DART3 and DART3 LITE (one stream per query
 # camera) against the full gallery, scored per camera and weighted by valid queries, and

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # DART3 Table 1, column msmt17_10cam — a new camera in an existing network (setting A).
-# MSMT17 trained on file cameras 2–11 (0-based 1–10; [D] dart3.md §9 item 12); unseen: 1, 12–15.
+# MSMT17 trained on file cameras 2–11 (0-based 1–10; [D] docs/methods/dart3.md item 12); unseen: 1, 12–15.
 # A BoT (ResNet-50, reid train bot) is trained on the seen cameras, the unseen cameras' queries
 # are adapted with No-adapt, TENT, TEMP, Norm, DART3 and DART3 LITE (one stream per query
 # camera) against the full gallery, scored per camera and weighted by valid queries, and

@@ -227,11 +227,9 @@ def _plots(steps: list[DemoStep], workdir: Path, preset: str, reports: list[Path
 def _fit(method: str, store: Path, out: Path, progress: bool) -> Path:
     if method == "xqda":
         from reidcli.metric.fit import fit_feature_metric_store
-        from reidcli.metric.xqda import fit_xqda_arrays
-        fit_feature_metric_store(store, out, "xqda", fit_xqda_arrays,
-                                 {"lambda": 0.001, "solver": "svd", "normalize": "center-l2"},
-                                 feature="hsv-stripes", force=True, progress=progress,
-                                 command="reid demo")
+        from reidcli.metric.xqda import XQDA
+        fit_feature_metric_store(store, out, XQDA(), feature="hsv-stripes", force=True,
+                                 progress=progress, command="reid demo")
     else:
         from reidcli.pooling.cdpcf import PoolingConfig
         from reidcli.pooling.fit import fit_pooling_store

@@ -34,6 +34,36 @@ class UsageError(ReidError):
     """An option or argument value is invalid."""
 
 
+class ParameterError(UsageError):
+    """A method's parameter has a value outside its constraints.
+
+    The message names the parameter (``XQDA parameter solver='qr' must be one of svd, eigh``);
+    :meth:`for_flag` rewrites it with the command-line flag that set the parameter, which is
+    what the CLI prints.
+    """
+
+    def __init__(self, owner: str, parameter: str, value, requirement: str,
+                 todo: str | None = None):
+        self.owner = owner
+        self.parameter = parameter
+        self.value = value
+        self.requirement = requirement
+        super().__init__(f"{owner} parameter {parameter}={value!r} {requirement}",
+                         todo or "fix the value")
+
+    def for_flag(self, flag: str) -> "UsageError":
+        """The same error worded for the command line: ``--flag 'value' must be …``."""
+        return UsageError(f"{flag} {self.value!r} {self.requirement}", self.todo)
+
+
+class NotFittedError(UsageError):
+    """A model was used before ``fit`` (scikit-learn's ``NotFittedError``)."""
+
+
+class MethodRegistryError(ReidError):
+    """A method module could not be imported or declared itself inconsistently."""
+
+
 class InputFileError(ReidError):
     """An input file is missing, unreadable or malformed."""
 

@@ -1,21 +1,19 @@
-"""Fitted models: one HDF5 file per fit, loaded by method name so ``reid eval`` needs no
-method-specific code.
+"""Fitted models: one HDF5 file per fit (docs/formats.md), and the typed
+:class:`FittedModel` protocol that ``reid eval`` and the plots program against.
 
 Layout::
 
     /            attrs: format="reidcli.fitted", method, hyperparameters (JSON),
                         provenance (JSON), feature (store feature it was fit on, or ""),
-                        num_trials, created, reidcli_version
+                        num_trials, num_repeats, created, reidcli_version
     /trial_<k>/  the arrays of trial k (nested groups allowed, e.g. repeat_<r>/)
 
-A method registers a *factory* ``factory(arrays: dict, hyperparameters: dict) -> model``
-with :func:`register_method`; ``arrays`` holds the trial group's datasets (nested groups as
-nested dicts). The model has ``metric`` and either ``transform(features [n, D]) -> [n, d]``
-(then distances use ``metric`` on the transformed features) or
-``distance(query_block [q, D], gallery_block [g, D]) -> [q, g]``.
+:func:`load` finds the method in the registry (:mod:`reidcli.registry`) and builds each
+trial's model with the method's ``load_trial(arrays, hyperparameters)`` — for estimators,
+:meth:`reidcli.estimator.Estimator.model_from_arrays`.
 
 Built in: ``linear-projection`` — ``transform(x) = (x − mean) @ W`` with ``W`` [D, d] and an
-optional ``mean`` [D], euclidean metric.
+optional ``mean`` [D], euclidean distances; the way to bring a projection learned elsewhere.
 """
 from __future__ import annotations
 
@@ -23,42 +21,110 @@ import datetime as _dt
 import json
 import os
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
 
 import h5py
 import numpy as np
 
-from reidcli import __version__
+from reidcli import __version__, registry
 from reidcli.errors import FittedModelError, UsageError
 from reidcli.io import atomic_output
+from reidcli.store.schema import trial_index, trial_name
 
 FITTED_FORMAT = "reidcli.fitted"
-TRIAL_PREFIX = "trial_"
-
-_METHODS: dict[str, Callable[[dict, dict], Any]] = {}
-
-#: modules that register the toolkit's other methods, imported when a file names one
-METHOD_MODULES = {
-    "xqda": "reidcli.metric.xqda", "kissme": "reidcli.metric.kissme",
-    "lfda": "reidcli.metric.lfda", "klfda": "reidcli.metric.lfda",
-    "warca": "reidcli.metric.warca", "rpcca": "reidcli.metric.rpcca",
-    "pca": "reidcli.metric.pca",
-    "cdpcf": "reidcli.pooling.cdpcf", "dpcf": "reidcli.pooling.cdpcf",
-    "avgp": "reidcli.pooling.cdpcf", "avgp-pad": "reidcli.pooling.cdpcf",
-}
+REPEAT_PREFIX = "repeat_"
+#: what a fitted model can read at evaluation time
+READS = ("features", "convmaps")
+#: distances the evaluation computes itself between transformed rows
+FEATURE_METRICS = ("euclidean", "sqeuclidean", "cosine")
 
 
-def register_method(name: str, factory: Callable[[dict, dict], Any]) -> None:
-    """Make ``method=name`` files loadable: ``factory(arrays, hyperparameters) -> model``."""
-    _METHODS[name] = factory
+@runtime_checkable
+class FittedModel(Protocol):
+    """One fitted trial, as ``reid eval`` and the plots use it.
+
+    * ``reads``: ``"features"`` — the caller hands it a store feature [n, D] and calls
+      :meth:`transform`; ``"convmaps"`` — it reads what it needs itself
+      (:meth:`read_inputs`), returning rows already transformed.
+    * ``input_dim``: D of the features it expects (None: any, or conv maps).
+    * ``metric``: the name of the distance. One of :data:`FEATURE_METRICS` (``euclidean`` |
+      ``sqeuclidean`` | ``cosine``) means that standard metric between transformed rows,
+      which the evaluation computes with its own block GEMMs; any other name (``xqda``,
+      ``mahalanobis``, ``cdpcf``…) means :meth:`embedded_distance` defines the distances.
+    * :meth:`distance` = :meth:`embedded_distance` of the transformed rows.
+    """
+
+    reads: str
+    input_dim: int | None
+    metric: str
+
+    def transform(self, features: np.ndarray) -> np.ndarray:
+        """[n, D] → [n, d] (what :meth:`embedded_distance` compares)."""
+
+    def embedded_distance(self, query: np.ndarray, gallery: np.ndarray) -> np.ndarray:
+        """Transformed rows [q, d] × [g, d] → distances [q, g] (smaller = more similar)."""
+
+    def distance(self, query: np.ndarray, gallery: np.ndarray) -> np.ndarray:
+        """Raw rows [q, D] × [g, D] → distances [q, g]."""
+
+    def read_inputs(self, store, rows: np.ndarray) -> np.ndarray:
+        """Transformed rows [len(rows), d] of a store (``reads == "convmaps"``)."""
 
 
-def registered_methods() -> list[str]:
-    return sorted(_METHODS)
+class TrialModel:
+    """Defaults of :class:`FittedModel` for concrete models: feature input, identity
+    :meth:`transform` and :meth:`embedded_distance` from a standard ``metric``."""
+
+    reads = "features"
+    input_dim: int | None = None
+    metric: str = "euclidean"
+
+    def transform(self, features: np.ndarray) -> np.ndarray:
+        return self.check_input(features)
+
+    def check_input(self, features: np.ndarray, dtype=None) -> np.ndarray:
+        """``features`` as a 2-D array of ``input_dim`` columns (FittedModelError else)."""
+        x = np.asarray(features) if dtype is None else np.asarray(features, dtype=dtype)
+        if x.ndim != 2 or (self.input_dim is not None and x.shape[1] != self.input_dim):
+            raise FittedModelError(f"{type(self).__name__} expects "
+                                   f"{self.input_dim or 'D'}-dimensional features, got shape "
+                                   f"{x.shape}", "evaluate the store feature the model was "
+                                   "fit on")
+        return x
+
+    def embedded_distance(self, query: np.ndarray, gallery: np.ndarray) -> np.ndarray:
+        if not uses_feature_metric(self):
+            raise NotImplementedError(f"{type(self).__name__} defines no distance "
+                                      f"{self.metric!r}")
+        from reidcli.evaluation.backend import make_backend
+        from reidcli.evaluation.distances import FeatureMetric
+        metric = FeatureMetric(self.metric, make_backend("cpu"))
+        return metric.pairwise(metric.prepare(query), metric.prepare(gallery))
+
+    def distance(self, query: np.ndarray, gallery: np.ndarray) -> np.ndarray:
+        return self.embedded_distance(self.transform(query), self.transform(gallery))
+
+    def read_inputs(self, store, rows: np.ndarray) -> np.ndarray:
+        raise FittedModelError(f"{type(self).__name__} reads store features, not conv maps",
+                               "evaluate it on a store feature")
+
+
+def uses_feature_metric(model: FittedModel) -> bool:
+    """Whether ``model``'s distances are a standard metric between its transformed rows."""
+    return model.metric in FEATURE_METRICS
+
+
+def check_fitted_model(model: Any, method: str) -> None:
+    """FittedModelError when ``model`` does not satisfy :class:`FittedModel`."""
+    if not isinstance(model, FittedModel) or model.reads not in READS:
+        raise FittedModelError(f"method {method!r} built a {type(model).__name__}, which is not "
+                               "a FittedModel (reads, input_dim, metric, transform, "
+                               "embedded_distance, distance, read_inputs)",
+                               "derive the method's model from reidcli.fitted.TrialModel")
 
 
 # -- built-in method -------------------------------------------------------------------------
-class LinearProjection:
+class LinearProjection(TrialModel):
     """``transform(x) = (x − mean) @ W``; distances are euclidean on the projections.
 
     W: float [D, d]; mean: float [D] or None.
@@ -77,7 +143,7 @@ class LinearProjection:
                                    f"expected ({self.W.shape[0]},)", "re-fit the model")
 
     @property
-    def input_dim(self) -> int:
+    def input_dim(self) -> int:  # type: ignore[override]
         return int(self.W.shape[0])
 
     @property
@@ -86,23 +152,23 @@ class LinearProjection:
 
     def transform(self, features: np.ndarray) -> np.ndarray:
         """[n, D] → [n, d] float32."""
-        x = np.asarray(features, dtype=np.float32)
-        if x.ndim != 2 or x.shape[1] != self.input_dim:
-            raise FittedModelError(f"linear-projection expects {self.input_dim}-dimensional "
-                                   f"features, got shape {x.shape}",
-                                   "evaluate the store feature the model was fit on")
+        x = self.check_input(features, np.float32)
         if self.mean is not None:
             x = x - self.mean.astype(np.float32)
         return (x @ self.W.astype(np.float32)).astype(np.float32)
 
+    @classmethod
+    def from_arrays(cls, arrays: Mapping[str, Any], hyperparameters: Mapping[str, Any]
+                    ) -> "LinearProjection":
+        if "W" not in arrays:
+            raise FittedModelError("linear-projection trial lacks the array W",
+                                   "re-fit the model")
+        return cls(arrays["W"], arrays.get("mean"))
 
-def _linear_projection(arrays: dict, hyperparameters: dict) -> LinearProjection:
-    if "W" not in arrays:
-        raise FittedModelError("linear-projection trial lacks the array W", "re-fit the model")
-    return LinearProjection(arrays["W"], arrays.get("mean"))
 
-
-register_method("linear-projection", _linear_projection)
+registry.register_loader("linear-projection", LinearProjection.from_arrays,
+                         paper="—", summary="A projection x ↦ (x − mean) W learned by any tool "
+                         "(arrays W [D, d], optional mean [D]); euclidean distances.")
 
 
 # -- save / load -----------------------------------------------------------------------------
@@ -127,10 +193,10 @@ def save(path: str | os.PathLike, method: str,
     """Write a fitted model atomically. Refuses an existing ``path`` unless ``force``.
 
     ``trials`` is a list with one dict of arrays per store trial 0..n-1, a dict
-    ``{store_trial_index: arrays}`` (a model fitted on some trials only, e.g. ``--trials 0,3``)
-    or a single dict of arrays (= trial 0). A trial's arrays may hold ``repeat_<r>`` groups
-    (several fits per trial, e.g. C-DPCF's reduced training ids); every trial then has the
-    same number of repeats.
+    ``{store_trial_index: arrays}`` (a model fitted on some trials only) or a single dict of
+    arrays (= trial 0). A trial's arrays may hold ``repeat_<r>`` groups (several fits per
+    trial, e.g. C-DPCF's reduced training ids); every trial then has the same number of
+    repeats.
     """
     if isinstance(trials, Mapping) and trials and all(isinstance(k, (int, np.integer))
                                                       for k in trials):
@@ -144,7 +210,7 @@ def save(path: str | os.PathLike, method: str,
     repeats = {_count_repeats(arrays) for _, arrays in items}
     if len(repeats) != 1:
         raise UsageError("trials of a fitted model have different numbers of repeats",
-                         "fit every trial with the same --repeats")
+                         "fit every trial with the same number of repeats")
     with atomic_output(path, force=force, option=option) as tmp:
         with h5py.File(tmp, "w") as h5:
             h5.attrs["format"] = FITTED_FORMAT
@@ -160,11 +226,8 @@ def save(path: str | os.PathLike, method: str,
                 timespec="seconds")
             h5.attrs["reidcli_version"] = __version__
             for k, arrays in items:
-                _write_group(h5.create_group(f"{TRIAL_PREFIX}{k}"), arrays)
+                _write_group(h5.create_group(trial_name(k)), arrays)
     return Path(path)
-
-
-REPEAT_PREFIX = "repeat_"
 
 
 def _count_repeats(arrays: Mapping[str, Any]) -> int:
@@ -193,71 +256,81 @@ def _json_attr(h5: h5py.File, key: str, path: Path) -> dict:
     return value
 
 
-class FittedModel:
-    """A loaded fitted-model file (metadata read on load; trial arrays read on demand)."""
+class FittedFile:
+    """A loaded fitted-model file: metadata read on load, each trial's model built on first
+    use and kept (the last few), so evaluation reads a trial's arrays once."""
 
-    def __init__(self, path: Path, method: str, hyperparameters: dict, provenance: dict,
-                 feature: str | None, trial_groups: list[str], num_repeats: int = 1):
+    #: trial models kept in memory
+    CACHE = 2
+
+    def __init__(self, path: Path, info: registry.MethodInfo, hyperparameters: dict,
+                 provenance: dict, feature: str | None, trial_groups: list[str],
+                 num_repeats: int = 1):
         self.path = path
-        self.method = method
+        self.info = info
+        self.method = info.name
         self.hyperparameters = hyperparameters
         self.provenance = provenance
         self.feature = feature
         self._trial_groups = trial_groups
         #: store trial index of each fitted trial, increasing
-        self.trial_ids = [int(g[len(TRIAL_PREFIX):]) for g in trial_groups]
+        self.trial_ids = [trial_index(g) for g in trial_groups]
         #: fits per trial (``repeat_<r>`` groups; 1 = none)
         self.num_repeats = int(num_repeats)
+        self._cache: dict[tuple[int, int | None], Any] = {}
 
     @property
     def num_trials(self) -> int:
         return len(self._trial_groups)
 
+    @property
+    def reads(self) -> str:
+        """What the method's models read: ``features`` or ``convmaps`` (from the registry,
+        without loading a trial)."""
+        return self.info.reads
+
     def covers(self, trial: int) -> bool:
-        """Whether the model has a fit for store trial ``trial`` (a one-trial model covers
-        every trial of a store without a protocol)."""
+        """Whether the model has a fit for store trial ``trial``."""
         return trial in self.trial_ids
 
-    def for_trial(self, k: int, repeat: int | None = None):
-        """The model of store trial ``k`` (and repeat ``repeat`` when it has repeats).
+    def arrays(self, k: int) -> dict[str, Any]:
+        """The stored arrays of store trial ``k`` (nested dicts for groups)."""
+        self._require(k)
+        with h5py.File(self.path, "r") as h5:
+            return _read_group(h5[self._trial_groups[self.trial_ids.index(k)]])
 
-        The result has ``metric`` and ``transform`` or ``distance`` (or ``read_inputs``).
-        """
+    def _require(self, k: int) -> None:
         if k not in self.trial_ids:
             raise FittedModelError(f"fitted model {self.path} has no fit for trial {k} (it has "
                                    f"{_ranges(self.trial_ids)})",
-                                   "evaluate the trials it was fitted on (--trials)")
-        with h5py.File(self.path, "r") as h5:
-            arrays = _read_group(h5[self._trial_groups[self.trial_ids.index(k)]])
+                                   "evaluate the trials it was fitted on")
+
+    def for_trial(self, k: int, repeat: int | None = None) -> FittedModel:
+        """The :class:`FittedModel` of store trial ``k`` (and repeat ``repeat``)."""
+        self._require(k)
+        r = None
         if self.num_repeats > 1:
             r = 0 if repeat is None else int(repeat)
             if not 0 <= r < self.num_repeats:
                 raise FittedModelError(f"fitted model {self.path} has repeats 0.."
                                        f"{self.num_repeats - 1}, not {r}", "pick a valid repeat")
-            arrays = arrays[f"{REPEAT_PREFIX}{r}"]
-        model = _METHODS[self.method](arrays, dict(self.hyperparameters))
-        if not (hasattr(model, "transform") or hasattr(model, "distance")):
-            raise FittedModelError(f"method {self.method!r} built a model with neither "
-                                   "transform() nor distance()", "fix the method's factory")
-        return model
+        key = (k, r)
+        if key not in self._cache:
+            arrays = self.arrays(k)
+            if r is not None:
+                arrays = arrays[f"{REPEAT_PREFIX}{r}"]
+            model = self.info.load_trial(arrays, dict(self.hyperparameters))
+            check_fitted_model(model, self.method)
+            if len(self._cache) >= self.CACHE:
+                self._cache.pop(next(iter(self._cache)))
+            self._cache[key] = model
+        return self._cache[key]
 
     def __repr__(self) -> str:
-        return f"FittedModel({str(self.path)!r}, method={self.method!r}, trials={self.num_trials})"
+        return f"FittedFile({str(self.path)!r}, method={self.method!r}, trials={self.num_trials})"
 
 
-def _import_method(method: str) -> None:
-    """Import the module that registers ``method`` (if it is one of the toolkit's)."""
-    module = METHOD_MODULES.get(str(method))
-    if method in _METHODS or module is None:
-        return
-    import importlib
-    try:
-        importlib.import_module(module)
-    except ImportError:
-        pass
-
-
-def load(path: str | os.PathLike) -> FittedModel:
+def load(path: str | os.PathLike) -> FittedFile:
     """Open and validate a fitted-model file; FittedModelError (one line) when it is not one."""
     path = Path(path)
     if not path.exists():
@@ -272,24 +345,22 @@ def load(path: str | os.PathLike) -> FittedModel:
         fmt = _attr(h5, "format")
         if fmt != FITTED_FORMAT:
             raise FittedModelError(f"{path} is not a reidcli fitted model (format={fmt!r})",
-                                   f"expected format={FITTED_FORMAT!r}; a feature store goes to "
-                                   "--store, not --model")
-        method = _attr(h5, "method")
-        _import_method(method)
-        if method not in _METHODS:
-            known = ", ".join(registered_methods()) or "none"
+                                   f"expected format={FITTED_FORMAT!r}; a feature store is "
+                                   "evaluated as a store, not as a model")
+        method = str(_attr(h5, "method"))
+        info = registry.lookup(method, ("train", "fit-pooling", "fitted"))
+        if info is None or info.load_trial is None:
+            known = ", ".join(m.name for m in registry.methods() if m.load_trial) or "none"
             raise FittedModelError(f"fitted model {path} has unknown method {method!r} "
                                    f"(known: {known})",
-                                   "upgrade reidcli or use the version that wrote it")
-        groups = sorted((k for k in h5 if k.startswith(TRIAL_PREFIX)
-                         and k[len(TRIAL_PREFIX):].isdigit()),
-                        key=lambda k: int(k[len(TRIAL_PREFIX):]))
+                                   "upgrade reidcli, or install the plugin that defines it")
+        groups = sorted((k for k in h5 if trial_index(k) is not None), key=trial_index)
         if not groups or len(groups) != int(h5.attrs.get("num_trials", len(groups))):
             raise FittedModelError(f"fitted model {path} lacks some of its trial_<k> groups",
                                    "the file is damaged; re-fit the model")
-        return FittedModel(path, method, _json_attr(h5, "hyperparameters", path),
-                           _json_attr(h5, "provenance", path), _attr(h5, "feature") or None,
-                           groups, int(h5.attrs.get("num_repeats", 1)))
+        return FittedFile(path, info, _json_attr(h5, "hyperparameters", path),
+                          _json_attr(h5, "provenance", path), _attr(h5, "feature") or None,
+                          groups, int(h5.attrs.get("num_repeats", 1)))
 
 
 def _ranges(ids: Sequence[int]) -> str:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from reidcli.errors import OutputExistsError, UsageError
+from reidcli.naming import param
 
 PARTIAL_SUFFIX = ".partial"
 
@@ -23,16 +24,20 @@ def partial_path(path: str | os.PathLike) -> Path:
     return path.with_name(path.name + PARTIAL_SUFFIX)
 
 
-def check_output(path: str | os.PathLike, force: bool = False, option: str = "--out") -> Path:
-    """Validate an output path: parent folder exists and the file is absent unless ``force``."""
+def check_output(path: str | os.PathLike, force: bool = False, option: str = "out") -> Path:
+    """Validate an output path: parent folder exists and the file is absent unless ``force``.
+
+    ``option`` is the parameter that names the output (``out``); messages name it with
+    :func:`reidcli.naming.param` (the flag under the CLI)."""
     path = Path(path)
+    what = f"{param(option)} {path}"
     if path.exists() and not force:
-        raise OutputExistsError(f"{option} {path} already exists", "pass --force to overwrite it")
+        raise OutputExistsError(f"{what} already exists", f"allow overwriting ({param('force')})")
     if path.exists() and path.is_dir() and not path.suffix == "":
-        raise UsageError(f"{option} {path} is a folder", "give a file path")
+        raise UsageError(f"{what} is a folder", "give a file path")
     parent = path.parent if str(path.parent) else Path(".")
     if not parent.is_dir():
-        raise UsageError(f"{option} {path}: folder {parent} does not exist", "create it first")
+        raise UsageError(f"{what}: folder {parent} does not exist", "create it first")
     return path
 
 
@@ -46,7 +51,7 @@ def _remove(path: Path) -> None:
 
 @contextlib.contextmanager
 def atomic_output(path: str | os.PathLike, force: bool = False,
-                  option: str = "--out") -> Iterator[Path]:
+                  option: str = "out") -> Iterator[Path]:
     """Yield a temporary path; on success move it onto ``path``, on any error remove it.
 
     Works for files and folders (a folder is replaced whole).
@@ -67,7 +72,7 @@ def atomic_output(path: str | os.PathLike, force: bool = False,
 
 
 def write_json_atomic(path: str | os.PathLike, obj: Any, force: bool = True,
-                      option: str = "--json") -> Path:
+                      option: str = "json") -> Path:
     """Write ``obj`` as indented JSON, atomically."""
     with atomic_output(path, force=force, option=option) as tmp:
         tmp.write_text(json.dumps(obj, indent=2, default=_json_default) + "\n")

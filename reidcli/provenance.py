@@ -9,7 +9,7 @@ import platform
 import shlex
 import sys
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 _HASH_CHUNK = 1 << 20
 
@@ -82,3 +82,20 @@ def make_provenance(command: str | Iterable[str] | None = None, seed: int | None
 
 def provenance_json(prov: dict[str, Any]) -> str:
     return json.dumps(prov, sort_keys=True, default=str)
+
+
+def write_header(attrs: Any, *, format: str, provenance: Mapping[str, Any] | None,
+                 **fields: Any) -> None:
+    """The header attributes of a reidcli HDF5 output, written into ``attrs`` (an h5py
+    ``AttributeManager``): ``format``, ``created`` (UTC, seconds), ``reidcli_version``,
+    ``provenance`` (JSON; made with :func:`make_provenance` when None) and ``fields`` (e.g.
+    ``schema``)."""
+    from reidcli import __version__
+
+    attrs["format"] = format
+    for key, value in fields.items():
+        attrs[key] = value
+    attrs["created"] = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    attrs["reidcli_version"] = __version__
+    attrs["provenance"] = provenance_json(dict(provenance if provenance is not None
+                                               else make_provenance()))

@@ -42,7 +42,7 @@ def one_torch_thread():
 
 @pytest.fixture(scope="session")
 def biased_stores(tmp_path_factory):
-    """Seed → store of dart3.md §8.1's camera-biased embeddings (seeds 0, 1, 2)."""
+    """Seed → store of docs/methods/dart3.md's camera-biased embeddings (seeds 0, 1, 2)."""
     from tests.adapt.helpers import make_biased_stores
     return make_biased_stores(tmp_path_factory.mktemp("biased"))
 

@@ -5,7 +5,7 @@ import h5py
 import numpy as np
 import pytest
 
-from reidcli import fitted
+from reidcli import fitted, registry
 from reidcli.errors import FittedModelError, OutputExistsError, UsageError
 
 
@@ -37,14 +37,14 @@ def test_single_dict_is_one_trial_and_nested_groups_round_trip(tmp_path):
     def factory(arrays, hyper):
         seen.update(arrays=arrays, hyper=hyper)
 
-        class M:
+        class M(fitted.TrialModel):
             metric = "custom"
 
-            def distance(self, q, g):
+            def embedded_distance(self, q, g):
                 return np.zeros((len(q), len(g)))
         return M()
 
-    fitted.register_method("test-nested", factory)
+    registry.register_loader("test-nested", factory, paper="—", summary="test model")
     fitted.save(tmp_path / "n.h5", "test-nested",
                 {"a": np.arange(3), "repeat_0": {"b": np.ones(2)}}, {"k": 1}, {})
     model = fitted.load(tmp_path / "n.h5")

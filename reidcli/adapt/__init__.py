@@ -1,13 +1,13 @@
-"""Test-time adaptation of stored features (``reid adapt``; dart3.md).
+"""Test-time adaptation of stored features (``reid adapt``; docs/methods/dart3.md).
 
 Methods: ``none`` (No-adapt), ``norm`` (camera normalisation, Alg 1), ``dart3`` in ``lite``
 (stored embeddings) or ``full`` mode (plus the backbone's BN γ/β), ``tent`` and ``temp``.
 Library entry points: :func:`adapt_store` (store → adapted store) and
 :func:`adapt_features` (in memory; :func:`inputs_from_arrays` wraps plain arrays).
 """
-from reidcli.adapt.config import METHOD_DEFAULTS, METHODS, AdaptConfig
+from reidcli.adapt.config import AdaptConfig, method_defaults, method_names
 from reidcli.adapt.run import (Adaptation, AdaptStoreResult, adapt_features, adapt_store,
                                inputs_from_arrays)
 
-__all__ = ["AdaptConfig", "METHODS", "METHOD_DEFAULTS", "Adaptation", "AdaptStoreResult",
+__all__ = ["AdaptConfig", "method_defaults", "method_names", "Adaptation", "AdaptStoreResult",
            "adapt_features", "adapt_store", "inputs_from_arrays"]

@@ -14,7 +14,9 @@ from typing import Any
 import numpy as np
 import torch
 
+from reidcli.device import use_channels_last
 from reidcli.errors import UsageError
+from reidcli.naming import param
 
 
 @dataclasses.dataclass
@@ -60,17 +62,17 @@ class Adapter:
 
 
 def make_optimizer(params: list[torch.Tensor], name: str, lr: float) -> torch.optim.Optimizer:
-    """dart3.md §3.3: Adam (β 0.9/0.999, eps 1e-8, no weight decay) or SGD (momentum 0.9)."""
+    """docs/methods/dart3.md: Adam (β 0.9/0.999, eps 1e-8, no weight decay) or SGD (momentum 0.9)."""
     if not params:
         raise UsageError("the adaptation has no learnable parameter",
-                         "check --mode / --no-external")
+                         f"check {param('mode')} / {param('external', False)}")
     if name == "sgd":
         return torch.optim.SGD(params, lr=lr, momentum=0.9, nesterov=False)
     return torch.optim.Adam(params, lr=lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0)
 
 
 class BackboneRunner:
-    """A trained PCB/BoT re-run on query images with BN adaptation (dart3.md §3.5, §4.3).
+    """A trained PCB/BoT re-run on query images with BN adaptation (docs/methods/dart3.md).
 
     ``forward(images)`` → (store feature [B, d], classifier logits list). When the store's
     features were extracted with ``--flip`` the mirrored image's features are averaged in
@@ -83,11 +85,11 @@ class BackboneRunner:
         if feature not in loaded.feature_names:
             raise UsageError(f"store feature {feature!r} is not an output of the {loaded.kind} "
                              f"model {loaded.path} ({', '.join(loaded.feature_names)})",
-                             "pass --feature with one of the model's features, or the model "
-                             "that extracted the store")
+                             f"pass {param('feature')} with one of the model's features, or "
+                             "the model that extracted the store")
         self.loaded, self.feature, self.flip = loaded, feature, bool(flip)
         self.bn = BatchNormAdaptation(loaded.module, bn_mode)
-        self.channels_last = loaded.device.type == "cuda"
+        self.channels_last = use_channels_last("auto", loaded.device)
         if self.channels_last:
             loaded.module.to(memory_format=torch.channels_last)
 

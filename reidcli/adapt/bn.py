@@ -1,4 +1,4 @@
-"""Batch-norm adaptation of a backbone (TENT convention; dart3.md §3.5, §4.3, §4.4).
+"""Batch-norm adaptation of a backbone (TENT convention; docs/methods/dart3.md).
 
 :class:`BatchNormAdaptation` puts a model in the state test-time adaptation needs: every
 module in eval mode (dropout off), every parameter frozen except the affine γ (weight) and

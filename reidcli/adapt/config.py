@@ -1,35 +1,42 @@
-"""Hyper-parameters of ``reid adapt`` and the per-method defaults (dart3.md §4.5, §5, §10).
+"""Hyper-parameters of ``reid adapt`` and the per-method defaults (docs/methods/dart3.md).
 
-Every option of dart3.md §10 is a field of :class:`AdaptConfig`; ``None`` means "the
-method's default" (:data:`METHOD_DEFAULTS`), resolved by :meth:`AdaptConfig.resolved`.
+Every option of docs/methods/dart3.md is a field of :class:`AdaptConfig`; ``None`` means "the
+method's default", declared by the method's own module in the registry
+(:func:`method_defaults`) and resolved by :meth:`AdaptConfig.resolved`.
 """
 from __future__ import annotations
 
 import dataclasses
 from typing import Any, Sequence
 
-from reidcli.errors import UsageError
+from reidcli.errors import ParameterError, UsageError
+from reidcli.naming import param
 
-#: methods of ``reid adapt``; ``dart3-lite`` is an alias of ``dart3 --mode lite``
-METHODS = ("none", "norm", "tent", "temp", "dart3")
-ALIASES = {"dart3-lite": ("dart3", "lite"), "dart3_lite": ("dart3", "lite"),
-           "no-adapt": ("none", None)}
-#: methods that re-run the backbone on the query images
-MODEL_METHODS = ("tent", "temp")
+#: who the parameters below belong to, in error messages
+OWNER = "adaptation"
 
-#: dart3.md §4.5: default batch size, optimiser lr and BN mode of each method
-METHOD_DEFAULTS: dict[str, dict[str, Any]] = {
-    "none": dict(batch_size=64, lr=0.0, bn_mode=None),
-    "norm": dict(batch_size=64, lr=0.0, bn_mode=None),
-    "tent": dict(batch_size=64, lr=3.5e-4, bn_mode="batch"),
-    "temp": dict(batch_size=16, lr=3.5e-4, bn_mode="running"),
-    "dart3": dict(batch_size=8, lr=1e-4, bn_mode="batch"),
-}
+
+def adapt_method(name: str):
+    """The registry entry of adaptation method ``name`` (its module declares defaults and how
+    it runs: ``closed_form`` or ``build``, ``needs_model``, ``alias_of``, ``spellings``)."""
+    from reidcli import registry
+    return registry.get(name, "adapt")
+
+
+def method_names() -> list[str]:
+    """The adaptation methods (aliases such as ``dart3-lite`` excluded)."""
+    from reidcli import registry
+    return [m.name for m in registry.methods("adapt") if "alias_of" not in m.extras]
+
+
+def method_defaults(name: str) -> dict[str, Any]:
+    """Default batch size, optimiser lr and BN mode of ``name`` (docs/methods/dart3.md)."""
+    return adapt_method(name).defaults()
 
 
 @dataclasses.dataclass
 class AdaptConfig:
-    """What to adapt and how (CLI option in brackets; defaults = dart3.md §5).
+    """What to adapt and how (CLI option in brackets; defaults = docs/methods/dart3.md).
 
     ``order`` is ``"shuffle"`` (seeded permutation), ``"stored"`` (store order) or, from the
     library API, an explicit sequence of positions into the selected queries.
@@ -71,17 +78,17 @@ class AdaptConfig:
     # -- derived ------------------------------------------------------------------------
     @property
     def uses_model(self) -> bool:
-        """True when the method re-runs the backbone (needs --model and the images)."""
-        return self.method in MODEL_METHODS or (self.method == "dart3" and self.mode == "full")
+        """True when the method re-runs the backbone (needs a model and the images)."""
+        return self.mode in adapt_method(self.method).extras.get("needs_model", ())
 
     @property
     def optimises(self) -> bool:
-        return self.method in ("tent", "temp", "dart3")
+        return "build" in adapt_method(self.method).extras
 
     def resolved(self) -> "AdaptConfig":
         """A copy with the method defaults filled in and every value validated."""
         method, mode = canonical_method(self.method, self.mode)
-        defaults = METHOD_DEFAULTS[method]
+        defaults = method_defaults(method)
         cfg = dataclasses.replace(
             self, method=method, mode=mode,
             batch_size=defaults["batch_size"] if self.batch_size is None else self.batch_size,
@@ -91,43 +98,46 @@ class AdaptConfig:
         return cfg
 
     def _validate(self) -> None:
-        _choice("--mode", self.mode, ("lite", "full"))
-        _choice("--optimizer", self.optimizer, ("adam", "sgd"))
-        _choice("--distance", self.distance, ("euclidean", "cosine"))
-        _choice("--emit", self.emit, ("pre", "post"))
-        _choice("--stats", self.stats, ("pooled", "separate"))
-        _choice("--tent-logits", self.tent_logits, ("classifier", "features"))
-        _choice("--precision", self.precision, ("fp32", "bf16"))
+        _choice("mode", self.mode, ("lite", "full"))
+        _choice("optimizer", self.optimizer, ("adam", "sgd"))
+        _choice("distance", self.distance, ("euclidean", "cosine"))
+        _choice("emit", self.emit, ("pre", "post"))
+        _choice("stats", self.stats, ("pooled", "separate"))
+        _choice("tent_logits", self.tent_logits, ("classifier", "features"))
+        _choice("precision", self.precision, ("fp32", "bf16"))
         if self.bn_mode is not None:
-            _choice("--bn-mode", self.bn_mode, ("batch", "running"))
+            _choice("bn_mode", self.bn_mode, ("batch", "running"))
         if isinstance(self.order, str):
-            _choice("--order", self.order, ("shuffle", "stored"))
-        _positive("--batch-size", self.batch_size)
-        _positive("--steps", self.steps)
-        _positive("--topk", self.topk)
-        _positive("--temp-k", self.temp_k)
-        _positive("--temp-gallery-sample", self.temp_gallery_sample)
+            _choice("order", self.order, ("shuffle", "stored"))
+        _positive("batch_size", self.batch_size)
+        _positive("steps", self.steps)
+        _positive("topk", self.topk)
+        _positive("temp_k", self.temp_k)
+        _positive("temp_gallery_sample", self.temp_gallery_sample)
         if self.std_ddof not in (0, 1):
-            raise UsageError(f"--std-ddof {self.std_ddof} must be 0 or 1",
-                             "0 = population std (the paper's formula), 1 = unbiased")
-        for option, value in (("--tau", self.tau), ("--eps", self.eps)):
+            raise ParameterError(OWNER, "std_ddof", self.std_ddof, "must be 0 or 1",
+                                 "0 = population std (the paper's formula), 1 = unbiased")
+        for name, value in (("tau", self.tau), ("eps", self.eps)):
             if not value > 0:
-                raise UsageError(f"{option} {value} must be > 0", "give a positive number")
-        for option, value in (("--lr", self.lr), ("--temp-reg", self.temp_reg),
-                              ("--grounding", self.grounding)):
+                raise ParameterError(OWNER, name, value, "must be > 0", "give a positive number")
+        for name, value in (("lr", self.lr), ("temp_reg", self.temp_reg),
+                            ("grounding", self.grounding)):
             if value < 0:
-                raise UsageError(f"{option} {value} must be ≥ 0", "give 0 or more")
+                raise ParameterError(OWNER, name, value, "must be ≥ 0", "give 0 or more")
         if self.stats_max_per_camera is not None:
-            _positive("--stats-max-per-camera", self.stats_max_per_camera)
+            _positive("stats_max_per_camera", self.stats_max_per_camera)
         if self.method == "dart3" and not self.external and self.mode == "lite":
-            raise UsageError("--no-external with --mode lite leaves nothing to learn",
-                             "use --mode full (BN γ/β only, the Tab 4 ablation)")
+            raise UsageError(f"{param('external', False)} with {param('mode', 'lite')} leaves "
+                             "nothing to learn",
+                             f"use {param('mode', 'full')} (BN γ/β only, the Tab 4 ablation)")
         if self.uses_model and self.bn_mode == "batch" and self.batch_size < 2:
-            raise UsageError(f"--batch-size {self.batch_size} with {self.method} "
-                             f"({self.mode if self.method == 'dart3' else 'model'} mode): "
-                             "batch-statistics BN needs at least 2 rows per batch",
-                             "use --batch-size 2 or more, --bn-mode running, or dart3 "
-                             "--mode lite (works with batches of one)")
+            raise ParameterError(OWNER, "batch_size", self.batch_size,
+                                 f"with {self.method} "
+                                 f"({self.mode if self.method == 'dart3' else 'model'} mode): "
+                                 "batch-statistics BN needs at least 2 rows per batch",
+                                 f"use {param('batch_size', 2)} or more, "
+                                 f"{param('bn_mode', 'running')}, or dart3 "
+                                 f"{param('mode', 'lite')} (works with batches of one)")
 
     def as_params(self) -> dict[str, Any]:
         """Every hyper-parameter, JSON-ready (``/adapt/<method>`` attr ``params_json``)."""
@@ -139,25 +149,31 @@ class AdaptConfig:
 
 def canonical_method(method: str, mode: str = "lite") -> tuple[str, str]:
     """``dart3-lite`` → ``("dart3", "lite")``; unknown names are a one-line UsageError."""
+    from reidcli import registry
+
     name = method.lower()
-    if name in ALIASES:
-        name, forced = ALIASES[name]
-        mode = forced or mode
-    if name not in METHODS:
+    methods = registry.methods("adapt")
+    for info in methods:
+        if name in info.extras.get("spellings", ()):
+            name = info.name
+    info = next((m for m in methods if m.name == name), None)
+    if info is None:
         raise UsageError(f"adaptation method {method!r} is unknown",
-                         f"use one of {', '.join(METHODS)}, dart3-lite")
+                         f"use one of {', '.join(m.name for m in methods)}")
+    if "alias_of" in info.extras:
+        name, mode = info.extras["alias_of"]
     return name, mode
 
 
-def _choice(option: str, value: str, allowed: Sequence[str]) -> None:
+def _choice(name: str, value: str, allowed: Sequence[str]) -> None:
     if value not in allowed:
-        raise UsageError(f"{option} {value!r} is not one of {', '.join(allowed)}",
-                         f"use {option} {allowed[0]}")
+        raise ParameterError(OWNER, name, value, f"is not one of {', '.join(allowed)}",
+                             f"use {param(name, allowed[0])}")
 
 
-def _positive(option: str, value: int) -> None:
+def _positive(name: str, value: int) -> None:
     if value is None or int(value) < 1:
-        raise UsageError(f"{option} {value} must be ≥ 1", "give a positive integer")
+        raise ParameterError(OWNER, name, value, "must be ≥ 1", "give a positive integer")
 
 
-__all__ = ["AdaptConfig", "METHODS", "METHOD_DEFAULTS", "MODEL_METHODS", "canonical_method"]
+__all__ = ["AdaptConfig", "adapt_method", "canonical_method", "method_defaults", "method_names"]

@@ -1,4 +1,4 @@
-"""DART3 and DART3 LITE (Bhattacharya et al.; dart3.md §3).
+"""DART3 and DART3 LITE (Bhattacharya et al.; DART3 paper §3).
 
 Per camera c, a learnable query shift/scale ``M_q[c], Σ_q[c]`` and a frozen gallery pair
 ``M_g[c], Σ_g[c]``, all initialised to the camera statistics (Alg 1). The gallery is
@@ -16,6 +16,7 @@ from torch import nn
 from reidcli.adapt.base import Adapter, BackboneRunner, Batch
 from reidcli.adapt.losses import PreparedGallery, dart3_loss
 from reidcli.adapt.statistics import CameraStatistics
+from reidcli.registry import register_info
 
 
 class CameraShiftScale(nn.Module):
@@ -23,7 +24,7 @@ class CameraShiftScale(nn.Module):
 
     Each camera's vectors are separate parameters and a batch only touches the cameras it
     contains, so an absent camera gets no gradient (``None``) and no optimiser update —
-    no drift from stale Adam moments (dart3.md §3.3, test T7).
+    no drift from stale Adam moments (docs/methods/dart3.md).
     """
 
     def __init__(self, stats: CameraStatistics, device: torch.device | str = "cpu",
@@ -48,7 +49,7 @@ class CameraShiftScale(nn.Module):
 
     @torch.no_grad()
     def clamp_scales_(self) -> None:
-        """Σ_q ← max(Σ_q, ε) after each step (dart3.md §9 item 7)."""
+        """Σ_q ← max(Σ_q, ε) after each step (docs/methods/dart3.md)."""
         for p in self.std_q:
             p.clamp_(min=self.eps)
 
@@ -124,5 +125,29 @@ class DART3Adapter(Adapter):
             out.update(self.runner.arrays())
         return out
 
+
+def build(cfg, inputs, stats, runner, gallery_normalized, device):
+    """(adapter, scoring gallery) of ``reid adapt dart3``: G̃ with the external shift/scale
+    (the stored gallery with ``--no-external``)."""
+    shift_scale = CameraShiftScale(stats, device, cfg.eps) if cfg.external else None
+    gallery = gallery_normalized() if cfg.external else inputs.gallery.copy()
+    adapter = DART3Adapter(gallery, shift_scale=shift_scale,
+                           queries=None if runner else inputs.queries,
+                           grounding=None if runner else inputs.grounding, runner=runner,
+                           tau=cfg.tau, k=cfg.topk, distance=cfg.distance, device=device,
+                           batch_size=cfg.batch_size + cfg.grounding,
+                           precision=cfg.precision)
+    return adapter, gallery
+
+
+_DART3 = dict(paper="Bhattacharya et al. (DART3)",
+              defaults=dict(batch_size=8, lr=1e-4, bn_mode="batch"))
+register_info("dart3", stage="adapt",
+              summary="DART3 (default --mode lite: stored embeddings; --mode full: also the "
+                      "backbone's BN γ/β on the query images, needs --model).",
+              extras={"build": build, "needs_model": ("full",)}, **_DART3)
+register_info("dart3-lite", stage="adapt",
+              summary="DART3 LITE (= dart3 --mode lite): black-box, stored embeddings only.",
+              extras={"alias_of": ("dart3", "lite"), "spellings": ("dart3_lite",)}, **_DART3)
 
 __all__ = ["CameraShiftScale", "DART3Adapter"]

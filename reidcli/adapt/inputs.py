@@ -1,4 +1,4 @@
-"""What ``reid adapt`` reads from a store (dart3.md §2.1, read through ARCHITECTURE.md).
+"""What ``reid adapt`` reads from a store (docs/formats.md, read through ARCHITECTURE.md).
 
 The query and gallery of one protocol trial (``--trial``, default 0; the ``query`` /
 ``gallery`` split rows of a store without a protocol), one feature, and the camera of every
@@ -15,7 +15,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from reidcli.errors import StoreError, UsageError
+from reidcli.errors import ParameterError, StoreError, UsageError
+from reidcli.naming import param
 
 
 @dataclasses.dataclass
@@ -41,7 +42,7 @@ class AdaptInputs:
 
     ``queries`` [Nq, d] are all queries of the trial (statistics use them all);
     ``selected`` [Ns] are the positions (into ``queries``) of the queries to adapt, in store
-    order; ``grounding`` [Np, d] the optional grounding pool (dart3.md §3.8).
+    order; ``grounding`` [Np, d] the optional grounding pool (docs/methods/dart3.md).
     """
 
     store: Path
@@ -92,8 +93,10 @@ def resolve_image_path(path: str, images_root: str | os.PathLike | None) -> str:
         if c.is_file():
             return str(c)
     raise UsageError(f"image {path} of the store does not exist"
-                     + (f" (also not under --images-root {images_root})" if images_root else ""),
-                     "pass --images-root DIR, the folder the store's image paths are relative to")
+                     + (f" (also not under {param('images_root', images_root)})"
+                        if images_root else ""),
+                     f"pass {param('images_root', 'DIR')}, the folder the store's image paths "
+                     "are relative to")
 
 
 def _camera_keys(records: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
@@ -115,8 +118,10 @@ def read_inputs(store_path: str | os.PathLike, *, feature: str | None = None, tr
         attrs = {k: (v.decode() if isinstance(v, bytes) else v) for k, v in ds.attrs.items()}
         trials = st.query_gallery_trials()
         if not 0 <= trial < len(trials):
-            raise UsageError(f"--trial {trial}: store {st.path} has {len(trials)} trial(s)",
-                             f"use --trial 0..{len(trials) - 1}")
+            raise ParameterError("adaptation", "trial", trial,
+                                 f"is not a trial of store {st.path}, which has "
+                                 f"{len(trials)} trial(s)",
+                                 f"use {param('trial', f'0..{len(trials) - 1}')}")
         _, q_rows, g_rows = trials[trial]
         if len(q_rows) == 0 or len(g_rows) == 0:
             side = "query" if len(q_rows) == 0 else "gallery"
@@ -156,9 +161,10 @@ def read_inputs(store_path: str | os.PathLike, *, feature: str | None = None, tr
     else:
         selected = np.flatnonzero(np.isin(q_camids, np.asarray(query_cams, np.int64)))
         if len(selected) == 0:
-            raise UsageError(f"--query-cams {','.join(map(str, query_cams))}: no query of the "
-                             "store is from these cameras",
-                             "query cameras are " + ", ".join(map(str, np.unique(q_camids))))
+            raise ParameterError("adaptation", "query_cams", ",".join(map(str, query_cams)),
+                                 "selects no query: no query of the store is from these cameras",
+                                 "query cameras are "
+                                 + ", ".join(map(str, np.unique(q_camids))))
     return AdaptInputs(store=Path(store_path), feature=name, feature_attrs=attrs, trial=trial,
                        num_trials=num_trials, records=records, query_rows=q_rows,
                        gallery_rows=g_rows, queries=queries, gallery=gallery,
@@ -179,10 +185,10 @@ def _grounding_rows(st, records: pd.DataFrame, split: str, q_rows, g_rows) -> np
     pids = records["pid"].to_numpy(np.int64)[rows]
     rows = rows[pids > 0]                      # distractors/junk are not source samples
     if len(rows) == 0:
-        raise UsageError(f"--grounding: store {st.path} has no {split!r} rows to draw "
-                         "grounding samples from",
+        raise UsageError(f"{param('grounding')}: store {st.path} has no {split!r} rows to "
+                         "draw grounding samples from",
                          "extract the seen-camera / source training images into the store "
-                         "(split train or grounding), or use --grounding 0")
+                         f"(split train or grounding), or use {param('grounding', 0)}")
     return rows
 
 

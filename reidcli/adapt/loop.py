@@ -1,4 +1,4 @@
-"""The online adaptation loop shared by DART3, TENT and TEMP (dart3.md §3.3, §3.6–3.9).
+"""The online adaptation loop shared by DART3, TENT and TEMP (docs/methods/dart3.md).
 
 Queries are processed in a seeded random permutation (``order="shuffle"``), in store
 order (``"stored"``) or in an explicit order (library API), cut into consecutive batches
@@ -20,6 +20,7 @@ import torch
 
 from reidcli.adapt.base import Adapter, Batch, make_optimizer
 from reidcli.errors import UsageError
+from reidcli.naming import param
 from reidcli.progress import StepBar, track
 
 
@@ -67,7 +68,7 @@ def processing_order(n: int, order, seed: int) -> np.ndarray:
 
 def cut_batches(sequence: np.ndarray, batch_size: int, merge_single: bool) -> list[np.ndarray]:
     """Consecutive slices of ``batch_size``; with ``merge_single`` a final batch of one row
-    joins the previous batch (dart3.md §3.5)."""
+    joins the previous batch (docs/methods/dart3.md)."""
     batches = [sequence[i:i + batch_size] for i in range(0, len(sequence), batch_size)]
     if merge_single and len(batches) > 1 and len(batches[-1]) == 1:
         last = batches.pop()
@@ -100,8 +101,9 @@ def plan_batches(selected_codes: np.ndarray, *, batch_size: int, order, seed: in
                 where = "" if cam is None else f" ({camera_label(cam)} has a single query)"
                 raise UsageError(f"a batch of {len(batch) + len(ground)} row(s){where}: "
                                  "batch-statistics BN needs at least 2 rows",
-                                 "use --bn-mode running, --grounding N, or no "
-                                 "--split-by-query-camera")
+                                 f"use {param('bn_mode', 'running')}, "
+                                 f"{param('grounding', 'N')}, or no "
+                                 f"{param('split_by_query_camera')}")
             plan.query_pos.append(np.asarray(batch, np.int64))
             plan.ground_pos.append(np.asarray(ground, np.int64))
             plan.stream.append(s)

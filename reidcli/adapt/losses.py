@@ -18,7 +18,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-#: floor of squared distances (dart3.md §3.10): a zero distance keeps a finite gradient
+#: floor of squared distances (docs/methods/dart3.md): a zero distance keeps a finite gradient
 MIN_SQ_DIST = 1e-12
 
 
@@ -188,7 +188,7 @@ def dart3_loss(zhat: torch.Tensor, gallery: PreparedGallery, tau: float, k: int,
 
 def distance_matrix(zhat: torch.Tensor, gallery: torch.Tensor,
                     distance: str = "euclidean") -> torch.Tensor:
-    """δ(ẑ, G) [B, Ng]: Euclidean (floored, dart3.md §3.10) or 1 − cosine (autograd)."""
+    """δ(ẑ, G) [B, Ng]: Euclidean (floored, docs/methods/dart3.md) or 1 − cosine (autograd)."""
     if distance == "cosine":
         return 1.0 - F.normalize(zhat, dim=1) @ F.normalize(gallery, dim=1).t()
     d2 = (zhat * zhat).sum(1, keepdim=True) + (gallery * gallery).sum(1)[None, :] \

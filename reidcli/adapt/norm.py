@@ -1,5 +1,5 @@
-"""Camera normalisation at test time (Song et al.; DART3's Alg 1 and Tab 4 row 2; dart3.md
-§4.2): every query and gallery row is z-scored with its camera's statistics,
+"""Camera normalisation at test time (Song et al.; DART3 paper Alg. 1 and Tab. 4 row 2;
+docs/methods/dart3.md): every query and gallery row is z-scored with its camera's statistics,
 Q̃ = (Q − M_q[c]) ⊘ Σ_q[c] and G̃ = (G − M_g[c]) ⊘ Σ_g[c], with the initial (pooled)
 statistics of :func:`~reidcli.adapt.statistics.camera_statistics`. No optimisation; the
 result does not depend on batch size or order.
@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from reidcli.adapt.statistics import CameraStatistics, normalize_by_camera
+from reidcli.registry import register_info
 
 
 def normalized_queries(queries: np.ndarray, codes: np.ndarray,
@@ -22,5 +23,23 @@ def normalized_gallery(gallery: np.ndarray, codes: np.ndarray,
     """G̃ [Ng, d] with the frozen gallery statistics (also DART3's scoring gallery)."""
     return normalize_by_camera(gallery, codes, stats.mean_g, stats.std_g)
 
+
+def _unchanged_queries(queries, codes, stats):
+    return queries.copy()
+
+
+# closed-form methods: ``closed_form(queries [N, d], codes [N], stats) -> adapted queries``;
+# ``normalizes_gallery`` says whether the scoring gallery is G̃ (else the stored gallery)
+register_info("none", stage="adapt", paper="—",
+              summary="No-adapt: copy the queries and gallery unchanged (the source model's "
+                      "result).",
+              defaults=dict(batch_size=64, lr=0.0, bn_mode=None),
+              extras={"closed_form": _unchanged_queries, "normalizes_gallery": False,
+                      "spellings": ("no-adapt",)})
+register_info("norm", stage="adapt", paper="DART3 paper Alg. 1 (camera normalisation)",
+              summary="Camera normalisation (Alg 1): z-score every row with its camera's "
+                      "statistics.",
+              defaults=dict(batch_size=64, lr=0.0, bn_mode=None),
+              extras={"closed_form": normalized_queries, "normalizes_gallery": True})
 
 __all__ = ["normalized_queries", "normalized_gallery"]

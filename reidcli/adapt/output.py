@@ -1,4 +1,4 @@
-"""Writing an adapted store (ARCHITECTURE.md "Reconciling the specs"; dart3.md §2.2).
+"""Writing an adapted store (ARCHITECTURE.md "Reconciling the specs"; docs/formats.md).
 
 The output is a full copy of the input store in which
 
@@ -14,8 +14,6 @@ It is written to ``<out>.partial`` and renamed when complete.
 """
 from __future__ import annotations
 
-import datetime as _dt
-import json
 import os
 from pathlib import Path
 from typing import Any, Mapping
@@ -23,10 +21,9 @@ from typing import Any, Mapping
 import h5py
 import numpy as np
 
-from reidcli import __version__
 from reidcli.io import _remove, check_output, partial_path
-from reidcli.provenance import provenance_json
-from reidcli.store.schema import ADAPT, CONVMAPS, FEATURES, PROTOCOL
+from reidcli.store.schema import ADAPT, CONVMAPS, FEATURES, PROTOCOL, trial_name
+from reidcli.store.writer import write_adapt_group, write_store_header
 
 
 def _write_rows(ds: h5py.Dataset, rows: np.ndarray, values: np.ndarray) -> None:
@@ -76,16 +73,8 @@ def write_adapted_store(src_path: str | os.PathLike, out: str | os.PathLike, *, 
             _write_rows(ds, query_rows, query_values)
             _write_rows(ds, gallery_rows, gallery_values)
             ds.attrs["adapted_by"] = method
-            group = dst.require_group(ADAPT).create_group(method)
-            for key, value in adapt_attrs.items():
-                group.attrs[key] = value if not isinstance(value, (dict, list)) \
-                    else json.dumps(value, default=str)
-            for key, value in adapt_arrays.items():
-                group.create_dataset(key, data=np.asarray(value))
-            dst.attrs["provenance"] = provenance_json(dict(provenance))
-            dst.attrs["created"] = _dt.datetime.now(_dt.timezone.utc).isoformat(
-                timespec="seconds")
-            dst.attrs["reidcli_version"] = __version__
+            write_adapt_group(dst, method, adapt_arrays, adapt_attrs)
+            write_store_header(dst.attrs, provenance)
             dst.attrs["adapted_from"] = str(src_path)
             dst.attrs["adapt_method"] = method
             dst.attrs["complete"] = True
@@ -98,24 +87,25 @@ def write_adapted_store(src_path: str | os.PathLike, out: str | os.PathLike, *, 
 
 def _write_protocol(src: h5py.File, dst: h5py.File, trial: int, query_rows: np.ndarray,
                     gallery_rows: np.ndarray) -> None:
-    """``/protocol`` with the adapted trial only (``trial_0``), queries = the processed rows.
+    """``/protocol`` with the adapted trial only (trial 0), queries = the processed rows.
 
     A store without a protocol gets one built from its query/gallery split rows."""
     group = dst.create_group(PROTOCOL)
-    if PROTOCOL in src and f"trial_{trial}" in src[PROTOCOL]:
+    first = trial_name(0)
+    if PROTOCOL in src and trial_name(trial) in src[PROTOCOL]:
         for key, value in src[PROTOCOL].attrs.items():
             group.attrs[key] = value
-        src.copy(src[PROTOCOL][f"trial_{trial}"], group, name="trial_0")
+        src.copy(src[PROTOCOL][trial_name(trial)], group, name=first)
         gallery = None
     else:
         group.attrs["name"] = "adapted"
         group.attrs["eval_rule"] = "market"
         group.attrs["options"] = "{}"
-        group.create_group("trial_0")
+        group.create_group(first)
         gallery = np.sort(np.asarray(gallery_rows, np.int64))
     group.attrs["num_trials"] = 1
     group.attrs["adapted_trial"] = int(trial)
-    t0 = group["trial_0"]
+    t0 = group[first]
     if "query_idx" in t0:
         del t0["query_idx"]
     t0.create_dataset("query_idx", data=np.sort(np.asarray(query_rows, np.int64)))

@@ -1,5 +1,5 @@
 """``reid adapt``: read a store, adapt its queries (and normalise its gallery), write the
-adapted store (dart3.md §3.9). :func:`adapt_features` is the in-memory core, usable on any
+adapted store (docs/methods/dart3.md). :func:`adapt_features` is the in-memory core, usable on any
 :class:`~reidcli.adapt.inputs.AdaptInputs` (see :func:`inputs_from_arrays`)."""
 from __future__ import annotations
 
@@ -13,12 +13,13 @@ import numpy as np
 import pandas as pd
 import torch
 
-from reidcli.adapt.config import AdaptConfig
+from reidcli.adapt.config import AdaptConfig, adapt_method
 from reidcli.adapt.inputs import AdaptInputs, CameraTable, read_inputs
 from reidcli.adapt.loop import LoopResult, plan_batches, run_loop
-from reidcli.adapt.norm import normalized_gallery, normalized_queries
+from reidcli.adapt.norm import normalized_gallery
 from reidcli.adapt.statistics import CameraStatistics, camera_statistics
 from reidcli.errors import UsageError
+from reidcli.naming import param
 
 
 @dataclasses.dataclass
@@ -79,19 +80,22 @@ def inputs_from_arrays(queries: np.ndarray, query_cams: np.ndarray, gallery: np.
 def adapt_features(inputs: AdaptInputs, config: AdaptConfig, *, model=None,
                    images_root: str | os.PathLike | None = None,
                    progress: bool = False) -> Adaptation:
-    """Run ``config.method`` on ``inputs`` (dart3.md §3.9 steps 2–7).
+    """Run ``config.method`` on ``inputs`` (docs/methods/dart3.md).
 
     ``model`` is a run directory / model file or a loaded
     :class:`~reidcli.models.checkpoint.LoadedModel` (full DART3, TENT, TEMP).
     """
-    from reidcli.training.engine import resolve_device
+    from reidcli.device import resolve_device
 
     cfg = config.resolved()
     if cfg.uses_model and model is None:
-        raise UsageError(f"{cfg.method}{' --mode full' if cfg.method == 'dart3' else ''} "
-                         "re-runs the backbone on the query images and needs --model",
-                         "pass --model RUN_DIR (and --images-root DIR), or use dart3 --mode "
-                         "lite / norm, which need only the stored embeddings")
+        mode = f" {param('mode', 'full')}" if cfg.method == "dart3" else ""
+        raise UsageError(f"{cfg.method}{mode} re-runs the backbone on the query images and "
+                         f"needs {param('model')}",
+                         f"pass {param('model', 'RUN_DIR')} (and "
+                         f"{param('images_root', 'DIR')}), or use dart3 "
+                         f"{param('mode', 'lite')} / norm, which need only the stored "
+                         "embeddings")
     n_cams = inputs.cameras.num_cameras
     stats = camera_statistics(inputs.queries, inputs.query_codes, inputs.gallery,
                               inputs.gallery_codes, n_cams, mode=cfg.stats, ddof=cfg.std_ddof,
@@ -105,21 +109,23 @@ def adapt_features(inputs: AdaptInputs, config: AdaptConfig, *, model=None,
     initial = {"M_q_init": stats.mean_q, "S_q_init": stats.std_q, "M_g": stats.mean_g,
                "S_g": stats.std_g}
     g_norm = lambda: normalized_gallery(inputs.gallery, inputs.gallery_codes, stats)
-    if cfg.method in ("none", "norm"):              # seconds: the queries' processing only
+    info = adapt_method(cfg.method)
+    closed_form = info.extras.get("closed_form")
+    if closed_form is not None:                     # seconds: the queries' processing only
         started = time.perf_counter()
-        if cfg.method == "none":
-            q = inputs.queries[sel].copy()
-        else:                                       # Alg 1: Q̃ and G̃ with the initial values
-            q = normalized_queries(inputs.queries[sel], inputs.query_codes[sel], stats)
-            arrays.update(initial, M_q=stats.mean_q, S_q=stats.std_q)
+        q = closed_form(inputs.queries[sel], inputs.query_codes[sel], stats)
         seconds = time.perf_counter() - started
-        gallery = inputs.gallery.copy() if cfg.method == "none" else g_norm()
+        if info.extras.get("normalizes_gallery"):   # Alg 1: Q̃ and G̃ with the initial values
+            arrays.update(initial, M_q=stats.mean_q, S_q=stats.std_q)
+            gallery = g_norm()
+        else:
+            gallery = inputs.gallery.copy()
         return Adaptation(cfg, q, gallery, arrays, stats, None, seconds)
 
     torch.manual_seed(cfg.seed)
-    device = resolve_device(cfg.device)
+    device = resolve_device(cfg.device, owner="adaptation")
     runner = _runner(cfg, inputs, model, device) if cfg.uses_model else None
-    adapter, gallery_out = _adapter(cfg, inputs, stats, runner, g_norm, device)
+    adapter, gallery_out = info.extras["build"](cfg, inputs, stats, runner, g_norm, device)
     batch_bn = cfg.uses_model and cfg.bn_mode == "batch"
     plan = plan_batches(inputs.query_codes[sel], batch_size=cfg.batch_size, order=cfg.order,
                         seed=cfg.seed, split_by_camera=cfg.split_by_query_camera,
@@ -146,28 +152,6 @@ def _runner(cfg: AdaptConfig, inputs: AdaptInputs, model, device):
                             flip=bool(inputs.feature_attrs.get("flip", False)))
     runner.check_dim(inputs.dim)
     return runner
-
-
-def _adapter(cfg, inputs, stats, runner, g_norm, device):
-    from reidcli.adapt.dart3 import CameraShiftScale, DART3Adapter
-    from reidcli.adapt.temp import TempAdapter
-    from reidcli.adapt.tent import TentAdapter
-
-    if cfg.method == "tent":
-        return TentAdapter(runner, cfg.tent_logits), inputs.gallery.copy()
-    if cfg.method == "temp":
-        return TempAdapter(runner, inputs.gallery, k=cfg.temp_k,
-                           gallery_sample=cfg.temp_gallery_sample, reg=cfg.temp_reg,
-                           seed=cfg.seed), inputs.gallery.copy()
-    shift_scale = CameraShiftScale(stats, device, cfg.eps) if cfg.external else None
-    gallery = g_norm() if cfg.external else inputs.gallery.copy()
-    adapter = DART3Adapter(gallery, shift_scale=shift_scale,
-                           queries=None if runner else inputs.queries,
-                           grounding=None if runner else inputs.grounding, runner=runner,
-                           tau=cfg.tau, k=cfg.topk, distance=cfg.distance, device=device,
-                           batch_size=cfg.batch_size + cfg.grounding,
-                           precision=cfg.precision)
-    return adapter, gallery
 
 
 def _image_batches(inputs: AdaptInputs, plan, sel: np.ndarray, runner, images_root, cfg):
@@ -220,7 +204,7 @@ def adapt_store(store: str | os.PathLike, out: str | os.PathLike, config: AdaptC
                 save_model: str | os.PathLike | None = None, force: bool = False,
                 drop_convmaps: bool = False, progress: bool = True,
                 command: list[str] | None = None) -> AdaptStoreResult:
-    """Adapt ``store`` with ``config`` and write the adapted store ``out`` (dart3.md §3.9)."""
+    """Adapt ``store`` with ``config`` and write the adapted store ``out`` (docs/methods/dart3.md)."""
     from reidcli import __version__
     from reidcli.adapt.output import write_adapted_store
     from reidcli.io import check_output
@@ -229,7 +213,7 @@ def adapt_store(store: str | os.PathLike, out: str | os.PathLike, config: AdaptC
     cfg = config.resolved()
     check_output(out, force=force)
     if save_model is not None:
-        check_output(save_model, force=force, option="--save-model")
+        check_output(save_model, force=force, option="save_model")
     inputs = read_inputs(store, feature=cfg.feature, trial=cfg.trial, query_cams=cfg.query_cams,
                          grounding=cfg.grounding, grounding_split=cfg.grounding_split)
     cfg = dataclasses.replace(cfg, feature=inputs.feature)
@@ -237,8 +221,8 @@ def adapt_store(store: str | os.PathLike, out: str | os.PathLike, config: AdaptC
                             progress=progress)
     if save_model is not None:
         if result.runner is None:
-            raise UsageError(f"--save-model: {cfg.method} does not change a model",
-                             "use it with dart3 --mode full, tent or temp")
+            raise UsageError(f"{param('save_model')}: {cfg.method} does not change a model",
+                             f"use it with dart3 {param('mode', 'full')}, tent or temp")
         _save_adapted_model(result.runner, save_model, cfg, store)
     q_rows = inputs.query_rows[inputs.selected]
     arrays = dict(result.arrays, query_rows=q_rows)

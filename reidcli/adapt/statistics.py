@@ -1,4 +1,4 @@
-"""Per-camera statistics and camera normalisation (DART3 Alg 1; dart3.md §3.2, §4.2).
+"""Per-camera statistics and camera normalisation (DART3 paper Alg. 1; docs/methods/dart3.md).
 
 Cameras are integer codes ``0..n-1`` (one per distinct camera of the store, see
 :mod:`reidcli.adapt.inputs`). For each camera the shift is the mean and the scale the
@@ -15,7 +15,8 @@ import dataclasses
 
 import numpy as np
 
-from reidcli.errors import UsageError
+from reidcli.errors import ParameterError, UsageError
+from reidcli.naming import param
 
 _CHUNK_ROWS = 8192
 
@@ -61,7 +62,7 @@ def camera_statistics(q_feats: np.ndarray, q_codes: np.ndarray, g_feats: np.ndar
                       ddof: int = 0, eps: float = 1e-6, max_per_camera: int | None = None,
                       seed: int = 0, extra_feats: np.ndarray | None = None,
                       extra_codes: np.ndarray | None = None) -> CameraStatistics:
-    """Statistics of every camera code ``0..num_cameras-1`` (dart3.md §3.2).
+    """Statistics of every camera code ``0..num_cameras-1`` (DART3 paper Alg. 1).
 
     q_feats [Nq, d], q_codes [Nq]; g_feats [Ng, d], g_codes [Ng]. ``max_per_camera`` draws at
     most that many rows per camera without replacement (seeded; pooled rows are drawn
@@ -101,8 +102,9 @@ def camera_statistics(q_feats: np.ndarray, q_codes: np.ndarray, g_feats: np.ndar
                 used[c] = len(q_pick) if len(q_pick) else len(g_pick)
                 continue
         else:
-            raise UsageError(f"--stats {mode!r} is not pooled or separate", "use --stats pooled")
-        # no test row: the grounding pool (dart3.md §3.8)
+            raise ParameterError("camera statistics", "stats", mode,
+                                 "is not pooled or separate", f"use {param('stats', 'pooled')}")
+        # no test row: the grounding pool (docs/methods/dart3.md)
         e_rows = np.array([], np.int64) if extra_codes is None else \
             _subsample(np.flatnonzero(extra_codes == c), max_per_camera, rng)
         if not len(e_rows):

@@ -1,4 +1,4 @@
-"""TEMP — test-time similarity modification (Adachi et al., Eq 8–9; dart3.md §4.4).
+"""TEMP — test-time similarity modification (Adachi et al., Eq 8–9; docs/methods/dart3.md).
 
 The entropy of the softmax over each query's k largest cosine similarities to the gallery
 (a seeded subset of at most ``gallery_sample`` stored rows), plus
@@ -13,6 +13,7 @@ import torch.nn.functional as F
 
 from reidcli.adapt.base import Adapter, BackboneRunner, Batch
 from reidcli.adapt.losses import temp_loss
+from reidcli.registry import register_info
 
 
 class TempAdapter(Adapter):
@@ -46,5 +47,18 @@ class TempAdapter(Adapter):
     def arrays(self) -> dict[str, np.ndarray]:
         return {**self.runner.arrays(), "temp_gallery_rows": self.gallery_rows}
 
+
+def build(cfg, inputs, stats, runner, gallery_normalized, device):
+    """(adapter, scoring gallery) of ``reid adapt temp``: the stored gallery as it is."""
+    return (TempAdapter(runner, inputs.gallery, k=cfg.temp_k,
+                        gallery_sample=cfg.temp_gallery_sample, reg=cfg.temp_reg,
+                        seed=cfg.seed), inputs.gallery.copy())
+
+
+register_info("temp", stage="adapt", paper="Adachi et al. (TEMP)",
+              summary="TEMP: entropy of the top-k cosine similarities to the gallery, BN γ/β "
+                      "(needs --model).",
+              defaults=dict(batch_size=16, lr=3.5e-4, bn_mode="running"),
+              extras={"build": build, "needs_model": ("lite", "full")})
 
 __all__ = ["TempAdapter"]

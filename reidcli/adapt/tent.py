@@ -1,4 +1,4 @@
-"""TENT — entropy minimisation of the BN affine parameters (Wang et al.; dart3.md §4.3).
+"""TENT — entropy minimisation of the BN affine parameters (Wang et al.; DART3 paper Eq. 7).
 
 The "classification" distribution of a retrieval model is the softmax of the source
 identity classifier (the mean of the per-head entropies over PCB's 6 part classifiers);
@@ -14,6 +14,8 @@ import torch
 from reidcli.adapt.base import Adapter, BackboneRunner, Batch
 from reidcli.adapt.losses import softmax_entropy, tent_loss
 from reidcli.errors import UsageError
+from reidcli.registry import register_info
+from reidcli.naming import param
 
 
 class TentAdapter(Adapter):
@@ -22,7 +24,8 @@ class TentAdapter(Adapter):
     def __init__(self, runner: BackboneRunner, logits: str = "classifier"):
         if logits == "classifier" and runner.loaded.module.num_classes == 0:
             raise UsageError(f"model {runner.loaded.path} has no identity classifier for TENT",
-                             "use --tent-logits features (softmax over the embedding)")
+                             f"use {param('tent_logits', 'features')} (softmax over the "
+                             "embedding)")
         self.runner, self.logits = runner, logits
 
     def parameters(self) -> list[torch.Tensor]:
@@ -39,5 +42,15 @@ class TentAdapter(Adapter):
     def arrays(self) -> dict[str, np.ndarray]:
         return self.runner.arrays()
 
+
+def build(cfg, inputs, stats, runner, gallery_normalized, device):
+    """(adapter, scoring gallery) of ``reid adapt tent``: the stored gallery as it is."""
+    return TentAdapter(runner, cfg.tent_logits), inputs.gallery.copy()
+
+
+register_info("tent", stage="adapt", paper="Wang et al., ICLR 2021",
+              summary="TENT: entropy of the identity classifier, BN γ/β (needs --model).",
+              defaults=dict(batch_size=64, lr=3.5e-4, bn_mode="batch"),
+              extras={"build": build, "needs_model": ("lite", "full")})
 
 __all__ = ["TentAdapter"]

@@ -1,5 +1,5 @@
 """`reid adapt METHOD` — test-time adaptation of a store's query features (thin CLI over
-:func:`reidcli.adapt.adapt_store`; options and defaults of dart3.md §5 and §10)."""
+:func:`reidcli.adapt.adapt_store`; options and defaults of docs/methods/dart3.md)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -10,21 +10,15 @@ import typer
 app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Test-time adaptation of a store's features (DART3, Norm, TENT, TEMP).")
 
-METHOD_HELP = {
-    "none": "No-adapt: copy the queries and gallery unchanged (the source model's result).",
-    "norm": "Camera normalisation (Alg 1): z-score every row with its camera's statistics.",
-    "dart3": "DART3 (default --mode lite: stored embeddings; --mode full: also the "
-             "backbone's BN γ/β on the query images, needs --model).",
-    "dart3-lite": "DART3 LITE (= dart3 --mode lite): black-box, stored embeddings only.",
-    "tent": "TENT: entropy of the identity classifier, BN γ/β (needs --model).",
-    "temp": "TEMP: entropy of the top-k cosine similarities to the gallery, BN γ/β "
-            "(needs --model).",
-}
+
+
+#: library parameters whose flag is not ``--`` + their name
+FLAGS = {"external": "--no-external"}
 
 
 def _cams(text: Optional[str]) -> Optional[list[int]]:
-    from reidcli.evaluation.protocols import parse_camera_list
-    return parse_camera_list(text, "--query-cams")
+    from reidcli.cameras import parse_cameras
+    return parse_cameras(text, "query_cams", owner="adaptation")
 
 
 def _make(method: str):
@@ -95,9 +89,10 @@ def _make(method: str):
         quiet: bool = typer.Option(False, "--quiet", help="No progress or summary."),
     ) -> None:
         from reidcli.adapt import AdaptConfig, adapt_store
-        from reidcli.cli.context import invoked_command
+        from reidcli.cli.context import invoked_command, set_flag_names
         from reidcli.progress import ENABLED
 
+        set_flag_names(FLAGS)
         cfg = AdaptConfig(
             method=method, mode=mode, feature=feature, trial=trial,
             query_cams=_cams(query_cams), batch_size=batch_size, steps=steps, lr=lr,
@@ -124,9 +119,16 @@ def _make(method: str):
         typer.echo(f"wrote {result.out}: {label} on {result.num_queries} queries{extra}, "
                    f"{a.seconds:.2f} s ({a.per_query_seconds * 1e3:.2f} ms/query)", err=True)
 
-    command.__doc__ = METHOD_HELP[method]
     return command
 
 
-for _name in METHOD_HELP:
-    app.command(_name, help=METHOD_HELP[_name])(_make(_name))
+def _add_commands() -> None:
+    """One command per adaptation method of the registry (each module declares its own)."""
+    from reidcli import registry
+    for info in registry.methods("adapt"):
+        command = _make(info.name)
+        command.__doc__ = info.summary
+        app.command(info.name, help=info.summary)(command)
+
+
+_add_commands()

@@ -1,9 +1,11 @@
-"""What the running ``reid`` invocation was called with (for provenance records)."""
+"""What the running ``reid`` invocation was called with: its arguments (for provenance
+records) and the flags that set library parameters (for error messages)."""
 from __future__ import annotations
 
 import sys
 
 _ARGV: list[str] | None = None
+_FLAGS: dict[str, str] = {}
 
 
 def set_invocation(argv: list[str]) -> None:
@@ -15,3 +17,24 @@ def invoked_command() -> list[str]:
     """``["reid", *args]`` of the current invocation (``sys.argv`` outside :func:`main`)."""
     args = _ARGV if _ARGV is not None else sys.argv[1:]
     return ["reid", *args]
+
+
+def set_flag_names(flags: dict[str, str]) -> None:
+    """Record which flag sets which library parameter in the running command (only where the
+    flag is not ``--`` + the parameter's name with ``-`` for ``_``)."""
+    _FLAGS.update(flags)
+
+
+def reset_flag_names() -> None:
+    """Forget the previous invocation's flags (called at the start of each invocation)."""
+    _FLAGS.clear()
+
+
+def flag_for(parameter: str) -> str:
+    """The flag of the running command that sets ``parameter``.
+
+    A name that already is a flag or an argument (``--out``, ``OUT``), or a phrase rather than
+    a parameter name, is returned as is."""
+    if parameter.startswith("-") or parameter.isupper() or " " in parameter:
+        return parameter
+    return _FLAGS.get(parameter, "--" + parameter.replace("_", "-"))

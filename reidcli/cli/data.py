@@ -14,13 +14,18 @@ app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False)
 
 
 def parse_key_values(items: List[str] | None, option: str) -> dict:
-    """``["a=1", "b=x"]`` → ``{"a": 1, "b": "x"}`` (ints, floats, true/false, none parsed)."""
+    """``["a=1", "b=x"]`` → ``{"a": 1, "b": "x"}`` (ints, floats, true/false, none parsed).
+
+    Each key is registered as set by ``option`` (errors about it name ``--option key``)."""
+    from reidcli.cli.context import set_flag_names
+
     out = {}
     for item in items or []:
         if "=" not in item:
             raise UsageError(f"{option} {item!r} is not key=value", f"write e.g. {option} seed=3")
         key, value = item.split("=", 1)
         out[key.strip().replace("-", "_")] = _parse_value(value.strip())
+    set_flag_names({key: f"{option} {key}" for key in out})
     return out
 
 
@@ -117,7 +122,7 @@ def synth(
                                               "override key=value, e.g. num_cameras=4."),
     force: bool = typer.Option(False, "--force", help="Regenerate an existing folder."),
 ) -> None:
-    """Render the procedural synthetic dataset (datasets.md §8) in the Market-1501 layout."""
+    """Render the procedural synthetic dataset (docs/datasets.md) in the Market-1501 layout."""
     import pandas as pd
 
     from reidcli.data.synthetic import generate

@@ -65,11 +65,10 @@ def evaluate(
     """Evaluate a feature store: CMC, mAP, mINP (and PUR, CMC-AUC, NMI, per camera)."""
     from rich.console import Console
 
-    from reidcli.cli.context import invoked_command
+    from reidcli.cli.context import invoked_command, set_flag_names
     from reidcli.evaluation.engine import EvalOptions
     from reidcli.evaluation.errors import EvaluationError
-    from reidcli.evaluation.protocols import parse_camera_list
-    from reidcli.evaluation.ranking import AP_CONVENTIONS
+    from reidcli.cameras import parse_cameras
     from reidcli.evaluation.report import build_report, render_tables, write_csv, write_json
     from reidcli.evaluation.rerank import RerankOptions
     from reidcli.evaluation.run import StoreEvalRequest, evaluate_store
@@ -77,13 +76,12 @@ def evaluate(
     from reidcli.progress import ENABLED
     from reidcli.provenance import make_provenance
 
-    if ap not in AP_CONVENTIONS:
-        raise EvaluationError(f"--ap {ap!r} is unknown", f"use one of {', '.join(AP_CONVENTIONS)}")
-    if max_rank < 1:
-        raise EvaluationError(f"--max-rank {max_rank} must be ≥ 1", "e.g. --max-rank 50")
-    if sgs_repeats < 1 or block_size < 0:
-        raise EvaluationError("--sgs-repeats must be ≥ 1 and --block-size ≥ 0",
-                              "use the defaults (10, 0)")
+    # library parameters set by flags of another name (errors name the flag typed);
+    # values are checked by the library (EvalOptions, RerankOptions, StoreEvalRequest)
+    set_flag_names({"ap_convention": "--ap", "full_curve": "--full-cmc",
+                    "block_rows": "--block-size", "lambda_value": "--lambda",
+                    "query_cameras": "--query-cams", "json_out": "--json",
+                    "csv_out": "--csv"})
     if query_cams is not None and train_cams is not None:
         raise EvaluationError("--query-cams and --train-cams both given",
                               "pass one of them")
@@ -99,8 +97,8 @@ def evaluate(
     request = StoreEvalRequest(
         store=store, model=model, feature=feature, protocol=protocol, trials=trials,
         distance=distance, feat_norm=feat_norm, n_parts=n_parts,
-        query_cams=parse_camera_list(query_cams, "--query-cams"),
-        train_cams=parse_camera_list(train_cams, "--train-cams"),
+        query_cams=parse_cameras(query_cams, "query_cams", owner="evaluation"),
+        train_cams=parse_cameras(train_cams, "train_cams", owner="evaluation"),
         rerank=RerankOptions(k1, k2, lambda_value) if rerank else None, nmi=nmi, nmi_k=nmi_k,
         device=device, options=options)
     evaluation = evaluate_store(request)

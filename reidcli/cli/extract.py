@@ -79,7 +79,7 @@ def extract(
         raise UsageError("--shard needs --model", "hand-crafted extraction is not sharded")
     if not names and not map_names:
         names = ["hsv-stripes"]
-    check_output(out, force, "--out")
+    check_output(out, force)
     layout = dataset_layout(dataset, root, trials=trials, progress=ENABLED,
                             **parse_key_values(option, "--option"))
     path = extract_handcrafted_store(layout, out, names, maps=map_names, maps_dtype=maps_dtype,
@@ -104,7 +104,7 @@ def _extract_with_model(model, dataset, out, root, names, map_names, maps_dtype,
 
     size = parse_size(map_size)
     part = parse_shard(shard) if shard else None
-    check_output(out, force, "--out")
+    check_output(out, force)
     layout = dataset_layout(dataset, root, trials=trials, progress=ENABLED,
                             **parse_key_values(option, "--option"))
     path = extract_model_store(layout, out, model, features=names, maps=map_names,

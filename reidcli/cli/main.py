@@ -13,8 +13,9 @@ from typing import Optional, Sequence
 import typer
 
 from reidcli import __version__
-from reidcli.cli.context import set_invocation
-from reidcli.errors import ReidError
+from reidcli.cli.context import flag_for, reset_flag_names, set_invocation
+from reidcli.errors import ParameterError, ReidError
+from reidcli.naming import set_flag_namer
 
 app = typer.Typer(
     name="reid",
@@ -41,9 +42,17 @@ def _root(
     """reidcli — run published re-ID methods from the shell."""
 
 
+_REGISTERED: list[bool] = []
+
+
 def _register() -> None:
-    from reidcli.cli import (adapt, data, demo, eval as eval_cli, extract, fit_pooling, plot,
-                             store, train)
+    """Add the stage commands (once). Done inside :func:`main`, so a method module that fails
+    to import while the commands are generated is reported as a one-line error."""
+    if _REGISTERED:
+        return
+    _REGISTERED.append(True)
+    from reidcli.cli import (adapt, data, demo, eval as eval_cli, extract, fit_pooling,
+                             methods, plot, store, train)
 
     app.add_typer(data.app, name="data", help="List, describe, check and synthesise datasets.")
     app.add_typer(store.app, name="store", help="Inspect, import and merge feature stores.")
@@ -55,9 +64,7 @@ def _register() -> None:
     app.command("eval", help=eval_cli.HELP, context_settings=eval_cli.CONTEXT)(eval_cli.evaluate)
     app.add_typer(plot.app, name="plot", help="Figures: CMC, t-SNE, weight maps, rank lists.")
     app.command("demo", help=demo.HELP)(demo.demo)
-
-
-_register()
+    app.command("methods", help=methods.HELP)(methods.methods)
 
 
 def print_error(exc: ReidError) -> None:
@@ -72,11 +79,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     debug = "--debug" in args
     args = [a for a in args if a != "--debug"]
     set_invocation(args)
+    reset_flag_names()
+    set_flag_namer(flag_for)             # library messages name parameters by their flags
     try:
+        _register()
         app(args=args, prog_name="reid", standalone_mode=True)
     except ReidError as exc:
         if debug:
             traceback.print_exc()
+        if isinstance(exc, ParameterError):          # library terms → the flag typed
+            exc = exc.for_flag(flag_for(exc.parameter))
         print_error(exc)
         raise SystemExit(exc.exit_code) from None
     except KeyboardInterrupt:
@@ -84,6 +96,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             traceback.print_exc()
         sys.stderr.write("error: interrupted — outputs in progress were removed\n")
         raise SystemExit(130) from None
+    finally:
+        set_flag_namer(None)
     return 0
 
 

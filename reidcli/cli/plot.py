@@ -31,7 +31,10 @@ def cmc(results: List[Path] = typer.Argument(..., help="Result JSON files of rei
         title: Optional[str] = typer.Option(None, "--title"),
         force: bool = FORCE) -> None:
     """CMC curves of several runs on one axis (mean ± std band over trials)."""
+    from reidcli.cli.context import set_flag_names
     from reidcli.plotting.cmc import plot_cmc
+
+    set_flag_names({"labels": "--label"})
 
     _done(plot_cmc(results, out, labels=label, max_rank=max_rank, title=title,
                    force=force).path)
@@ -51,7 +54,10 @@ def tsne(store: Path = typer.Argument(..., help="Feature store (.h5)."), out: Pa
          perplexity: float = typer.Option(30.0, "--perplexity"),
          seed: int = SEED, force: bool = FORCE) -> None:
     """t-SNE of embeddings coloured by camera / identity / modality / domain."""
+    from reidcli.cli.context import set_flag_names
     from reidcli.plotting.tsne import plot_tsne
+
+    set_flag_names({"splits": "--split"})
 
     splits = [s.strip() for s in split.split(",")] if split else None
     _done(plot_tsne(store, out, feature=feature, color_by=color_by, marker_by=marker_by,
@@ -70,7 +76,10 @@ def weight_maps(fitted: Path = typer.Argument(..., help="Fitted C-DPCF/DPCF file
                                            "(Fig. 5) | both."),
                 force: bool = FORCE) -> None:
     """C-DPCF Fig. 4 (first maps per layer and camera) and Fig. 5 (Σ|maps| + mean image)."""
+    from reidcli.cli.context import set_flag_names
     from reidcli.plotting.weight_maps import plot_weight_maps
+
+    set_flag_names({"num_maps": "--maps"})
 
     chosen = [s.strip() for s in layers.split(",")] if layers else None
     _done(plot_weight_maps(fitted, out, trial=trial, layers=chosen, num_maps=num_maps,

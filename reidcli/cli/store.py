@@ -9,7 +9,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from reidcli.cli.context import invoked_command
+from reidcli.cli.context import invoked_command, set_flag_names
 from reidcli.store import open_store
 from reidcli.store.importer import import_store
 from reidcli.store.merge import merge_shards
@@ -90,6 +90,7 @@ def import_(
     force: bool = typer.Option(False, "--force", help="Overwrite OUT."),
 ) -> None:
     """Build a store from embeddings made by any other tool."""
+    set_flag_names({"out": "OUT", "labels_csv": "--labels", "feature_name": "--name"})
     arrays = {k: v for k, v in (("pid", pid), ("camid", camid), ("split", split),
                                  ("modality", modality)) if v is not None}
     path = import_store(out, npz=npz, features=features, labels_csv=labels,
@@ -107,6 +108,7 @@ def merge(
     force: bool = typer.Option(False, "--force", help="Overwrite OUT."),
 ) -> None:
     """Join shards written with --shard i/n into one store."""
+    set_flag_names({"out": "OUT"})
     path = merge_shards(out, shards, force=force, command=invoked_command())
     with open_store(path) as st:
         typer.echo(f"wrote {path}: {st.num_rows} rows from {len(shards)} shards")

@@ -1,6 +1,6 @@
 """`reid train pcb|bot` — network training (thin CLI over :mod:`reidcli.training.engine`).
 
-Defaults are the papers' (pcb.md §2, dmgnet.md §4/§7); ``--preset tiny|quick`` shrinks the
+Defaults are the papers' (docs/methods/pcb.md, docs/methods/bot.md); ``--preset tiny|quick`` shrinks the
 model and schedule for CPU runs; explicit options win over both.
 """
 from __future__ import annotations
@@ -39,15 +39,8 @@ QUIET = typer.Option(False, "--quiet")
 
 
 def _cams(text: Optional[str]) -> Optional[list[int]]:
-    from reidcli.errors import UsageError
-
-    if text is None:
-        return None
-    try:
-        return sorted({int(t) for t in text.split(",") if t.strip()})
-    except ValueError:
-        raise UsageError(f"--train-cams {text!r} is not a comma list of 0-based camera "
-                         "indices", "e.g. --train-cams 0,1,2,3,4") from None
+    from reidcli.cameras import parse_cameras
+    return parse_cameras(text, "train_cams", owner="training")
 
 
 def _steps(text: Optional[str]) -> Optional[list[int]]:
@@ -68,7 +61,7 @@ def run_training(method: str, *, dataset: Optional[str], root: Optional[Path],
     """Build the config, train, print a one-line summary (shared by every method).
 
     ``explicit`` holds the command's other options as parsed (None = not given)."""
-    from reidcli.cli.context import invoked_command
+    from reidcli.cli.context import invoked_command, set_flag_names
     from reidcli.cli.data import parse_key_values
     from reidcli.data.transforms import parse_size
     from reidcli.errors import UsageError
@@ -76,6 +69,7 @@ def run_training(method: str, *, dataset: Optional[str], root: Optional[Path],
     from reidcli.training.config import make_config
     from reidcli.training.engine import train_model
 
+    set_flag_names({"p": "--P", "k": "--K"})
     if resume is not None:
         run_dir, resuming = resume, True
         if out is not None and Path(out) != Path(resume):

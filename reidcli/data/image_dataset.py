@@ -1,7 +1,7 @@
 """A torch ``Dataset`` over a record table, and a DataLoader helper.
 
 Images are decoded with ``PIL.Image.open(path).convert("RGB")`` for every dataset
-(datasets.md §1: single-channel SYSU IR / RegDB thermal images become 3 equal channels).
+(docs/datasets.md: single-channel SYSU IR / RegDB thermal images become 3 equal channels).
 """
 from __future__ import annotations
 
@@ -58,7 +58,7 @@ def load_rgb(path: str | os.PathLike) -> Image.Image:
 
 
 class ImageRecordDataset(torch.utils.data.Dataset):
-    """The images of a record table (datasets.md §2) with their labels.
+    """The images of a record table (docs/datasets.md) with their labels.
 
     Item ``i`` (row ``i`` of ``records`` after ``reset_index``) is a dict:
 

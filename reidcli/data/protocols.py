@@ -1,50 +1,51 @@
-"""Seeded and derived protocols built on loaded records (datasets.md §5.15-5.16).
+"""Seeded and derived protocols built on loaded records (docs/datasets.md).
 
 Two kinds of procedure live here:
 
 * **Seeded protocols on all images of a dataset** — :func:`single_shot_half` (C-DPCF,
-  cdpcf.md §5), :func:`warca_protocol` (warca.md §5, A8/A9), :func:`random_pairs` (iLIDS
+  docs/methods/cdpcf.md), :func:`warca_protocol` (docs/datasets.md), :func:`random_pairs` (iLIDS
   ``dg``). They draw every trial at once from an explicit seed and cache the trials as JSON with
   paths relative to the dataset folder (:func:`reidcli.data.splits.cached_trials`), so a reload
   gives exactly the same trials. The half/half and WARCA trials are drawn by the builders the
   small-set loaders use (:mod:`reidcli.data.datasets.single_shot`), so e.g. VIPeR's own
   ``warca`` trials equal :func:`warca_protocol` on VIPeR's records with ``name="viper"``.
 * **Derived protocols on a loaded split** (no randomness of their own, nothing to cache) —
-  :func:`camera_holdout` (DART3's new camera, dart3.md §6.4), :func:`domain_holdout` (DMG-Net,
-  dmgnet.md §5), :func:`limit_train_ids` (C-DPCF's reduced training ids, cdpcf.md §5).
+  :func:`camera_holdout` (DART3's new camera, docs/methods/dart3.md), :func:`domain_holdout` (DMG-Net,
+  docs/datasets.md), :func:`limit_train_ids` (C-DPCF's reduced training ids, docs/methods/cdpcf.md).
   :func:`reidcli.data.load` applies them to *any* dataset (``protocol="camera_holdout"``,
   ``train_ids_limit=10``, ...), see :data:`DERIVED`.
 
 :func:`apply_protocol` dispatches by name; loaders call it for protocols other than their own
-standard split (the synthetic loader does for ``protocol=...``). :func:`compose_sources`
-builds the DG training compositions Mixed A / Mixed B (datasets.md §5.15).
+standard split (the synthetic loader does for ``protocol=...``). The DG training
+compositions Mixed A / Mixed B (docs/datasets.md) are in :mod:`reidcli.data.compositions`.
 
 Identities are compared through their global key ``(dataset, domain, pid_scope, pid)``
-(datasets.md §1), never the bare pid, so records of several synthetic domains or both MSMT17
+(docs/datasets.md), never the bare pid, so records of several synthetic domains or both MSMT17
 pid scopes never merge persons.
 """
 from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 import pandas as pd
 
+from reidcli.cameras import parse_cameras
 from reidcli.data.datasets.single_shot import Pool, two_view_trials, warca_trials
-from reidcli.data.records import DatasetSplit, empty_frame, normalize_frame
+from reidcli.data.records import DatasetSplit, normalize_frame
 from reidcli.data.splits import (Trial, cached_trials, choose_ids, protocol_rng,
                                  relative_paths, split_from_trial)
-from reidcli.errors import DatasetError, UsageError
+from reidcli.errors import DatasetError, ParameterError, UsageError
 
-#: C-DPCF's reduced-training-id sizes (cdpcf.md §5, Fig. 7); other positive sizes are accepted
+#: C-DPCF's reduced-training-id sizes (docs/methods/cdpcf.md, Fig. 7); other positive sizes are accepted
 PAPER_TRAIN_IDS_LIMITS = (10, 30, 50, 100)
 #: cameras trained on by default in camera_holdout: the paper's usual count (MSMT17 5/10,
 #: Duke 5/3, Market 5/1; synthetic ``dart3`` 5/3), taken as the lowest camera ids
 DEFAULT_NUM_TRAIN_CAMS = 5
-#: DART3's training-camera subsets (0-based camids, dart3.md §6.4 and §9 item 12: MSMT17 5-cam
-#: = file cameras 2-6, supported by the paper's 8,245-image count; the others [D]); pass one as
+#: DART3's training-camera subsets (0-based camids, docs/methods/dart3.md: MSMT17 5-cam
+#: = file cameras 2-6, supported by the paper's 8,245-image count; the others are toolkit choices); pass one as
 #: ``train_cams=DART3_TRAIN_CAMS["msmt17_5"]``
 DART3_TRAIN_CAMS = {"msmt17_5": (1, 2, 3, 4, 5), "msmt17_10": tuple(range(1, 11)),
                     "dukemtmc_5": (0, 1, 2, 3, 4), "market1501_5": (0, 1, 2, 3, 4),
@@ -143,8 +144,8 @@ def single_shot_half(records: pd.DataFrame, *, trial: int, seed: int, dataset_ro
                      unpaired_in_gallery: bool = False, all_probe_images: bool = False,
                      all_gallery_images: bool = False,
                      protocol: str = "single_shot_half") -> DatasetSplit:
-    """Two-view half/half person split (cdpcf.md §5; datasets.md §5.16 C-DPCF, §8.1 small-data
-    synthetic presets, e.g. ``cdpcf``'s target domain ``synthetic/d1``).
+    """Two-view half/half person split (docs/methods/cdpcf.md; docs/datasets.md: C-DPCF, and the
+    small-data synthetic presets, e.g. ``cdpcf``'s target domain ``synthetic/d1``).
 
     Eligible persons (pid > 0) have images in both ``probe_cam`` and ``gallery_cam``. Per
     trial (``num_trials`` seeded splits), ``n_test_ids`` (default: half, rounded down) of them
@@ -210,37 +211,60 @@ def check_train_ids_limit(train_ids_limit: Any, repeats: Any) -> int:
     return repeats
 
 
+def reduced_id_subset(ids: np.ndarray, limit: int, *, seed: int, trial: int, repeat: int,
+                      owner: str = "reduced training ids", parameter: str = "train_ids_limit",
+                      where: str = "") -> np.ndarray:
+    """C-DPCF's reduced training ids (docs/methods/cdpcf.md): which rows belong to ``limit`` drawn
+    persons. bool [n].
+
+    ``ids`` [n] is an integer identity per training row; rows with a negative id (junk,
+    distractors) are never drawn. The distinct non-negative ids, sorted ascending, form the
+    pool; ``limit`` of them are drawn without replacement by
+    ``Generator(PCG64(SeedSequence([seed, 11, trial, repeat, limit]))).choice(pool, limit,
+    replace=False)``, and the mask marks every row of a drawn id. Which *positions* of the
+    sorted pool are drawn depends only on (seed, trial, repeat, limit) and the pool size, so
+    two callers draw the same persons when their ids sort the persons the same way.
+
+    :class:`~reidcli.errors.ParameterError` (``owner``/``parameter``, ``where`` appended to
+    the message) when ``limit`` exceeds the pool.
+    """
+    ids = np.asarray(ids, dtype=np.int64)
+    pool = np.unique(ids[ids >= 0])
+    limit = int(limit)
+    if limit > len(pool):
+        raise ParameterError(owner, parameter, limit,
+                             f"exceeds the {len(pool)} training ids{where}",
+                             f"use at most {len(pool)}")
+    rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence(
+        [int(seed), 11, int(trial), int(repeat), limit])))
+    chosen = rng.choice(pool, size=limit, replace=False)
+    return np.isin(ids, chosen) & (ids >= 0)
+
+
 def limit_train_ids(split: DatasetSplit, *, train_ids_limit: int, repeats: int = 5,
                     repeat: int = 0, seed: int | None = None) -> DatasetSplit:
-    """C-DPCF's reduced training ids (cdpcf.md §5 "Reduced training ids", Fig. 7).
+    """C-DPCF's reduced training ids (docs/methods/cdpcf.md, Fig. 7).
 
-    Subset ``repeat`` (0 ≤ repeat < repeats) of the loaded trial ``split``: n =
-    ``train_ids_limit`` of its training persons drawn without replacement with
-    ``Generator(PCG64(SeedSequence([seed, 11, t, r, n])))`` (t = ``split.trial``, sorted
-    identity keys; the same draw as ``reid fit-pooling --train-ids``), all their training
-    images kept; query/gallery unchanged. The result is trial ``t · repeats + repeat`` of
+    Subset ``repeat`` (0 ≤ repeat < repeats) of the loaded trial ``split``: the training
+    images of n = ``train_ids_limit`` of its training persons, drawn by
+    :func:`reduced_id_subset` over their :func:`identity_codes` with trial t =
+    ``split.trial``; query/gallery unchanged. The result is trial ``t · repeats + repeat`` of
     ``num_trials · repeats``; ``eval_kwargs`` gains ``split`` (= t unless the split already
     names one) and ``repeat``. ``seed`` defaults to the split's ``seed`` option (else 0).
     """
     repeats = check_train_ids_limit(train_ids_limit, repeats)
     limit = int(train_ids_limit)
     if not 0 <= repeat < repeats:
-        raise UsageError(f"repeat={repeat} is outside 0..{repeats - 1}", "pass a valid repeat")
+        raise ParameterError("reduced training ids", "repeat", repeat,
+                             f"is outside 0..{repeats - 1}", "pass a valid repeat")
     if seed is None:
         seed = split.options.get("seed")
-    seed = int(seed or 0)
     train = split.train
-    ids = identity_codes(train)
-    pool = np.unique(ids[ids >= 0])
-    if limit > len(pool):
-        raise UsageError(f"train_ids_limit={limit} exceeds the {len(pool)} training ids of "
-                         f"{split.name} trial {split.trial}",
-                         f"pass train_ids_limit ≤ {len(pool)}")
-    rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence(
-        [seed, 11, int(split.trial), int(repeat), limit])))
-    chosen = rng.choice(pool, size=limit, replace=False)
+    keep = reduced_id_subset(identity_codes(train), limit, seed=int(seed or 0),
+                             trial=int(split.trial), repeat=int(repeat),
+                             where=f" of {split.name} trial {split.trial}")
     return DatasetSplit(
-        name=split.name, train=_subset(train, np.isin(ids, chosen)), query=split.query,
+        name=split.name, train=_subset(train, keep), query=split.query,
         gallery=split.gallery, val=split.val, eval_rule=split.eval_rule,
         eval_kwargs={"split": int(split.trial), **split.eval_kwargs, "repeat": int(repeat)},
         trial=int(split.trial) * repeats + int(repeat),
@@ -254,7 +278,7 @@ def warca_protocol(records: pd.DataFrame, *, trial: int, seed: int, dataset_root
                    warca_draw: str = "gallery_single", num_splits: int = 10,
                    domain: str | None = None, name: str | None = None,
                    protocol: str = "warca") -> DatasetSplit:
-    """WARCA's protocol (warca.md §5, notes A8/A9; datasets.md §5.16).
+    """WARCA's protocol (docs/datasets.md).
 
     ``test_ids`` (P; default half of the eligible persons) random test persons per split —
     only persons with ≥ 2 images are ever test persons — and every other person (pid > 0)
@@ -292,7 +316,7 @@ def warca_protocol(records: pd.DataFrame, *, trial: int, seed: int, dataset_root
 def random_pairs(records: pd.DataFrame, *, trial: int, seed: int, dataset_root: Path,
                  test_ids: int, num_trials: int = 10, name: str | None = None,
                  protocol: str = "dg") -> DatasetSplit:
-    """DG test protocol of iLIDS (datasets.md §5.13, dmgnet.md §5.3): two random images per
+    """DG test protocol of iLIDS (docs/datasets.md): two random images per
     person fixed once (probe candidate, gallery candidate); per trial ``test_ids`` random
     persons give one probe and one gallery image each. No training images."""
     records, rel = _prepare(records, dataset_root)
@@ -325,30 +349,6 @@ def random_pairs(records: pd.DataFrame, *, trial: int, seed: int, dataset_root: 
 
 
 # -- DART3: new camera ------------------------------------------------------------------------
-def parse_cameras(value: Any, option: str = "train_cams") -> list[int]:
-    """``"0,1,2"`` / ``"0-4"`` / ``[0, 1, 2]`` / ``3`` → sorted 0-based camera ids."""
-    if isinstance(value, str):
-        items = []
-        for part in (v for v in value.replace(" ", "").split(",") if v):
-            lo, sep, hi = part.partition("-")
-            if sep and lo.isdigit() and hi.isdigit():
-                items.extend(range(int(lo), int(hi) + 1))
-            else:
-                items.append(part)
-    elif isinstance(value, (list, tuple, set, range, np.ndarray)):
-        items = list(value)
-    else:
-        items = [value]
-    try:
-        cams = sorted({int(v) for v in items})
-    except (TypeError, ValueError):
-        raise UsageError(f"{option}={value!r} is not a list of camera ids",
-                         f"write e.g. {option}=0,1,2,3,4 (0-based)") from None
-    if not cams or cams[0] < 0:
-        raise UsageError(f"{option}={value!r} needs 0-based camera ids", f"e.g. {option}=0,1,2")
-    return cams
-
-
 def _has_cross_camera_match(query: pd.DataFrame, gallery: pd.DataFrame) -> bool:
     """Whether some query has a gallery image of its identity from another camera (E1)."""
     if query.empty or gallery.empty:
@@ -370,16 +370,16 @@ def camera_holdout(split_or_records: DatasetSplit | pd.DataFrame, *, train_cams:
                    num_train_cams: int | None = None, gallery_cams: str = "unseen",
                    trial: int = 0, seed: int | None = None, dataset_root: Path | None = None,
                    name: str | None = None) -> DatasetSplit:
-    """DART3's "new camera in an existing network" protocol (dart3.md §6.4; datasets.md §5.16).
+    """DART3's "new camera in an existing network" protocol (docs/methods/dart3.md; docs/datasets.md).
 
     Train = the train-split images of ``train_cams`` (0-based camids; ``"0,1,2"``, ``"0-4"`` or
     a list); query = the test queries of every other ("unseen") camera; gallery = the test
-    gallery images of the unseen cameras (``gallery_cams="unseen"``, datasets.md §5.16) or of
-    all cameras (``gallery_cams="all"``, dart3.md §6.4 / §9 item 13 — needed when a single
+    gallery images of the unseen cameras (``gallery_cams="unseen"``, docs/datasets.md) or of
+    all cameras (``gallery_cams="all"``, docs/methods/dart3.md — needed when a single
     camera is unseen, e.g. Market 5/1, where an unseen-only gallery holds no cross-camera
     match). Without ``train_cams`` the lowest ``num_train_cams`` (default
     :data:`DEFAULT_NUM_TRAIN_CAMS` = 5) camera ids train — a toolkit assumption, the paper
-    does not say which cameras; :data:`DART3_TRAIN_CAMS` holds the subsets dart3.md argues for.
+    does not say which cameras; :data:`DART3_TRAIN_CAMS` holds the subsets docs/methods/dart3.md argues for.
     Camera ids are ``camid`` values (with several domains, the same camid in each domain).
 
     ``split_or_records`` is a loaded split or a record table whose ``split`` column is used
@@ -388,7 +388,7 @@ def camera_holdout(split_or_records: DatasetSplit | pd.DataFrame, *, train_cams:
     (``reid extract`` writes ``train_cams`` into the store); ``eval_kwargs`` =
     ``{"eval_protocol": "camera-split", "train_cams", "query_cams", "per_camera": True}``,
     i.e. what ``reid eval --protocol camera-split --train-cams … --per-camera`` needs for the
-    per-unseen-camera mean weighted by valid query count (dart3.md §6.1).
+    per-unseen-camera mean weighted by valid query count (docs/methods/dart3.md).
     """
     split = _as_split(split_or_records, trial, name)
     if gallery_cams not in ("unseen", "all"):
@@ -396,10 +396,10 @@ def camera_holdout(split_or_records: DatasetSplit | pd.DataFrame, *, train_cams:
                          "use gallery_cams=unseen or gallery_cams=all")
     cams = sorted({int(c) for frame in (split.train, split.query, split.gallery)
                    for c in frame["camid"]})
-    if train_cams is None:
+    chosen = parse_cameras(train_cams, "train_cams", owner="camera_holdout protocol")
+    if chosen is None:
         count = DEFAULT_NUM_TRAIN_CAMS if num_train_cams is None else int(num_train_cams)
-        train_cams = cams[:count]
-    chosen = parse_cameras(train_cams)
+        chosen = cams[:count]
     unknown = sorted(set(chosen) - set(cams))
     unseen = [c for c in cams if c not in chosen]
     if unknown or not unseen:
@@ -445,8 +445,8 @@ def _resolve_domain(value: str, domains: Sequence[str], option: str) -> str:
 def domain_holdout(split_or_records: DatasetSplit | pd.DataFrame, *, target_domain: str,
                    train_domains: Any = None, trial: int = 0, seed: int | None = None,
                    dataset_root: Path | None = None, name: str | None = None) -> DatasetSplit:
-    """DMG-Net's leave-one-domain-out protocol (dmgnet.md §5 and §8; synthetic ``dg`` preset,
-    datasets.md §8.7): train on the train-split images of every other domain (or of
+    """DMG-Net's leave-one-domain-out protocol (docs/datasets.md; synthetic ``dg`` preset,
+    docs/datasets.md): train on the train-split images of every other domain (or of
     ``train_domains``, a list or comma string), test on the target domain's query and gallery
     (E1). ``target_domain`` may be given by its suffix (``d3`` for ``synthetic/d3``).
 
@@ -491,7 +491,7 @@ PROTOCOLS = {"single_shot_half": single_shot_half, "warca": warca_protocol,
 def apply_protocol(records: pd.DataFrame, protocol: str, *, trial: int, seed: int,
                    dataset_root: Path, **options: Any) -> DatasetSplit:
     """Apply the protocol named ``protocol`` (a key of :data:`PROTOCOLS`) to every record of
-    a dataset (datasets.md §5.16); :class:`UsageError` listing the valid names otherwise.
+    a dataset (docs/datasets.md); :class:`UsageError` listing the valid names otherwise.
     Seeded protocols cache their trials as JSON under ``dataset_root``."""
     if protocol not in PROTOCOLS:
         raise UsageError(f"unknown protocol {protocol!r}",
@@ -506,88 +506,3 @@ DERIVED = {"camera_holdout": camera_holdout, "domain_holdout": domain_holdout}
 #: their own options (popped before the dataset's loader sees the rest)
 DERIVED_OPTIONS = {"camera_holdout": ("train_cams", "num_train_cams", "gallery_cams"),
                    "domain_holdout": ("target_domain", "train_domains")}
-
-
-# -- DG training compositions (datasets.md §5.15, dmgnet.md §5.2) ------------------------------
-@dataclasses.dataclass(frozen=True)
-class Source:
-    """One source of a composition: a dataset, its loader options, which of its images train
-    (``"all"`` = every split, ``"train"`` = the train split) and whether it may be missing
-    from the registry (CUHK-SYSU is not registered yet)."""
-
-    dataset: str
-    options: tuple = ()
-    split: str = "all"
-    optional: bool = False
-
-
-#: Mixed A (DIMN): every image (pid > 0) of every split of CUHK02 (all_train), CUHK03
-#: (detected), Market-1501, DukeMTMC-reID and CUHK-SYSU (skipped while unregistered) [D17][D18]
-MIXED_A = (Source("cuhk02", (("protocol", "all_train"),)), Source("cuhk03"),
-           Source("market1501"), Source("dukemtmc"), Source("cuhksysu", optional=True))
-#: Mixed B (SNR): the train splits of MSMT17, CUHK03 (767/700 protocol, detected),
-#: Market-1501 and DukeMTMC-reID [D17][D18]
-MIXED_B = (Source("msmt17", split="train"), Source("cuhk03", split="train"),
-           Source("market1501", split="train"), Source("dukemtmc", split="train"))
-COMPOSITIONS = {"mixed_a": MIXED_A, "mixed_b": MIXED_B}
-
-
-def _as_source(spec: Any) -> Source:
-    if isinstance(spec, Source):
-        return spec
-    if isinstance(spec, str):
-        return Source(spec)
-    dataset, *rest = spec
-    options = rest[0] if rest else {}
-    split = rest[1] if len(rest) > 1 else "all"
-    return Source(dataset, tuple(dict(options or {}).items()), split)
-
-
-def compose_sources(specs: str | Iterable[Any], root=None, *, source_split: str | None = None,
-                    ) -> DatasetSplit:
-    """One training set from several datasets (datasets.md §5.15; dmgnet.md §5.2, D17-D19).
-
-    ``specs`` is a composition name (``"mixed_a"``, ``"mixed_b"``) or a list of
-    :class:`Source` / ``"dataset"`` / ``(dataset, options[, split])``. Each source is loaded
-    with :func:`reidcli.data.load` (trial 0) and contributes the persons (pid > 0) of every
-    split (``split="all"``, Mixed A) or of its train split (``"train"``, Mixed B);
-    ``source_split`` overrides every source's choice. All rows get ``split="train"``;
-    identities stay distinct because the identity key holds the ``dataset`` column (and
-    MSMT17's pid scope). Query/gallery are empty (targets are loaded separately). Optional
-    sources absent from the registry are skipped and listed in ``options["skipped"]``.
-    """
-    from reidcli.data.registry import available, canonical_name, load
-
-    if isinstance(specs, str):
-        key = specs.lower().replace(" ", "_").replace("-", "_")
-        if key not in COMPOSITIONS:
-            raise UsageError(f"unknown composition {specs!r}",
-                             f"use one of {', '.join(COMPOSITIONS)} or a list of datasets")
-        specs = COMPOSITIONS[key]
-    if source_split not in (None, "all", "train"):
-        raise UsageError(f"source_split={source_split!r} is unknown",
-                         "use source_split=all or source_split=train")
-    parts, names, skipped = [], [], []
-    registered = set(available())
-    for source in map(_as_source, specs):
-        if source.optional and source.dataset not in registered:
-            skipped.append(source.dataset)
-            continue
-        which = source_split or source.split
-        if which not in ("all", "train"):
-            raise UsageError(f"source {source.dataset}: split={which!r} is unknown",
-                             "use all or train")
-        split = load(source.dataset, root, **dict(source.options))
-        frame = split.all_records() if which == "all" else split.train
-        frame = frame[frame["pid"] > 0].copy()
-        frame["split"] = "train"
-        parts.append(frame)
-        names.append(canonical_name(source.dataset))
-    if not parts:
-        raise UsageError("the composition has no source dataset", "name at least one dataset")
-    frames = [p for p in parts if len(p)]
-    train = normalize_frame(pd.concat(frames, ignore_index=True)) if frames else empty_frame()
-    return DatasetSplit(name="+".join(names), train=train, query=empty_frame(),
-                        gallery=empty_frame(), protocol="composition",
-                        options={"sources": names, "source_split": source_split,
-                                 "skipped": skipped})

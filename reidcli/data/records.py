@@ -1,4 +1,4 @@
-"""The unified record table (datasets.md §2).
+"""The unified record table (docs/datasets.md).
 
 One record per image. Whole datasets travel as a pandas DataFrame with the columns
 ``path, pid, camid, split, modality, dataset, domain, frame`` followed by the flattened
@@ -29,7 +29,7 @@ NO_FRAME = -1
 
 @dataclasses.dataclass(frozen=True)
 class ReidRecord:
-    """One image of a dataset. Field order is normative (datasets.md §2)."""
+    """One image of a dataset. Field order is normative (docs/datasets.md)."""
 
     path: str
     pid: int
@@ -143,7 +143,7 @@ def identity_keys(frame: pd.DataFrame) -> pd.Series:
 
 
 def encode_identities(frame: pd.DataFrame) -> tuple[np.ndarray, list[tuple]]:
-    """Training labels 0..C-1 over the *sorted* unique identity keys (datasets.md §1).
+    """Training labels 0..C-1 over the *sorted* unique identity keys (docs/datasets.md).
 
     Returns ``(labels [N] int64, classes)`` where ``classes[label]`` is the identity key.
     """
@@ -184,10 +184,10 @@ def _is_missing(value: Any) -> bool:
 
 @dataclasses.dataclass
 class DatasetSplit:
-    """One loaded dataset trial (datasets.md §2).
+    """One loaded dataset trial (docs/datasets.md).
 
     ``train``/``val``/``query``/``gallery`` are record tables; ``eval_rule`` is one of
-    ``market``, ``cuhk03_sgs``, ``sysu``, ``regdb`` (datasets.md §4).
+    ``market``, ``cuhk03_sgs``, ``sysu``, ``regdb`` (docs/datasets.md).
     """
 
     name: str

@@ -1,4 +1,4 @@
-"""Dataset registry: names, aliases, root resolution and loading (datasets.md §3).
+"""Dataset registry: names, aliases, root resolution and loading (docs/datasets.md).
 
 Each loader module in :mod:`reidcli.data.datasets` calls :func:`register` with a
 :class:`DatasetInfo` and a loader ``fn(root: Path | None, trial: int, **options) ->
@@ -14,8 +14,10 @@ import pkgutil
 from pathlib import Path
 from typing import Any, Callable
 
+from reidcli.data import protocols as _protocols
 from reidcli.data.records import DatasetSplit
 from reidcli.errors import DatasetError, UsageError
+from reidcli.naming import param
 
 #: package whose modules are imported on first use of the registry (each loader module calls
 #: :func:`register`; helper modules that register nothing are harmless)
@@ -34,9 +36,9 @@ class DatasetInfo:
     tree: str = ""
     #: candidate sub-paths of the data root, tried in order ("." = the root itself)
     candidates: tuple[str, ...] = (".",)
-    #: expected counts per split (datasets.md §6), e.g. {"train": (12936, 751), ...}
+    #: expected counts per split (docs/datasets.md), e.g. {"train": (12936, 751), ...}
     counts: dict = dataclasses.field(default_factory=dict)
-    #: cameras/views, as datasets.md §6 states them (e.g. "6", "2 views", "pseudo")
+    #: cameras/views, as docs/datasets.md states them (e.g. "6", "2 views", "pseudo")
     cameras: str = ""
     options: dict = dataclasses.field(default_factory=dict)
     protocol: str = "standard"
@@ -45,7 +47,7 @@ class DatasetInfo:
     protocols: tuple[str, ...] = ()
     eval_rule: str = "market"
     notes: tuple[str, ...] = ()
-    #: facts datasets.md §9 marks unconfirmed; ``reid data check`` prints them as warnings
+    #: facts docs/datasets.md marks unconfirmed; ``reid data check`` prints them as warnings
     unconfirmed: tuple[str, ...] = ()
 
 
@@ -125,14 +127,14 @@ def resolve_dataset_dir(name: str, root: str | os.PathLike | None = None,
             return path
     raise DatasetError(
         f"no {entry.info.name} dataset under {base} (tried {', '.join(tried)})",
-        f"pass --root, set REIDCLI_DATA, or see `reid data info {entry.info.name}`")
+        f"pass {param('root')}, set REIDCLI_DATA, or see `reid data info {entry.info.name}`")
 
 
 def load(dataset: str, /, root: str | os.PathLike | None = None, trial: int = 0,
          **options: Any) -> DatasetSplit:
     """Load one trial of a dataset: ``reidcli.data.load("market", "/data")``.
 
-    Generic protocols work for every dataset (datasets.md §5.16; :mod:`reidcli.data.protocols`):
+    Generic protocols work for every dataset (docs/datasets.md; :mod:`reidcli.data.protocols`):
 
     * ``protocol="camera_holdout"`` (options ``train_cams``, ``num_train_cams``,
       ``gallery_cams``) and ``protocol="domain_holdout"`` (``target_domain``,
@@ -153,8 +155,7 @@ def load(dataset: str, /, root: str | os.PathLike | None = None, trial: int = 0,
     if derived is not None:
         name, own = derived
         split = load(canon, root, trial=trial, **options)
-        from reidcli.data.protocols import DERIVED
-        return DERIVED[name](split, **own)
+        return _protocols.DERIVED[name](split, **own)
     unknown = sorted(set(options) - set(entry.info.options))
     if unknown and entry.info.options.get("*") is None:
         raise UsageError(f"unknown option(s) {', '.join(unknown)} for dataset {canon}",
@@ -166,25 +167,21 @@ def load(dataset: str, /, root: str | os.PathLike | None = None, trial: int = 0,
 def _load_limited(canon: str, root, trial: int, options: dict) -> DatasetSplit:
     """``train_ids_limit`` on any dataset: subset ``trial % repeats`` of its trial
     ``trial // repeats`` (:func:`reidcli.data.protocols.limit_train_ids`)."""
-    from reidcli.data.protocols import check_train_ids_limit, limit_train_ids
-
     limit = options.pop("train_ids_limit")
-    repeats = check_train_ids_limit(limit, options.pop("repeats", 5))
+    repeats = _protocols.check_train_ids_limit(limit, options.pop("repeats", 5))
     if trial < 0:
         raise UsageError(f"trial {trial} is negative", "pass a trial index ≥ 0")
     base = load(canon, root, trial=trial // repeats, **options)
-    return limit_train_ids(base, train_ids_limit=limit, repeats=repeats,
-                           repeat=trial % repeats)
+    return _protocols.limit_train_ids(base, train_ids_limit=limit, repeats=repeats,
+                                      repeat=trial % repeats)
 
 
 def _derived_protocol(info: DatasetInfo, options: dict) -> tuple[str, dict] | None:
     """Pop a generic protocol (camera_holdout, domain_holdout) and its own options out of
     ``options`` (in place); None when the protocol is the dataset's own."""
-    from reidcli.data.protocols import DERIVED, DERIVED_OPTIONS
-
     name = options.get("protocol")
-    if name not in DERIVED or name in info.protocols:
+    if name not in _protocols.DERIVED or name in info.protocols:
         return None
     del options["protocol"]
-    own = {k: options.pop(k) for k in DERIVED_OPTIONS[name] if k in options}
+    own = {k: options.pop(k) for k in _protocols.DERIVED_OPTIONS[name] if k in options}
     return name, own

@@ -1,10 +1,10 @@
 """Batch samplers for re-id training: each yields lists of dataset indices (pass them to a
 DataLoader as ``batch_sampler``, e.g. through :func:`reidcli.data.image_dataset.make_loader`).
 
-* :class:`PKSampler` — P identities × K images (BoT triplet batches; dmgnet.md §7 ``bot``).
-* :class:`CrossModalitySampler` — P identities × (K visible + K infrared) (dgvae.md "Sampler").
+* :class:`PKSampler` — P identities × K images (BoT triplet batches; docs/methods/bot.md).
+* :class:`CrossModalitySampler` — P identities × (K visible + K infrared) (DG-VAE paper §4.2).
 * :class:`CameraSplitSampler` — DMG-Net's support/query camera split and paired batches of
-  the same P identities (dmgnet.md §3.2–3.3).
+  the same P identities (DMG-Net paper Alg. 1).
 
 Randomness: one ``numpy.random.Generator(PCG64(SeedSequence([seed, epoch, tag])))`` per
 epoch, so the same (seed, epoch) always gives the same batches, whatever happened before;
@@ -26,7 +26,8 @@ from typing import Iterator
 
 import numpy as np
 
-from reidcli.errors import UsageError
+from reidcli.errors import ParameterError, UsageError
+from reidcli.naming import param
 
 _TAG_PK, _TAG_CROSS, _TAG_CAMERA = 11, 12, 13
 
@@ -159,19 +160,20 @@ class PKSampler(_EpochBatchSampler):
 
 
 class CrossModalitySampler(_EpochBatchSampler):
-    """Batches of ``p`` identities × (``k`` visible + ``k`` infrared) images (dgvae.md
-    "Sampler", AGW's identity sampler; DG-VAE uses P = 4, K = 4 → 32 images).
+    """Batches of ``p`` identities × (``k`` visible + ``k`` infrared) images (DG-VAE paper
+    §4.2, AGW's identity sampler; DG-VAE uses P = 4, K = 4 → 32 images).
 
     Only identities with images in both modalities are drawn. Each batch picks ``p``
     distinct identities uniformly (independently of the other batches), then ``k`` visible
     and ``k`` infrared images of each, without replacement when the identity has >= k in
     that modality and with replacement otherwise (the two modalities are independent draws,
-    dgvae.md A28). Layout of a batch: the ``p·k`` visible indices first (identity after
+    DG-VAE paper §4.2). Layout of a batch: the ``p·k`` visible indices first (identity after
     identity, ``k`` each), then the ``p·k`` infrared ones in the same identity order, so
     ``x[:p*k]`` is the visible half and ``x[p*k:]`` the infrared half.
 
     Epoch length: ``iterations`` batches, default ⌈max(N_visible, N_infrared) / (p·k)⌉ over
-    all rows (AGW's definition, dgvae.md A18; 1,392 on SYSU-MM01, 129 on RegDB).
+    all rows (AGW's definition, which the DG-VAE paper does not state; 1,392 on SYSU-MM01,
+    129 on RegDB).
     ``modality``: per row 0/1, bool, or "visible"/"infrared".
     """
 
@@ -213,7 +215,7 @@ class CrossModalitySampler(_EpochBatchSampler):
 
 
 class CameraSplitSampler(_EpochBatchSampler):
-    """DMG-Net's paired support/query batches (dmgnet.md §3.2 camera split, §3.3 sampler).
+    """DMG-Net's paired support/query batches (DMG-Net paper Alg. 1: camera split, sampler).
 
     **Camera split** (once per epoch by default [D10]; ``resplit="iter"`` redraws it before
     every batch): domains are indexed over their sorted names (``dom`` of §1.1); for every
@@ -258,7 +260,7 @@ class CameraSplitSampler(_EpochBatchSampler):
             dom = np.zeros(n, np.int64)
         else:
             self.domain_names, dom = np.unique(np.asarray(domains), return_inverse=True)
-        # global camera index over sorted unique (domain, camid) pairs (dmgnet.md §1.1 ``cam``)
+        # global camera index over sorted unique (domain, camid) pairs (DMG-Net paper Alg. 1 ``cam``)
         pairs, self.cam = np.unique(np.stack([dom, camids], axis=1), axis=0,
                                     return_inverse=True)
         self.cam = self.cam.reshape(-1)
@@ -328,7 +330,7 @@ class CameraSplitSampler(_EpochBatchSampler):
 
 class UniformBatchSampler(_EpochBatchSampler):
     """PCB's sampler: a seeded shuffle of all ``n`` rows cut into batches of ``batch_size``
-    (pcb.md §2: uniform shuffle, drop the last incomplete batch unless ``drop_last=False``)."""
+    (docs/methods/pcb.md: uniform shuffle, drop the last incomplete batch unless ``drop_last=False``)."""
 
     _tag = 14
 
@@ -336,11 +338,13 @@ class UniformBatchSampler(_EpochBatchSampler):
                  num_replicas: int | None = None, rank: int | None = None):
         super().__init__(seed, num_replicas, rank)
         if int(batch_size) < 1:
-            raise UsageError(f"batch size {batch_size} must be >= 1", "e.g. --batch-size 64")
+            raise ParameterError("sampler", "batch_size", batch_size, "must be >= 1",
+                                 f"e.g. {param('batch_size', 64)}")
         self.n, self.batch_size, self.drop_last = int(n), int(batch_size), bool(drop_last)
         if self.drop_last and self.n < self.batch_size:
             raise UsageError(f"{self.n} training images cannot fill one batch of "
-                             f"{self.batch_size}", "lower --batch-size or use more images")
+                             f"{self.batch_size}",
+                             f"lower {param('batch_size')} or use more images")
 
     def _epoch_batches(self, rng: np.random.Generator) -> list:
         order = rng.permutation(self.n)

@@ -1,4 +1,4 @@
-"""Seeded trial splits and their JSON cache (datasets.md §1, §5.5-5.16).
+"""Seeded trial splits and their JSON cache (docs/datasets.md).
 
 Every protocol that draws persons or images at random builds *all* its trials at once from
 an explicit seed, stores them as JSON with paths **relative to the dataset folder** (so the

@@ -1,4 +1,4 @@
-"""The built-in procedural ``synthetic`` dataset: planning and writing (datasets.md §8).
+"""The built-in procedural ``synthetic`` dataset: planning and writing (docs/datasets.md).
 
 :func:`generate` writes ``<root>/synthetic/<name>/`` — ``meta.json``, ``identities.csv``,
 ``images.csv`` and one Market-1501 tree per domain (``d0/``, ``d1/``, …) — atomically, and
@@ -6,7 +6,7 @@ returns the existing folder untouched when it was made with the same parameters.
 
 :func:`plan_domain` decides every image of a domain (identity, camera, frame, split) without
 rendering; :func:`render_job` renders one of them. Each image depends only on the parameters
-and its own key (datasets.md §8.2), so the folder is identical whatever the number of worker
+and its own key (docs/datasets.md), so the folder is identical whatever the number of worker
 processes or the order of rendering.
 """
 from __future__ import annotations
@@ -31,6 +31,7 @@ from reidcli.data.synthetic_render import (CameraParams, DomainLook, IdentityAtt
                                            sample_identity, sample_image_state, write_jpeg)
 from reidcli.errors import OutputExistsError, UsageError
 from reidcli.io import atomic_output
+from reidcli.naming import param
 from reidcli.progress import track
 
 #: record split → Market folder
@@ -87,7 +88,7 @@ class DomainPlan:
 def plan_domain(params: SyntheticParams, index: int) -> DomainPlan:
     """Identities, cameras and the image list of domain ``index`` (no rendering).
 
-    Query/gallery rule (datasets.md §8.1): per test id and camera, the first image is the
+    Query/gallery rule (docs/datasets.md): per test id and camera, the first image is the
     query; with ``imgs_per_id_cam == 1`` only the image of the id's lowest camera is; with
     the VI split, every test image of an infrared camera is a query and every visible one a
     gallery image. Distractors (pid 0) and junk (pid -1) are gallery images, taken by
@@ -361,10 +362,10 @@ def generate(root: str | os.PathLike, preset: str = "default", *, name: str | No
         raise OutputExistsError(
             f"synthetic dataset {target} exists with other parameters"
             + ("" if meta else " (no readable meta.json)"),
-            "pass --force to regenerate it, or choose another --name")
+            f"allow regenerating it ({param('force')}), or choose another {param('name')}")
     target.parent.mkdir(parents=True, exist_ok=True)
     plans = plan(params)
-    with atomic_output(target, force=True, option="synthetic dataset") as tmp:
+    with atomic_output(target, force=True, option="root") as tmp:
         for p in plans:
             for folder in SPLIT_FOLDERS.values():
                 (tmp / p.params.folder / folder).mkdir(parents=True, exist_ok=True)

@@ -1,4 +1,4 @@
-"""Parameters and presets of the procedural ``synthetic`` dataset (datasets.md §8.3, §8.7).
+"""Parameters and presets of the procedural ``synthetic`` dataset (docs/datasets.md).
 
 :class:`SyntheticParams` holds every generator parameter. Most parameters describe one domain
 (its cameras, identities, biases); a preset can give single domains other values through
@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Mapping
 
+from reidcli.cameras import parse_cameras
 from reidcli.errors import UsageError
 
 #: Bumped whenever the same parameters would render different pixels or files.
@@ -77,7 +78,7 @@ DOMAIN_FIELDS: tuple[str, ...] = tuple(
 
 @dataclasses.dataclass(frozen=True, eq=True)
 class SyntheticParams:
-    """Every parameter of the generator; defaults = preset ``default`` (datasets.md §8.3).
+    """Every parameter of the generator; defaults = preset ``default`` (docs/datasets.md).
 
     ``domain_overrides`` maps a domain index to ``{parameter: value}`` for parameters that
     differ in that domain (any parameter except ``seed``, ``height``, ``width``,
@@ -141,7 +142,7 @@ def _jsonable(value: Any) -> Any:
     return list(value) if isinstance(value, tuple) else value
 
 
-#: Preset name → parameter values that differ from the defaults (datasets.md §8.7).
+#: Preset name → parameter values that differ from the defaults (docs/datasets.md).
 PRESETS: dict[str, dict[str, Any]] = {
     "tiny": dict(num_domains=1, num_cameras=2, num_train_ids=6, num_test_ids=6,
                  imgs_per_id_cam=2, num_distractors=2, num_junk=1),
@@ -302,20 +303,10 @@ def _coerce(name: str, value: Any, kind: str, where: str) -> int | float:
 
 
 def _parse_ir_cameras(value: Any, where: str) -> tuple[int, ...]:
-    if value is None or value == "":
-        return ()
-    items = value.split(",") if isinstance(value, str) else list(value)
-    cams = []
-    for item in items:
-        text = str(item).strip().lower().lstrip("c")
-        if not text.isdigit():
-            raise UsageError(f"{where}ir_cameras={value!r} holds {item!r}, not a camera number",
-                             "give 1-based camera numbers separated by commas, e.g. 3,6")
-        cams.append(int(text))
-    if len(set(cams)) != len(cams):
-        raise UsageError(f"{where}ir_cameras={value!r} names a camera twice",
-                         "list each infrared camera once")
-    return tuple(sorted(cams))
+    if isinstance(value, (list, tuple)) and not value:
+        return ()                                       # no infrared camera
+    owner = f"synthetic domain {where.rstrip(': ')}" if where else "synthetic dataset"
+    return tuple(parse_cameras(value, "ir_cameras", owner=owner, first=1, repeats=False) or ())
 
 
 def _parse_vi_split(value: Any, where: str) -> bool | None:

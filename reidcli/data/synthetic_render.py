@@ -1,4 +1,4 @@
-"""Sampling and rendering of synthetic person images (datasets.md §8.2, §8.4–8.6).
+"""Sampling and rendering of synthetic person images (docs/datasets.md).
 
 Everything random comes from a numpy ``Generator(PCG64(SeedSequence([...])))`` keyed by what
 it describes, so an image depends only on the parameters and its own key — never on the order
@@ -13,12 +13,12 @@ Rendering works on whole coordinate grids: each body part is a boolean mask over
 ``H × W`` pixel-centre grid, and colours (or infrared temperatures) come from a per-part
 lookup table indexed by the part-label map and the clothing pattern map.
 
-Tuning (datasets.md §8.8 (6) asks for render constants to be tuned until rank-1 of HSV
+Tuning (the generator's difficulty check, docs/datasets.md: rank-1 of HSV
 stripe histograms on ``default`` d0 lies in [0.15, 0.85] and reaches ≥ 0.9 with all biases
-off): at the spec's photometric ranges (gains ±0.3, offset ±25, contrast ±0.25, blur 1.2)
+off): at the nominal photometric ranges (gains ±0.3, offset ±25, contrast ±0.25, blur 1.2)
 rank-1 is 0.00–0.07 (seeds 0–2), because 8-bin hard histograms of a camera-coloured background match
 other people of the same camera. The per-camera photometric amplitudes are therefore about
-a third of the spec's (``CAMERA_*`` below; the strength ``s`` still scales them linearly),
+a third of the nominal ones (``CAMERA_*`` below; the strength ``s`` still scales them linearly),
 and the per-image background is a coarse random-colour mosaic (amplitude
 ``background_nuisance``) rather than a flat jittered colour.
 """
@@ -54,7 +54,7 @@ SKIN_TONES = np.array([[236, 200, 172], [212, 165, 128], [165, 118, 84], [102, 7
 HAIR_TONES = np.array([[28, 24, 22], [58, 42, 30], [22, 22, 28], [84, 64, 46]], float)
 SHOE_TONES = np.array([[30, 30, 32], [70, 52, 40], [55, 55, 60]], float)
 
-# --- render constants (tuned for datasets.md §8.8 checks (2)-(6)) ---------------------------
+# --- render constants (tuned for docs/datasets.md) ---------------------------
 BODY_TOP = 0.04            # body top at 0.04·H (+ dy)
 BODY_HEIGHT = 0.92         # body height = h·scale·0.92·H
 BODY_WIDTH = 0.42          # body width = 0.42·W·build
@@ -65,10 +65,10 @@ BACKGROUND_GREY = 125.0    # domain base background level before the domain shif
 DOMAIN_BACKGROUND = 40.0   # ± domain base colour shift per channel at s_dom = 1
 DOMAIN_TINT_GAIN = 0.15    # ± per-channel domain gain at s_dom = 1
 DOMAIN_TINT_OFFSET = 15.0  # ± domain illumination offset at s_dom = 1
-CAMERA_GAIN = 0.10         # channel gains U(1 − 0.1s, 1 + 0.1s)  [spec 0.3; see module doc]
-CAMERA_OFFSET = 8.0        # offset U(−8s, 8s)                     [spec 25]
-CAMERA_CONTRAST = 0.08     # contrast U(1 − 0.08s, 1 + 0.08s)      [spec 0.25]
-CAMERA_BLUR = 0.8          # blur σ U(0, 0.8s)                     [spec 1.2]
+CAMERA_GAIN = 0.10         # channel gains U(1 − 0.1s, 1 + 0.1s)  [nominal 0.3; see module doc]
+CAMERA_OFFSET = 8.0        # offset U(−8s, 8s)                     [nominal 25]
+CAMERA_CONTRAST = 0.08     # contrast U(1 − 0.08s, 1 + 0.08s)      [nominal 0.25]
+CAMERA_BLUR = 0.8          # blur σ U(0, 0.8s)                     [nominal 1.2]
 CAMERA_TINT = 5.0          # ± camera background tint per channel at s_cam = 1
 BACKGROUND_JITTER = 15.0   # ± per-image background colour per channel at nuisance 1
 BACKGROUND_TEXTURE = 80.0  # ± per-image background mosaic colour at nuisance 1
@@ -125,7 +125,7 @@ def _signed(rng: Generator, size=None) -> np.ndarray | float:
 # --- sampled quantities ----------------------------------------------------------------------
 @dataclasses.dataclass(frozen=True)
 class IdentityAttributes:
-    """What a person looks like, independent of camera (datasets.md §8.4). Colours are RGB
+    """What a person looks like, independent of camera (docs/datasets.md). Colours are RGB
     floats in 0..255, ``height`` a fraction of H, ``build`` a width factor."""
 
     height: float
@@ -148,7 +148,7 @@ class IdentityAttributes:
 
 @dataclasses.dataclass(frozen=True)
 class DomainLook:
-    """A domain's palette, illumination and resolution (datasets.md §8.4, §8.6 step 4)."""
+    """A domain's palette, illumination and resolution (docs/datasets.md)."""
 
     index: int
     hue_centre: float                           # degrees
@@ -161,7 +161,7 @@ class DomainLook:
 
 @dataclasses.dataclass(frozen=True)
 class CameraParams:
-    """Biases of one camera (datasets.md §8.5); ``dy``/``dx`` in pixels."""
+    """Biases of one camera (docs/datasets.md); ``dy``/``dx`` in pixels."""
 
     cam: int                                    # 1-based
     modality: str
@@ -227,7 +227,7 @@ def _palette_colour(rng: Generator, look: DomainLook) -> tuple[float, float, flo
 
 
 def sample_identity(rng: Generator, look: DomainLook) -> IdentityAttributes:
-    """Draw a person's attributes (fixed draw order; datasets.md §8.4)."""
+    """Draw a person's attributes (fixed draw order; docs/datasets.md)."""
     height = rng.uniform(0.78, 0.95)
     build = rng.uniform(0.8, 1.2)
     skin = SKIN_TONES[rng.integers(len(SKIN_TONES))]
@@ -348,7 +348,7 @@ def body_parts(person: IdentityAttributes, state: ImageState, height: int,
                width: int) -> tuple[np.ndarray, np.ndarray]:
     """Part labels uint8 [H, W] and clothing pattern bool [H, W] of the unmirrored person.
 
-    Body box (datasets.md §8.6 step 2): top ``0.04·H + dy``, height ``h·scale·0.92·H``,
+    Body box (docs/datasets.md): top ``0.04·H + dy``, height ``h·scale·0.92·H``,
     centre ``W/2 + dx``, width ``0.42·W·build`` (×0.65 in side view). Side views face +x.
     Even cameras shift the box up by 0.05–0.12·H at spatial strength 1, so their top lies
     above the image and the crop cuts the head (the mask then starts at row 0).
@@ -520,7 +520,7 @@ def _resample(image: np.ndarray, factor: float) -> np.ndarray:
 def render_image(rng: Generator, person: IdentityAttributes, state: ImageState,
                  camera: CameraParams, look: DomainLook, dom: DomainParams,
                  height: int, width: int) -> RenderedImage:
-    """Render one image (datasets.md §8.6 steps 1–6) from the image RNG after its state draws.
+    """Render one image (docs/datasets.md) from the image RNG after its state draws.
 
     Returns the uint8 [H, W, 3] image (3 equal channels for infrared cameras) and the
     part labels uint8 [H, W] after mirroring.
@@ -559,7 +559,7 @@ def render_image(rng: Generator, person: IdentityAttributes, state: ImageState,
 
 
 def encode_jpeg(image: np.ndarray) -> bytes:
-    """JPEG bytes of a uint8 [H, W, 3] image: quality 95, 4:4:4 chroma (datasets.md §8.2)."""
+    """JPEG bytes of a uint8 [H, W, 3] image: quality 95, 4:4:4 chroma (docs/datasets.md)."""
     buffer = io.BytesIO()
     Image.fromarray(image, mode="RGB").save(buffer, **JPEG_OPTIONS)
     return buffer.getvalue()

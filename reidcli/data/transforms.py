@@ -7,16 +7,16 @@ the ImageNet mean/std. Sizes are ``(height, width)``; resizing ignores the aspec
 
 Training presets (:func:`train_transform`):
 
-``pcb``   (pcb.md §2, default 384×128) resize → horizontal flip p 0.5 → to float →
+``pcb``   (docs/methods/pcb.md, default 384×128) resize → horizontal flip p 0.5 → to float →
           normalise. No crop, no random erasing.
-``bot``   (dmgnet.md §4, BoT strong baseline, default 256×128) resize → horizontal flip p 0.5
+``bot``   (docs/methods/bot.md, BoT strong baseline, default 256×128) resize → horizontal flip p 0.5
           → zero-pad ``round(10·H/256)`` px (10 at 256×128) → random crop back to H×W →
           [colour jitter] → to float → normalise → random erasing p 0.5 (area 0.02–0.4,
           aspect 0.3–1/0.3, fill = the ImageNet mean, i.e. 0 after normalisation).
 ``plain`` (default 256×128) resize → to float → normalise: no augmentation at all (useful for
           debugging a training loop; identical to :func:`eval_transform`).
 
-Keyword overrides cover the other recipes: DG-VAE (dgvae.md "Augmentation") is
+Keyword overrides cover the other recipes: DG-VAE (DG-VAE paper §4.2) is
 ``train_transform("pcb", erasing=0.5)`` (384×128, flip, normalise, erasing with mean fill);
 DMG-Net's ``--color-jitter on`` / ``--random-erasing P`` are ``color_jitter=True`` /
 ``erasing=P`` on ``bot``.
@@ -42,7 +42,7 @@ PRESETS = ("pcb", "bot", "plain")
 DEFAULT_SIZE = {"pcb": (384, 128), "bot": (256, 128), "plain": (256, 128)}
 #: default random-erasing probability of each preset
 DEFAULT_ERASING = {"pcb": 0.0, "bot": 0.5, "plain": 0.0}
-#: colour jitter of dmgnet.md [D13] (fast-reid defaults): p, brightness, contrast, saturation, hue
+#: colour jitter of DMG-Net paper §5 (fast-reid defaults): p, brightness, contrast, saturation, hue
 COLOR_JITTER = (0.8, 0.15, 0.15, 0.1, 0.1)
 
 _SIZE_RE = re.compile(r"^\s*(\d+)\s*[xX×]\s*(\d+)\s*$")

@@ -12,13 +12,12 @@ backend sorts row slices on a small thread pool; its binary search runs over all
 from __future__ import annotations
 
 import os
-import sys
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
 
-from reidcli.evaluation.errors import EvaluationError
+from reidcli.device import device_name
 
 #: rows × columns of the tie-resolution scratch array (bounds its memory)
 _TIE_CHUNK_ELEMENTS = 1 << 22
@@ -193,35 +192,10 @@ class TorchBackend:
         pass
 
 
-def _no_nvidia_driver() -> bool:
-    """True when this (Linux) machine certainly has no usable NVIDIA GPU, so ``auto`` can pick
-    the CPU without importing torch (which costs seconds and ~0.5 GB of RSS)."""
-    if os.environ.get("CUDA_VISIBLE_DEVICES", None) in ("", "-1"):
-        return True
-    if not sys.platform.startswith("linux"):
-        return False
-    return not (os.path.exists("/proc/driver/nvidia/version") or os.path.exists("/dev/nvidiactl"))
-
-
 def resolve_device(device: str) -> str:
-    """``auto`` → ``cuda`` when torch sees a GPU, else ``cpu``; validate explicit choices."""
-    device = (device or "auto").lower()
-    if device not in ("auto", "cpu", "cuda") and not device.startswith("cuda:"):
-        raise EvaluationError(f"--device {device!r} is not auto, cpu or cuda[:N]",
-                              "pass --device auto, cpu or cuda")
-    if device == "cpu" or (device == "auto" and _no_nvidia_driver()):
-        return "cpu"
-    try:
-        import torch
-        has_cuda = torch.cuda.is_available()
-    except ImportError:  # pragma: no cover - torch is a dependency
-        has_cuda = False
-    if device == "auto":
-        return "cuda" if has_cuda else "cpu"
-    if not has_cuda:
-        raise EvaluationError(f"--device {device}: torch sees no CUDA GPU on this machine",
-                              "use --device cpu (or auto)")
-    return device
+    """``auto`` → ``cuda`` when torch sees a GPU, else ``cpu``; validate explicit choices
+    (:func:`reidcli.device.device_name`)."""
+    return device_name(device, owner="evaluation")
 
 
 def make_backend(device: str, threads: int | None = None):

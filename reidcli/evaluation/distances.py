@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from reidcli.evaluation.errors import EvaluationError
+from reidcli.evaluation.errors import EvaluationError, EvaluationParameterError
 
 METRICS = ("euclidean", "sqeuclidean", "cosine")
 FEATURE_NORMS = ("auto", "none", "global", "parts")
@@ -56,13 +56,15 @@ def normalize_features(features: np.ndarray, mode: str, parts: int = 6) -> np.nd
     if mode == "parts":
         dim = features.shape[1]
         if parts < 1 or dim % parts:
-            raise EvaluationError(f"--feat-norm parts: dimension {dim} is not divisible into "
-                                  f"{parts} parts", "set --n-parts to a divisor of the dimension")
+            raise EvaluationParameterError("evaluation", "n_parts", parts,
+                                           f"does not divide the feature dimension {dim} "
+                                           "(feat_norm='parts')",
+                                           "give a divisor of the dimension")
         slices = features.reshape(len(features), parts, dim // parts)
         norms = np.sqrt(np.einsum("ijk,ijk->ij", slices, slices, dtype=np.float64))
         out = slices / np.maximum(norms, 1e-12)[:, :, None]
         return out.reshape(len(features), dim).astype(np.float32)
-    raise EvaluationError(f"--feat-norm {mode!r} is unknown",
+    raise EvaluationParameterError("evaluation", "feat_norm", mode, "is unknown",
                           f"use one of {', '.join(FEATURE_NORMS)}")
 
 
@@ -165,7 +167,8 @@ class FeatureMetric:
 
 
 class ModelMetric:
-    """Distances from a fitted model's ``distance(query_block [q, D], gallery_block [g, D])``."""
+    """Distances from a fitted model's ``embedded_distance(query_block [q, d],
+    gallery_block [g, d])`` on rows the model has already transformed."""
 
     def __init__(self, model, backend, label: str = "model"):
         self.model = model
@@ -179,14 +182,14 @@ class ModelMetric:
         return points if index is None else Points(points.features[index])
 
     def pairwise(self, a: Points, b: Points):
-        d = np.asarray(self.model.distance(a.features, b.features))
+        d = np.asarray(self.model.embedded_distance(a.features, b.features))
         if d.shape != (len(a), len(b)):
-            raise EvaluationError(f"{self.name}: distance() returned shape {d.shape} for "
+            raise EvaluationError(f"{self.name}: embedded_distance() returned shape {d.shape} for "
                                   f"{len(a)} × {len(b)} inputs", "the fitted model is faulty")
         if d.dtype.kind != "f":
             d = d.astype(np.float64)
         if np.isnan(d).any():
-            raise EvaluationError(f"{self.name}: distance() returned NaN values",
+            raise EvaluationError(f"{self.name}: embedded_distance() returned NaN values",
                                   "check the features and the fitted model")
         if self.backend.is_torch:
             import torch

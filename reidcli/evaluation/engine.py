@@ -14,13 +14,15 @@ import numpy as np
 
 from reidcli.evaluation import ranking, sgs
 from reidcli.evaluation.backend import NumpyBackend
-from reidcli.evaluation.errors import EvaluationError
+from reidcli.evaluation.errors import EvaluationError, check_eval_param
 from reidcli.evaluation.protocols import (SKIP_JUNK_QUERY, SKIP_NO_MATCH, Protocol,
                                           TrialLabels, make_groups, scorable_queries)
 from reidcli.evaluation.scores import cmc_auc, pur
+from reidcli.naming import param
+from reidcli.params import NONE, Interval, Options
 from reidcli.progress import track
 
-#: status of queries left out by --query-cams (neither scored nor counted as skipped)
+#: status of queries left out by the query-camera selection (query_cams) (neither scored nor counted as skipped)
 NOT_SELECTED = "not_selected"
 
 #: default distance entries per block (2^24 float32 = 64 MiB per [b, g] array; the ranking
@@ -42,6 +44,25 @@ class EvalOptions:
     query_cameras: list[int] | None = None   # --query-cams / camera-split
     auc_max_rank: int | None = None          # --auc-max-rank (default: gallery size)
     progress: bool = False
+
+    def __post_init__(self) -> None:
+        """Validate the values (EvaluationParameterError naming the parameter), so Python
+        callers get the same checks as the command line."""
+        owner = "evaluation"
+        self.ap_convention = check_eval_param(owner, "ap_convention", self.ap_convention,
+                                              Options(ranking.AP_CONVENTIONS),
+                                              todo="sum-of-precisions: torchreid/fast-reid; "
+                                              "market-official: the Market-1501 trapezoid")
+        self.max_rank = check_eval_param(owner, "max_rank", self.max_rank, Interval(int, 1),
+                                         todo="e.g. 50 (the CMC curve's length)")
+        self.block_rows = check_eval_param(owner, "block_rows", self.block_rows,
+                                           Interval(int, 0),
+                                           todo="use 0 (rows from the default block budget)")
+        self.sgs_repeats = check_eval_param(owner, "sgs_repeats", self.sgs_repeats,
+                                            Interval(int, 1), todo="use the default 10")
+        self.auc_max_rank = check_eval_param(owner, "auc_max_rank", self.auc_max_rank,
+                                             Interval(int, 1), NONE,
+                                             todo="give a positive rank or none (gallery size)")
 
     def rows_per_block(self, num_columns: int) -> int:
         if self.block_rows > 0:
@@ -224,11 +245,12 @@ def summarize_trial(outcomes: QueryOutcomes, labels: TrialLabels, protocol: Prot
     n_valid = int(valid.sum())
     if selected.sum() == 0:
         raise EvaluationError(f"trial {trial}: the query set is empty",
-                              "check the store's query rows, --trials and --query-cams")
+                              f"check the store's query rows, {param('trials')} and "
+                              f"{param('query_cams')}")
     if n_valid == 0:
         raise EvaluationError(f"trial {trial}: none of its {int(selected.sum())} queries has a "
                               "match in the gallery",
-                              "check the protocol (--protocol) and that query and gallery share "
+                              f"check the protocol ({param('protocol')}) and that query and gallery share "
                               "identities")
     skipped = {reason: int((outcomes.status == reason).sum())
                for reason in (SKIP_NO_MATCH, SKIP_JUNK_QUERY)}

@@ -1,4 +1,4 @@
-"""Evaluation protocols (datasets.md §4 E1–E5, DART3 setting A) as data: who is a query, which
+"""Evaluation protocols (docs/datasets.md, DART3 setting A) as data: who is a query, which
 gallery entries each query sees, and which metrics are reported.
 
 A protocol turns one trial's query and gallery labels into *groups*: a set of queries and the
@@ -14,12 +14,13 @@ from typing import Iterable
 import numpy as np
 import pandas as pd
 
-from reidcli.evaluation.errors import EvaluationError
+from reidcli.evaluation.errors import EvaluationError, EvaluationParameterError
+from reidcli.naming import param
 
 JUNK_PID = -1
 DISTRACTOR_PID = 0
 
-#: SYSU-MM01 camera (1-based) → location; cams 2 and 3 share a room (datasets.md E4)
+#: SYSU-MM01 camera (1-based) → location; cams 2 and 3 share a room (docs/datasets.md)
 SYSU_LOCATION = {1: 1, 2: 2, 3: 2, 4: 4, 5: 5, 6: 6}
 
 #: datasets evaluated with the single-shot rule E3 (full CMC, PUR, AUC) under --protocol auto
@@ -68,7 +69,7 @@ _ALIASES = {"single_shot": "single-shot", "singleshot": "single-shot", "cuhk03-s
             "cuhk03_sgs", "cuhk03": "cuhk03_sgs", "camera_split": "camera-split",
             "sysu_mm01": "sysu", "e1": "market", "e2": "cuhk03_sgs", "e3": "single-shot",
             "e4": "sysu", "e5": "regdb"}
-#: eval_rule values written into stores (datasets.md §2) → protocol
+#: eval_rule values written into stores (docs/datasets.md) → protocol
 _STORE_RULES = {"market": "market", "cuhk03_sgs": "cuhk03_sgs", "sysu": "sysu",
                 "regdb": "regdb", "single_shot": "single-shot", "single-shot": "single-shot"}
 
@@ -80,7 +81,7 @@ def protocol_names() -> list[str]:
 def get_protocol(name: str) -> Protocol:
     key = _ALIASES.get(name.lower(), name.lower())
     if key not in PROTOCOLS:
-        raise EvaluationError(f"--protocol {name!r} is unknown",
+        raise EvaluationParameterError("evaluation", "protocol", name, "is unknown",
                               f"use one of {', '.join(protocol_names())}")
     return PROTOCOLS[key]
 
@@ -207,21 +208,6 @@ def sysu_location(camids: np.ndarray) -> np.ndarray:
 
 
 # -- camera selection (DART3 setting A, --query-cams) -------------------------------------------
-def parse_camera_list(text: str | None, option: str) -> list[int] | None:
-    """``"0,6,7"`` → [0, 6, 7] (0-based store camera indices); None/"" → None."""
-    if text is None or not str(text).strip():
-        return None
-    try:
-        cams = sorted({int(t) for t in str(text).replace(" ", "").split(",") if t})
-    except ValueError:
-        raise EvaluationError(f"{option} {text!r} is not a comma list of integers",
-                              f"give 0-based store camera indices, e.g. {option} 0,6") from None
-    if any(c < 0 for c in cams):
-        raise EvaluationError(f"{option} {text}: camera indices are 0-based and ≥ 0",
-                              "use the store's camid values (file camera c1 → 0)")
-    return cams
-
-
 def unseen_query_cameras(query_cams: Iterable[int], query_cameras: list[int] | None,
                          train_cameras: list[int] | None) -> list[int]:
     """Cameras whose queries are scored under ``camera-split``."""
@@ -231,8 +217,9 @@ def unseen_query_cameras(query_cams: Iterable[int], query_cameras: list[int] | N
     elif train_cameras is not None:
         chosen = [c for c in present if c not in set(train_cameras)]
     else:
-        raise EvaluationError("--protocol camera-split needs the unseen cameras",
-                              "pass --query-cams LIST or --train-cams LIST (0-based camids)")
+        raise EvaluationError("protocol 'camera-split' needs the unseen cameras",
+                              f"pass {param('query_cams')} or {param('train_cams')} "
+                              "(lists of 0-based camids)")
     missing = [c for c in chosen if c not in present]
     if missing or not chosen:
         raise EvaluationError(f"no query of the store is from camera(s) "

@@ -1,7 +1,7 @@
 """Ranking metrics for a block of queries at once: CMC, AP (two conventions), mINP.
 
 The ranked list of a query is ``numpy.argsort(d, kind="stable")`` of its distance row
-(datasets.md §4): ties go to the gallery entry that comes first. Nothing here builds that
+(docs/datasets.md): ties go to the gallery entry that comes first. Nothing here builds that
 index array. A query only needs the rank of each of its *special* columns — the gallery
 entries of its own identity, either positives or entries its rule removes (same id and
 camera under E1) — and

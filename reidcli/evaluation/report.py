@@ -18,6 +18,7 @@ import numpy as np
 from reidcli.evaluation.engine import TrialResult
 from reidcli.evaluation.protocols import Protocol
 from reidcli.io import atomic_output, write_json_atomic
+from reidcli.naming import param
 
 SHOWN_RANKS = (1, 5, 10, 20)
 
@@ -118,7 +119,7 @@ def build_report(protocol: Protocol, trials: list[TrialResult], meta: dict[str, 
 
 
 def write_json(path: str | os.PathLike, report: dict[str, Any], force: bool) -> None:
-    write_json_atomic(path, report, force=force, option="--json")
+    write_json_atomic(path, report, force=force, option=param("json_out"))
 
 
 def cmc_csv_text(report: dict[str, Any]) -> str:
@@ -136,7 +137,7 @@ def cmc_csv_text(report: dict[str, Any]) -> str:
 
 
 def write_csv(path: str | os.PathLike, report: dict[str, Any], force: bool) -> None:
-    with atomic_output(path, force=force, option="--csv") as tmp:
+    with atomic_output(path, force=force, option=param("csv_out")) as tmp:
         tmp.write_text(cmc_csv_text(report))
 
 

@@ -26,7 +26,9 @@ import scipy.sparse as sp
 
 from reidcli.evaluation.backend import NumpyBackend
 from reidcli.evaluation.distances import check_query_gallery
-from reidcli.evaluation.errors import EvaluationError
+from reidcli.evaluation.errors import (EvaluationError, EvaluationParameterError,
+                                       check_eval_param)
+from reidcli.params import Interval
 from reidcli.progress import track
 
 #: distance entries per block of the neighbour pass
@@ -45,12 +47,11 @@ class RerankOptions:
     lambda_value: float = 0.3
 
     def validate(self) -> None:
-        if self.k1 < 1 or self.k2 < 1:
-            raise EvaluationError(f"--k1 {self.k1} / --k2 {self.k2} must be ≥ 1",
-                                  "use the paper's k1=20, k2=6")
-        if not 0.0 <= self.lambda_value <= 1.0:
-            raise EvaluationError(f"--lambda {self.lambda_value} is outside [0, 1]",
-                                  "use the paper's 0.3")
+        for name in ("k1", "k2"):
+            check_eval_param("re-ranking", name, getattr(self, name), Interval(int, 1),
+                             todo="use the paper's k1=20, k2=6")
+        check_eval_param("re-ranking", "lambda_value", self.lambda_value, Interval(float, 0, 1),
+                         todo="use the paper's 0.3")
 
 
 def _to_numpy(block) -> np.ndarray:
@@ -172,7 +173,9 @@ class KReciprocalReranker:
         self.recomputed_rows = 0
         self._neighbour_pass()
         if self.initial.shape[1] < min(n, k1 + 1):
-            raise EvaluationError("re-ranking needs at least k1+1 items", "lower --k1")
+            raise EvaluationParameterError("re-ranking", "k1", k1,
+                                           f"needs at least k1+1 = {k1 + 1} items, there are {n}",
+                                           "lower k1")
         indptr, members = expansion_sets(self.initial, k1)
         self.V = self._weights(indptr, members)
         if k2 != 1:

@@ -23,6 +23,7 @@ from reidcli.evaluation.protocols import (Protocol, TrialLabels, auto_protocol, 
                                           identity_codes, unseen_query_cameras)
 from reidcli.evaluation.rerank import KReciprocalReranker, RerankOptions
 from reidcli.evaluation.scores import nmi_camera_bias
+from reidcli.naming import param
 
 
 @dataclasses.dataclass
@@ -93,52 +94,52 @@ def evaluate_store(request: StoreEvalRequest) -> StoreEvaluation:
     device = resolve_device(request.device)
     with open_store(request.store) as st:
         plan = _plan(st, request, model)
-        options = plan["options"]
+        options = plan.options
         backend = make_backend(device)
         results: list[TrialResult] = []
         metric_name, nmi = None, None
         try:
-            for k, repeat, q_rows, g_rows in _runs(plan["trials"], model):
+            for k, repeat, q_rows, g_rows in _runs(plan.trials, model):
                 q_feat = _trial_inputs(st, plan, model, k, repeat, q_rows, request, "query")
                 g_feat = _trial_inputs(st, plan, model, k, repeat, g_rows, request, "gallery")
                 metric, q_feat, g_feat, metric_name = _metric_for_trial(
-                    model, k, repeat, q_feat, g_feat, request.distance, plan["info"], backend)
-                labels = TrialLabels.from_records(plan["records"], plan["codes"], q_rows,
+                    model, k, repeat, q_feat, g_feat, request.distance, plan.info, backend)
+                labels = TrialLabels.from_records(plan.records, plan.codes, q_rows,
                                                   g_rows)
                 if request.rerank is not None:
                     source = KReciprocalReranker(metric, q_feat, g_feat, request.rerank,
                                                  progress=options.progress)
                 else:
                     source = QueryGallery(metric, q_feat, g_feat)
-                result = evaluate_trial(source, labels, plan["protocol"], options,
+                result = evaluate_trial(source, labels, plan.protocol, options,
                                         backend=backend, trial=k,
                                         check_distances=model is not None)
                 result.repeat = repeat
                 results.append(result)
                 if request.nmi and nmi is None:
-                    nmi = _nmi(request, plan["records"], q_rows, g_rows, q_feat, g_feat)
+                    nmi = _nmi(request, plan.records, q_rows, g_rows, q_feat, g_feat)
                 del source, q_feat, g_feat
         finally:
             backend.close()
         meta = {
-            "store": str(st.path), "dataset": st.dataset, "feature": plan["feature"],
-            "feature_metric": plan["info"]["metric"], "distance": metric_name,
+            "store": str(st.path), "dataset": st.dataset, "feature": plan.feature,
+            "feature_metric": plan.info["metric"], "distance": metric_name,
             "model": None if model is None else {"path": str(request.model),
                                                  "method": model.method,
                                                  "num_trials": model.num_trials,
                                                  "num_repeats": model.num_repeats},
-            "trials_evaluated": [k for k, _, _ in plan["trials"]], "device": device,
-            "feat_norm": _feat_norm_label(st, plan["feature"], request),
+            "trials_evaluated": [k for k, _, _ in plan.trials], "device": device,
+            "feat_norm": _feat_norm_label(st, plan.feature, request),
             "rerank": None if request.rerank is None else dataclasses.asdict(request.rerank),
             "options": {"max_rank": options.max_rank, "ap": options.ap_convention,
                         "query_cams": options.query_cameras,
                         "sgs_repeats": options.sgs_repeats
-                        if plan["protocol"].single_gallery_shot else None,
+                        if plan.protocol.single_gallery_shot else None,
                         "seed": options.seed},
             "nmi": nmi, "store_provenance": st.provenance,
             "seconds": round(time.perf_counter() - started, 3),
         }
-    return StoreEvaluation(protocol=plan["protocol"], trials=results, meta=meta)
+    return StoreEvaluation(protocol=plan.protocol, trials=results, meta=meta)
 
 
 def _runs(trials, model):
@@ -156,29 +157,43 @@ def _model_for(model, k: int, repeat: int | None):
 
 
 def _reads_own_inputs(model) -> bool:
-    """True for models that read what they need from the store themselves (``read_inputs``),
-    e.g. C-DPCF pooling conv maps; they need no store feature."""
-    return model is not None and hasattr(_model_for(model, model.trial_ids[0], None),
-                                         "read_inputs")
+    """True for models that read what they need from the store themselves (``reads ==
+    "convmaps"``, e.g. C-DPCF pooling conv maps); they need no store feature."""
+    return model is not None and model.reads == "convmaps"
 
 
 def _trial_inputs(st, plan: dict, model, k: int, repeat: int | None, rows: np.ndarray,
                   request: StoreEvalRequest, role: str) -> np.ndarray:
     """What the distance of trial ``k`` consumes for ``rows``: store features, or the model's
-    own inputs (``read_inputs(store, rows) -> [len(rows), d]``)."""
-    if plan["feature"] is None:
+    own (already transformed) inputs (``read_inputs(store, rows) -> [len(rows), d]``)."""
+    if plan.feature is None:
         trial_model = _model_for(model, k, repeat)
         return check_features(trial_model.read_inputs(st, rows),
                               f"{model.method} inputs ({role} rows)")
-    return _read_features(st, plan["feature"], rows, request, role)
+    return _read_features(st, plan.feature, rows, request, role)
 
 
-def _plan(st, request: StoreEvalRequest, model) -> dict[str, Any]:
+@dataclasses.dataclass
+class EvalPlan:
+    """What an evaluation runs: the store feature (None when the model reads its own inputs)
+    and its info, the protocol, the chosen trials ``(k, query rows, gallery rows)``, the
+    records with their identity codes, and the ranking options."""
+
+    feature: str | None
+    info: dict
+    protocol: Any
+    trials: list
+    records: Any
+    codes: np.ndarray
+    options: Any
+
+
+def _plan(st, request: StoreEvalRequest, model) -> EvalPlan:
     """Protocol, chosen trials, labels and feature of an evaluation; user errors up front."""
     if _reads_own_inputs(model):
         if request.feature is not None:
             raise EvaluationError(f"fitted model {request.model} ({model.method}) reads its "
-                                  "inputs from the store itself", "drop --feature")
+                                  "inputs from the store itself", f"drop {param('feature')}")
         feature, info = None, {"metric": model.method, "dim": None, "normalized": False}
     else:
         feature = _choose_feature(st, request.feature, model)
@@ -208,8 +223,9 @@ def _plan(st, request: StoreEvalRequest, model) -> dict[str, Any]:
             raise EvaluationError(f"fitted model {request.model} has no fit for trial(s) "
                                   f"{', '.join(map(str, missing))} of the store's "
                                   f"{len(all_trials)}-trial protocol",
-                                  "evaluate its trials with --trials "
-                                  f"{','.join(map(str, model.trial_ids))} or re-fit over all")
+                                  "evaluate its trials with "
+                                  + param("trials", ",".join(map(str, model.trial_ids)))
+                                  + " or re-fit over all")
     records = st.records
     options = request.options
     if protocol.needs_query_cams or request.query_cams is not None:
@@ -220,9 +236,8 @@ def _plan(st, request: StoreEvalRequest, model) -> dict[str, Any]:
         cams = unseen_query_cameras(query_cams, request.query_cams,
                                     train_cams if protocol.needs_query_cams else None)
         options = dataclasses.replace(options, query_cameras=cams)
-    return {"feature": feature, "info": info, "protocol": protocol,
-            "trials": trials, "records": records, "codes": identity_codes(records),
-            "options": options}
+    return EvalPlan(feature=feature, info=info, protocol=protocol, trials=trials,
+                    records=records, codes=identity_codes(records), options=options)
 
 
 def _read_features(st, feature: str, rows: np.ndarray, request: StoreEvalRequest,
@@ -243,7 +258,7 @@ def _feat_norm_label(st, feature: str, request: "StoreEvalRequest") -> str:
 
 def resolve_feat_norm(st, feature: str, request: "StoreEvalRequest") -> tuple[str, int]:
     """``--feat-norm auto``: the feature's own ``feat_norm`` attribute (``parts`` for PCB
-    features with their ``n_parts``, ``global`` for BoT's; pcb.md §3.2), else ``none``."""
+    features with their ``n_parts``, ``global`` for BoT's; docs/methods/pcb.md), else ``none``."""
     if request.feat_norm != "auto":
         return request.feat_norm, request.n_parts
     if feature is None or feature not in st.feature_names:      # a model reads its inputs
@@ -260,7 +275,7 @@ def _choose_feature(st, requested: str | None, model) -> str:
         if model is not None and model.feature and model.feature != name:
             raise EvaluationError(f"fitted model {model.path} was fit on feature "
                                   f"{model.feature!r}, not {name!r}",
-                                  f"drop --feature or pass --feature {model.feature}")
+                                  f"drop {param('feature')} or pass {param('feature', repr(model.feature))}")
         return name
     if model is not None and model.feature:
         return st.require_feature(model.feature)
@@ -270,26 +285,31 @@ def _choose_feature(st, requested: str | None, model) -> str:
 def _metric_for_trial(model, k: int, repeat: int | None, q_feat: np.ndarray,
                       g_feat: np.ndarray, distance: str,
                       info: dict, backend):
-    """(metric, query features, gallery features, metric name) for trial ``k``."""
+    """(metric, query rows, gallery rows, metric name) for trial ``k``: through a fitted
+    model, the rows are transformed once here and the metric compares transformed rows."""
+    from reidcli.fitted import uses_feature_metric
+
     if model is None:
         name = info["metric"] if distance == "auto" else distance
         return FeatureMetric(name, backend), q_feat, g_feat, name
     trial_model = _model_for(model, k, repeat)
-    expected = getattr(trial_model, "input_dim", None)
-    if expected is not None and expected != q_feat.shape[1] and \
-            not hasattr(trial_model, "read_inputs"):
-        raise EvaluationError(f"fitted model {model.path} expects {expected}-dimensional "
-                              f"features, the store feature has {q_feat.shape[1]}",
-                              "evaluate the feature the model was fit on (--feature)")
-    if hasattr(trial_model, "transform"):
-        q_t = check_features(trial_model.transform(q_feat), "model-transformed query features")
-        g_t = check_features(trial_model.transform(g_feat), "model-transformed gallery features")
-        name = getattr(trial_model, "metric", "euclidean") if distance == "auto" else distance
-        return FeatureMetric(name, backend), q_t, g_t, f"{model.method}+{name}"
+    if model.reads == "features":
+        expected = trial_model.input_dim
+        if expected is not None and expected != q_feat.shape[1]:
+            raise EvaluationError(f"fitted model {model.path} expects {expected}-dimensional "
+                                  f"features, the store feature has {q_feat.shape[1]}",
+                                  f"evaluate the feature the model was fit on ({param('feature')})")
+        q_feat = check_features(trial_model.transform(q_feat),
+                                "model-transformed query features")
+        g_feat = check_features(trial_model.transform(g_feat),
+                                "model-transformed gallery features")
+    if uses_feature_metric(trial_model):
+        name = trial_model.metric if distance == "auto" else distance
+        return FeatureMetric(name, backend), q_feat, g_feat, f"{model.method}+{name}"
     if distance not in ("auto",):
-        raise EvaluationError(f"--distance {distance}: fitted model {model.path} "
+        raise EvaluationError(f"{param('distance', repr(distance))}: fitted model {model.path} "
                               f"({model.method}) defines its own distance",
-                              "drop --distance when evaluating through this model")
+                              f"drop {param('distance')} when evaluating through this model")
     return ModelMetric(trial_model, backend, f"{model.method}"), q_feat, g_feat, model.method
 
 
@@ -322,7 +342,7 @@ def trial_distances(store, *, model=None, feature: str | None = None, trial: int
     loaded = fitted.load(model) if model is not None else None
     with open_store(store) as st:
         plan = _plan(st, request, loaded)
-        k, q_rows, g_rows = plan["trials"][0]
+        k, q_rows, g_rows = plan.trials[0]
         if query_rows is not None:
             q_rows = q_rows[np.isin(q_rows, query_rows)]
         if loaded is not None and repeat is None and loaded.num_repeats > 1:
@@ -331,7 +351,7 @@ def trial_distances(store, *, model=None, feature: str | None = None, trial: int
         q_feat = _trial_inputs(st, plan, loaded, k, repeat, q_rows, request, "query")
         g_feat = _trial_inputs(st, plan, loaded, k, repeat, g_rows, request, "gallery")
         metric, q_feat, g_feat, _ = _metric_for_trial(loaded, k, repeat, q_feat, g_feat,
-                                                      "auto", plan["info"], backend)
+                                                      "auto", plan.info, backend)
         pairs = QueryGallery(metric, q_feat, g_feat)
         dist = np.asarray(pairs.block(np.arange(len(q_rows)), None), dtype=np.float64)
     return q_rows, g_rows, dist

@@ -1,16 +1,16 @@
 """Scores derived from CMC curves (PUR, CMC-AUC) and the camera-bias NMI of features.
 
-* PUR (Pedagadi et al. 2013; cdpcf.md §5): with ``M(r) = CMC(r) − CMC(r−1)`` over the
+* PUR (Pedagadi et al. 2013; docs/methods/cdpcf.md): with ``M(r) = CMC(r) − CMC(r−1)`` over the
   gallery ranks ``r = 1..N_g``, ``PUR = [log N_g + Σ M(r) log M(r)] / log N_g`` (0·log 0 = 0),
   returned as a fraction (1 = perfect ranking, 0 = uniformly random ranks).
-* CMC-AUC (warca.md §5): ``mean_{r=1..R} CMC(r)``, R = gallery size unless given.
-* NMI (dart3.md §6.2): k-means clusters of L2-normalised features against camera ids.
+* CMC-AUC (docs/methods/warca.md): ``mean_{r=1..R} CMC(r)``, R = gallery size unless given.
+* NMI (docs/methods/dart3.md): k-means clusters of L2-normalised features against camera ids.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from reidcli.evaluation.errors import EvaluationError
+from reidcli.evaluation.errors import EvaluationError, EvaluationParameterError
 
 
 def pur(cmc_full: np.ndarray, gallery_size: int) -> float | None:
@@ -33,7 +33,8 @@ def cmc_auc(cmc_full: np.ndarray, max_rank: int | None = None) -> float:
     cmc_full = np.asarray(cmc_full, dtype=np.float64)
     r = len(cmc_full) if max_rank is None else int(max_rank)
     if r < 1:
-        raise EvaluationError(f"--auc-max-rank {max_rank} must be ≥ 1", "give a positive rank")
+        raise EvaluationParameterError("CMC-AUC", "auc_max_rank", max_rank, "must be ≥ 1",
+                                       "give a positive rank")
     if r > len(cmc_full):
         tail = cmc_full[-1] if len(cmc_full) else 0.0
         cmc_full = np.concatenate([cmc_full, np.full(r - len(cmc_full), tail)])
@@ -70,17 +71,19 @@ def nmi_camera_bias(features: np.ndarray, cameras: np.ndarray, pids: np.ndarray 
         n_clusters = len(np.unique(cameras))
     elif k == "ids":
         if pids is None:
-            raise EvaluationError("--nmi-k ids needs person ids", "use --nmi-k cams")
+            raise EvaluationParameterError("NMI", "nmi_k", k, "needs person ids (pids)",
+                                           "use nmi_k='cams'")
         n_clusters = len(np.unique(pids))
     else:
         try:
             n_clusters = int(k)
         except (TypeError, ValueError):
-            raise EvaluationError(f"--nmi-k {k!r} is not cams, ids or an integer",
-                                  "use --nmi-k cams") from None
+            raise EvaluationParameterError("NMI", "nmi_k", k, "is not cams, ids or an integer",
+                                           "use nmi_k='cams'") from None
     if not 1 <= n_clusters <= len(features):
-        raise EvaluationError(f"--nmi-k gives {n_clusters} clusters for {len(features)} samples",
-                              "choose 1 ≤ k ≤ number of samples")
+        raise EvaluationParameterError("NMI", "nmi_k", k,
+                                       f"gives {n_clusters} clusters for {len(features)} samples",
+                                       "choose 1 ≤ k ≤ number of samples")
     x = l2_normalize(features)
     best_labels, best_inertia = None, np.inf
     for s in range(restarts):

@@ -1,4 +1,4 @@
-"""CUHK03 single-gallery-shot CMC (datasets.md E2), for a block of queries at once.
+"""CUHK03 single-gallery-shot CMC (docs/datasets.md), for a block of queries at once.
 
 Per query: drop gallery entries of its own id and camera; then, ``repeats`` times, draw one
 gallery image uniformly from each remaining identity and take the rank of the query's

@@ -1,6 +1,6 @@
 """HSV colour histograms over horizontal stripes — the classic hand-crafted re-id descriptor.
 
-Used by ``reid demo`` and by the synthetic dataset's difficulty check (datasets.md §8.8 (6)).
+Used by ``reid demo`` and by the synthetic dataset's difficulty check (docs/datasets.md).
 Histograms are computed for a whole batch at once with one ``np.bincount`` over flat bin
 indices, so there is no Python loop over images or pixels.
 """
@@ -13,6 +13,7 @@ import numpy as np
 from PIL import Image
 
 from reidcli.errors import InputFileError, UsageError
+from reidcli.numeric import l2_normalize_rows
 
 #: images per bincount call; bounds the int64 index array to ~batch·H·W·3·8 bytes
 _BATCH = 64
@@ -68,8 +69,7 @@ def hsv_stripe_histograms(images: np.ndarray, stripes: int = 6, bins: int = 8) -
         flat = which_bin + cell[None] + (np.arange(b) * dim)[:, None, None, None]
         counts = np.bincount(flat.ravel(), minlength=b * dim).reshape(b, dim)
         out[start:start + b] = counts
-    norms = np.linalg.norm(out, axis=1, keepdims=True)
-    return out / np.maximum(norms, np.finfo(np.float32).tiny)
+    return l2_normalize_rows(out)
 
 
 def load_images(paths: Sequence[str | os.PathLike],

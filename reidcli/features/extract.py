@@ -14,6 +14,7 @@ import numpy as np
 from PIL import Image
 
 from reidcli.errors import InputFileError, UsageError
+from reidcli.naming import param
 from reidcli.features.layout import StoreLayout
 from reidcli.progress import track
 from reidcli.provenance import make_provenance
@@ -124,9 +125,11 @@ def extract_handcrafted_store(layout: StoreLayout, out: str | os.PathLike,
         raise UsageError(f"unknown map(s) {', '.join(unknown)}",
                          f"choose from {', '.join(sorted(HANDCRAFTED_MAPS))}")
     if not features and not maps:
-        raise UsageError("nothing to extract", "pass --features and/or --maps")
+        raise UsageError("nothing to extract",
+                         f"pass {param('features')} and/or {param('maps')}")
     if len(layout.records) == 0:
-        raise UsageError("the dataset has no images", "check --root and the dataset options")
+        raise UsageError("the dataset has no images",
+                         f"check {param('root')} and the dataset options")
     descs = [HANDCRAFTED[f] for f in features] + [HANDCRAFTED_MAPS[m] for m in maps]
     paths = layout.records["path"].tolist()
     prov = make_provenance(command=command, inputs=inputs, features=list(features),

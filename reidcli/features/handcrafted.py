@@ -5,7 +5,7 @@ Both take uint8 RGB images [n, H, W, 3] (the registry resizes to 128×48) and re
 histograms from one ``np.bincount`` over flat (image, region, bin) indices; images are
 processed in chunks of ``_BATCH`` to bound memory.
 
-``hist-lbp`` (2,580-d; WARCA spec §4 "Feature script", §5 "Features")
+``hist-lbp`` (2,580-d; WARCA paper §4.1, docs/methods/warca.md)
     6 horizontal stripes (row ``y`` is in stripe ``6·y // H``); per stripe
     8 colour channels (R, G, B, H, S, Y, Cb, Cr) × 16 bins          = 128
     uniform LBP(8, 1)  on grey                                       =  59
@@ -32,6 +32,7 @@ from scipy import ndimage
 
 from reidcli.errors import UsageError
 from reidcli.features.color_histograms import rgb_to_hsv
+from reidcli.numeric import l2_normalize_rows
 
 #: images per internal chunk (bounds the bincount arrays to a few tens of MB)
 _BATCH = 64
@@ -337,8 +338,7 @@ def _pool2(x: np.ndarray) -> np.ndarray:
 def _log_l2(blocks: list[np.ndarray]) -> np.ndarray:
     """Concatenate [n, rows_s, bins] over scales, then log(1+x) and unit L2 norm per image."""
     group = np.log1p(np.concatenate([b.reshape(len(b), -1) for b in blocks], axis=1))
-    norm = np.linalg.norm(group, axis=1, keepdims=True)
-    return group / np.maximum(norm, np.finfo(np.float64).tiny)
+    return l2_normalize_rows(group)
 
 
 def _lomo_chunk(images: np.ndarray) -> np.ndarray:

@@ -16,7 +16,8 @@ import pandas as pd
 
 from reidcli.data.records import DatasetSplit, normalize_frame
 from reidcli.data.registry import canonical_name, load
-from reidcli.errors import UsageError
+from reidcli.errors import ParameterError
+from reidcli.naming import param
 from reidcli.progress import track
 
 
@@ -37,18 +38,21 @@ class StoreLayout:
 
 
 def parse_trials(text: str | None, num_trials: int) -> list[int]:
-    """``"all"``/None → every trial; ``"0,3"`` → [0, 3]; UsageError naming ``--trials``."""
+    """``"all"``/None → every trial; ``"0,3"`` → [0, 3]; ParameterError naming ``trials``."""
     if text is None or str(text).strip().lower() == "all":
         return list(range(num_trials))
     try:
         chosen = sorted({int(t) for t in str(text).split(",") if t.strip()})
     except ValueError:
-        raise UsageError(f"--trials {text!r} is not 'all' or a comma list of integers",
-                         "give e.g. --trials all or --trials 0,3") from None
+        raise ParameterError("trial selection", "trials", text,
+                             "is not 'all' or a comma list of integers",
+                             f"give e.g. {param('trials', 'all')} or {param('trials', '0,3')}"
+                             ) from None
     bad = [t for t in chosen if not 0 <= t < num_trials]
     if bad or not chosen:
-        raise UsageError(f"--trials {text}: the protocol has trials 0..{num_trials - 1}",
-                         "pick trials inside that range")
+        raise ParameterError("trial selection", "trials", text,
+                             f"is outside the protocol's trials 0..{num_trials - 1}",
+                             "pick trials inside that range")
     return chosen
 
 

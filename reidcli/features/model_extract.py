@@ -1,9 +1,9 @@
 """``reid extract --model``: a trained PCB/BoT → store of embeddings and pooled conv maps.
 
 One forward pass per batch (eval mode, the model's test transform) gives both the
-embeddings (``pcb_g``, ``pcb_h`` — ``rpp_g``, ``rpp_h`` from an RPP model, pcb.md §4 — |
-``bnneck``, ``pool5``; raw, part-major; pcb.md §3.1) and
-the conv maps of the requested taps, average-pooled to ``map_size`` (pcb.md §5:
+embeddings (``pcb_g``, ``pcb_h`` — ``rpp_g``, ``rpp_h`` from an RPP model, docs/methods/pcb.md — |
+``bnneck``, ``pool5``; raw, part-major; docs/methods/pcb.md) and
+the conv maps of the requested taps, average-pooled to ``map_size`` (docs/methods/pcb.md:
 ``adaptive_avg_pool2d`` to 24×8 at 384×128 input — 4×4 on conv2_x, 2×2 on conv3_x, none on
 conv4_x/conv5_x). ``flip`` averages each embedding with that of the mirrored image (maps are
 taken from the unflipped image). Rows stream into the store batch by batch.
@@ -19,20 +19,22 @@ import torch
 import torch.nn.functional as F
 
 from reidcli.data.image_dataset import ImageRecordDataset, make_loader
-from reidcli.errors import UsageError
+from reidcli.device import (amp_dtype, autocast as autocast_context, resolve_device,
+                            use_channels_last)
+from reidcli.errors import ParameterError, UsageError
 from reidcli.features.layout import StoreLayout
 from reidcli.models.backbones import TAP_MODULES, TAPS
 from reidcli.models.checkpoint import (DEFAULT_FEATURES, FEATURES, LoadedModel, feature_dims,
                                        load_model, model_features)
+from reidcli.naming import param
 from reidcli.progress import track
 from reidcli.provenance import make_provenance
 from reidcli.store.records_io import records_digest
 from reidcli.store.writer import StoreWriter, shard_rows
-from reidcli.training.engine import amp_dtype, resolve_device
 
-#: conv-map extraction above this many bytes needs ``--allow-large`` (pcb.md §5, §9.11)
+#: conv-map extraction above this many bytes needs ``--allow-large`` (docs/methods/pcb.md)
 LARGE_MAPS_BYTES = 16 * 2**30
-#: ... and so does conv-map extraction for more images than this (MSMT17-scale, pcb.md §5)
+#: ... and so does conv-map extraction for more images than this (MSMT17-scale, docs/methods/pcb.md)
 LARGE_MAPS_IMAGES = 20_000
 FEATURE_ALIASES = {"pcb-g": "pcb_g", "pcb-h": "pcb_h", "pcbg": "pcb_g", "pcbh": "pcb_h",
                    "rpp-g": "rpp_g", "rpp-h": "rpp_h", "rppg": "rpp_g", "rpph": "rpp_h",
@@ -48,8 +50,9 @@ def parse_feature_names(names: Sequence[str], kind: str) -> list[str]:
     for name in names:
         canon = FEATURE_ALIASES.get(name.lower(), name.lower())
         if canon not in FEATURES[kind]:
-            raise UsageError(f"--features {name}: a {kind} model gives "
-                             f"{', '.join(FEATURES[kind])}", "pick from those")
+            raise ParameterError("extraction", "features", name,
+                                 f"is not a feature of a {kind} model, which gives "
+                                 f"{', '.join(FEATURES[kind])}", "pick from those")
         if canon not in out:
             out.append(canon)
     return out
@@ -63,8 +66,8 @@ def parse_map_names(names: Sequence[str]) -> list[str]:
         key = name.lower()
         canon = key if key in TAPS else f"{key}_x" if f"{key}_x" in TAPS else by_module.get(key)
         if canon is None:
-            raise UsageError(f"--maps {name}: not a network stage",
-                             f"use {', '.join(TAPS)}")
+            raise ParameterError("extraction", "maps", name, "is not a network stage",
+                                 f"use {', '.join(TAPS)}")
         if canon not in out:
             out.append(canon)
     return sorted(out, key=TAPS.index)
@@ -81,16 +84,17 @@ def check_maps_size(num_images: int, channels: Sequence[int], map_size: tuple[in
                     dtype: str) -> None:
     """Refuse conv maps for a dataset of ``num_images`` images (the whole dataset, not a
     shard, so sharding cannot bypass it) above :data:`LARGE_MAPS_IMAGES` images or
-    :data:`LARGE_MAPS_BYTES` bytes; ``--allow-large`` skips this check."""
+    :data:`LARGE_MAPS_BYTES` bytes; ``allow_large`` skips this check."""
     size = maps_bytes(num_images, channels, map_size, dtype)
+    maps, allow = param("maps"), param("allow_large", True)
     if num_images > LARGE_MAPS_IMAGES:
-        raise UsageError(f"--maps for {num_images} images is MSMT17-scale (more than "
+        raise UsageError(f"{maps} for {num_images} images is MSMT17-scale (more than "
                          f"{LARGE_MAPS_IMAGES}; {size / 2**30:.1f} GiB of conv maps)",
-                         "pass --allow-large, or drop --maps")
+                         f"pass {allow}, or drop {maps}")
     if size > LARGE_MAPS_BYTES:
-        raise UsageError(f"--maps would write {size / 2**30:.1f} GiB of conv maps for "
+        raise UsageError(f"{maps} would write {size / 2**30:.1f} GiB of conv maps for "
                          f"{num_images} images (limit {LARGE_MAPS_BYTES / 2**30:.0f} GiB)",
-                         "pass --allow-large, fewer --maps, or --maps-dtype float16")
+                         f"pass {allow}, fewer {maps}, or {param('maps_dtype', 'float16')}")
 
 
 def _size_text(text: tuple[int, int]) -> str:
@@ -106,8 +110,7 @@ def embed_batch(model: LoadedModel, images: torch.Tensor, maps: Sequence[str],
     images = images.to(device, non_blocking=True)
     if channels_last:
         images = images.contiguous(memory_format=torch.channels_last)
-    with torch.autocast(device.type, dtype=autocast or torch.float32,
-                        enabled=autocast is not None):
+    with autocast_context(device, autocast):
         out = model.module(images, maps)
         feats = model_features(model.kind, out)
         if flip:
@@ -129,21 +132,22 @@ def extract_model_store(layout: StoreLayout, out: str | os.PathLike,
     """Run the model of ``model_path`` over the rows of ``layout`` (or shard ``i/n`` of them)
     and write ``/features/<name>`` [N, d], ``/convmaps/<tap>`` [N, C, h, w] and the protocol.
     """
-    dev = resolve_device(device)
+    dev = resolve_device(device, owner="extraction")
     model = load_model(model_path, dev)
     names = parse_feature_names(features, model.family)
     taps = parse_map_names(maps)
     if len(layout.records) == 0:
-        raise UsageError("the dataset has no images", "check --root and the dataset options")
+        raise UsageError("the dataset has no images",
+                         f"check {param('root')} and the dataset options")
     rows = shard_rows(len(layout.records), shard) if shard else slice(0, len(layout.records))
     records = layout.records.iloc[rows].reset_index(drop=True)
     channels = [model.module.backbone.tap_channels[t] for t in taps]
     if taps and not allow_large:
         check_maps_size(len(layout.records), channels, map_size, maps_dtype)
     dims = feature_dims(model.spec)
-    autocast = amp_dtype(amp, dev)
+    autocast = amp_dtype(amp, dev, owner="extraction")
     # channels_last on every device: 1.4-1.8x on CPU too (benchmarks/extract_speed.py)
-    channels_last = True
+    channels_last = use_channels_last("on", dev)
     model.module.to(memory_format=torch.channels_last)
     dataset = ImageRecordDataset(records, model.transform, return_index=False)
     loader = make_loader(dataset, batch_size=batch_size, workers=workers, device=dev)

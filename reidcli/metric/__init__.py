@@ -1,7 +1,12 @@
-"""Metric learning on stored features.
+"""Metric learning on stored features: one :class:`reidcli.estimator.Estimator` per method,
+each registered by its own module (``reid train <method>``; docs/methods.md).
 
-:mod:`reidcli.metric.pair_covariances` — closed-form cross-camera pair covariances Σ_S, Σ_D
-(cdpcf.md §3.3), shared by C-DPCF/DPCF weight maps and XQDA; :mod:`reidcli.metric.xqda` —
-XQDA (cdpcf.md §4) and its fitted model for ``reid train xqda`` / ``reid eval``;
-:mod:`reidcli.metric.fit` — fitting a metric over a store's protocol trials.
+:mod:`~reidcli.metric.xqda`, :mod:`~reidcli.metric.kissme`, :mod:`~reidcli.metric.lfda`
+(LFDA and kernel LFDA), :mod:`~reidcli.metric.rpcca`, :mod:`~reidcli.metric.pca` and
+:mod:`~reidcli.metric.warca` (with ``warca_objective``, ``warca_trainer``, ``warca_kernel``,
+``warca_model``) are the methods; :mod:`~reidcli.metric.kernels` holds the kernels, kernel
+projections and pair sampling they share; :mod:`~reidcli.metric.pair_covariances` the
+closed-form cross-camera pair covariances Σ_S, Σ_D (C-DPCF paper Eq. 9) of XQDA and the
+C-DPCF weight maps; :mod:`~reidcli.metric.fit` fits an estimator over a store's protocol
+trials into one fitted-model file.
 """

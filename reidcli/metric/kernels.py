@@ -1,8 +1,8 @@
 """Kernels, kernel-space projections and pair sampling shared by the metric-learning baselines
-(warca.md §2.10, §7): kernel LFDA and rPCCA (:mod:`reidcli.metric.lfda`,
+(docs/methods/kernels.md): kernel LFDA and rPCCA (:mod:`reidcli.metric.lfda`,
 :mod:`reidcli.metric.rpcca`), KISSME's negative pairs (:mod:`reidcli.metric.kissme`).
 
-Kernels (warca.md §2.10), x, y ∈ ℝ^D:
+Kernels (docs/methods/kernels.md), x, y ∈ ℝ^D:
 
 * ``linear``  k = xᵀy
 * ``chi2``    k = Σ_d 2 x_d y_d / (x_d + y_d)                 (additive χ², Xiong's ``chi2``)
@@ -19,12 +19,12 @@ on ``device``), so no [n, m, D] tensor larger than :data:`BLOCK_ELEMENTS` exists
 from __future__ import annotations
 
 import dataclasses
-import inspect
-import math
 
 import numpy as np
 
 from reidcli.errors import FittedModelError, UsageError
+from reidcli.fitted import TrialModel
+from reidcli.params import Interval, Options, check_param
 
 KERNELS = ("linear", "chi2", "chi2rbf", "rbf", "poly")
 #: kernels with a bandwidth / scale γ
@@ -62,29 +62,6 @@ def check_labels(n: int, pids, camids, what: str) -> tuple[np.ndarray, np.ndarra
             raise UsageError(f"{what}: {n} feature rows but camids of shape {camids.shape}",
                              "pass one camera id per row")
     return pids, camids
-
-
-def check_choice(value, choices, option: str) -> str:
-    if value not in choices:
-        raise UsageError(f"{option} {value!r} is unknown", f"choose one of {', '.join(choices)}")
-    return str(value)
-
-
-def check_number(value, option: str, *, low: float | None = None, integer: bool = False,
-                 strict: bool = False, allow_none: bool = False):
-    """``value`` as int/float; UsageError if it is not a finite number ≥ ``low`` (> when
-    ``strict``), or not an integer when ``integer``."""
-    if value is None and allow_none:
-        return None
-    ok = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
-    ok = ok and math.isfinite(float(value)) and (not integer or float(value) == int(value))
-    if ok and low is not None:
-        ok = float(value) > low if strict else float(value) >= low
-    if not ok:
-        kind = "an integer" if integer else "a number"
-        bound = "" if low is None else f" {'>' if strict else '≥'} {low:g}"
-        raise UsageError(f"{option} {value!r} must be {kind}{bound}", "fix the value")
-    return int(value) if integer else float(value)
 
 
 # -- kernels ---------------------------------------------------------------------------------
@@ -139,7 +116,7 @@ def _kernel_tensor(name: str, a, b, gamma: float, degree: float, coef0: float):
         return chi2_matrix(a, b, additive=True)
     if name == "chi2rbf":
         return (-gamma * chi2_matrix(a, b, additive=False)).exp_()
-    raise UsageError(f"--kernel {name!r} is unknown", f"choose one of {', '.join(KERNELS)}")
+    raise UsageError(f"kernel {name!r} is unknown", f"choose one of {', '.join(KERNELS)}")
 
 
 def chi2_distances(x, y, device: str = "cpu") -> np.ndarray:
@@ -186,7 +163,7 @@ def random_distinct_pairs(n: int, count: int, rng: np.random.Generator) -> np.nd
 
 
 def auto_gamma(x, kernel: str, seed: int = 0, max_pairs: int = AUTO_GAMMA_PAIRS) -> float:
-    """γ for ``gamma="auto"`` (warca.md §2.10): 1 / median χ² (``chi2rbf``) or 1 / median
+    """γ for ``gamma="auto"`` (docs/methods/kernels.md): 1 / median χ² (``chi2rbf``) or 1 / median
     ‖x_i − x_j‖² (``rbf``) over ≤ ``max_pairs`` random distinct pairs of x [N, D]; 1 / D for
     ``poly``; 1.0 for kernels without γ."""
     x = np.asarray(x, dtype=np.float64)
@@ -254,35 +231,35 @@ class Kernel:
 
 
 def check_kernel_input(kernel: str, x, what: str) -> None:
-    """χ² kernels need non-negative features (warca.md §2.8): UsageError otherwise."""
+    """χ² kernels need non-negative features (docs/methods/kernels.md): UsageError otherwise."""
     if kernel in CHI2_KERNELS:
         low = float(x.min()) if x.numel() else 0.0
         if low < 0:
             raise UsageError(f"the {kernel} kernel needs non-negative {what} (minimum {low:.4g})",
-                             "use histogram features, or --kernel rbf / linear")
+                             "use histogram features, or the rbf / linear kernel")
 
 
 def resolve_kernel(x, kernel: str, gamma="auto", degree=3, coef0=0.0, seed: int = 0) -> Kernel:
     """Validate the kernel options and resolve ``gamma="auto"`` on the training rows x [N, D]."""
-    check_choice(kernel, KERNELS, "--kernel")
+    check_param("kernel", "kernel", kernel, Options(KERNELS))
     if kernel in CHI2_KERNELS and float(np.min(x)) < 0:
         raise UsageError(f"the {kernel} kernel needs non-negative features (minimum "
                          f"{float(np.min(x)):.4g})",
-                         "use histogram features, or --kernel rbf / linear")
+                         "use histogram features, or the rbf / linear kernel")
     if isinstance(gamma, str):
         if gamma != "auto":
             raise UsageError(f"gamma {gamma!r} must be 'auto' or a number > 0", "fix gamma")
         gamma = auto_gamma(x, kernel, seed) if kernel in GAMMA_KERNELS else 1.0
-    gamma = check_number(gamma, "gamma", low=0.0, strict=True)
-    degree = check_number(degree, "degree", low=1.0)
-    coef0 = check_number(coef0, "coef0")
+    gamma = check_param("kernel", "gamma", gamma, Interval(float, 0, None, "neither"))
+    degree = check_param("kernel", "degree", degree, Interval(float, 1, None))
+    coef0 = check_param("kernel", "coef0", coef0, Interval(float))
     return Kernel(kernel, gamma, degree, coef0, 1.0)
 
 
 # -- fitted models ---------------------------------------------------------------------------
-class KernelProjection:
+class KernelProjection(TrialModel):
     """Kernel-space projection z(x) = A κ(x), κ(x) = scale · [k(s_1, x), …, k(s_N, x)] over the
-    stored support rows (warca.md §2.6): A [d, N], support [N, D]. ``transform(x [n, D]) ->
+    stored support rows (WARCA paper Eq. 15–17): A [d, N], support [N, D]. ``transform(x [n, D]) ->
     [n, d]`` float64, in row blocks; distances are Euclidean on z."""
 
     metric = "euclidean"
@@ -298,7 +275,7 @@ class KernelProjection:
                                    "re-fit the model")
 
     @property
-    def input_dim(self) -> int:
+    def input_dim(self) -> int:  # type: ignore[override]
         return int(self.support.shape[1])
 
     @property
@@ -307,11 +284,7 @@ class KernelProjection:
 
     def transform(self, features) -> np.ndarray:
         """[n, D] → [n, d] float64: κ(x)ᵀ Aᵀ, computed for blocks of rows."""
-        x = np.asarray(features, dtype=np.float64)
-        if x.ndim != 2 or x.shape[1] != self.input_dim:
-            raise FittedModelError(f"kernel model expects {self.input_dim}-dimensional features, "
-                                   f"got shape {x.shape}",
-                                   "evaluate the store feature the model was fit on")
+        x = self.check_input(features, np.float64)
         n_support = max(len(self.support), 1)
         step = max(1, BLOCK_ELEMENTS // n_support)
         out = np.empty((len(x), self.output_dim))
@@ -394,31 +367,3 @@ def negative_pairs(pids, count: int, rng: np.random.Generator) -> np.ndarray:
         keys = np.unique(np.concatenate([keys, lo * n + hi]))
     keys = rng.choice(keys, size=count, replace=False)        # a uniform subset of the draws
     return np.stack([keys // n, keys % n], 1)
-
-
-# -- estimator plumbing ----------------------------------------------------------------------
-class ParamsMixin:
-    """``get_params`` / ``set_params`` from the ``__init__`` signature (scikit-learn
-    convention, so ``sklearn.base.clone`` and pipelines work) without importing sklearn."""
-
-    def get_params(self, deep: bool = True) -> dict:
-        names = [p for p in inspect.signature(type(self).__init__).parameters if p != "self"]
-        return {name: getattr(self, name) for name in names}
-
-    def set_params(self, **params):
-        valid = self.get_params()
-        for key, value in params.items():
-            if key not in valid:
-                raise UsageError(f"{type(self).__name__} has no parameter {key!r}",
-                                 f"its parameters: {', '.join(sorted(valid))}")
-            setattr(self, key, value)
-        return self
-
-    def __repr__(self) -> str:
-        args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
-        return f"{type(self).__name__}({args})"
-
-    def _check_fitted(self, attribute: str) -> None:
-        if not hasattr(self, attribute):
-            raise UsageError(f"this {type(self).__name__} is not fitted yet",
-                             "call fit(X, pids) first")

@@ -1,5 +1,5 @@
 """KISSME — "Keep It Simple and Straightforward MEtric" (Köstinger et al., CVPR 2012) as
-warca.md §7 and §4 (the [8] protocol) state it.
+docs/methods/kissme.md (the [8] protocol) describes it.
 
 1. PCA on the training rows (:func:`reidcli.metric.pca.pca_basis`): k = ``dim`` when given,
    else the smallest k keeping ``variance`` (0.95, as the WARCA paper says) of the variance.
@@ -8,11 +8,11 @@ warca.md §7 and §4 (the [8] protocol) state it.
 3. Σ_D = mean of δδᵀ over ``neg_ratio`` × #positives random distinct different-pid pairs
    (10, as [8]); ``neg_ratio=0`` uses all different-pid pairs (exact, from totals).
 4. M = Σ_S⁻¹ − Σ_D⁻¹ (Köstinger Eq. 15–16), then (``psd="clip"``) the negative eigenvalues are
-   set to 0 (warca.md §7; Köstinger's release instead lifts eigenvalues ≤ 1e-10 to 1e-6 when M
+   set to 0 (docs/methods/kissme.md; Köstinger's release instead lifts eigenvalues ≤ 1e-10 to 1e-6 when M
    is not positive definite — a negligible difference). ``psd="none"`` keeps M indefinite.
    ``ridge`` > 0 adds ridge·tr(Σ)/k·I to both covariances (0 = the published method).
 
-Distance d(x, y) = (Pᵀ(x − y))ᵀ M (Pᵀ(x − y)), the ``mahalanobis`` model of warca.md §2.11:
+Distance d(x, y) = (Pᵀ(x − y))ᵀ M (Pᵀ(x − y)), the ``mahalanobis`` model of docs/methods/kissme.md:
 arrays ``P`` [D, k], ``M`` [k, k], ``mean`` [D]. Camera ids are not used.
 """
 from __future__ import annotations
@@ -21,14 +21,14 @@ import numpy as np
 import scipy.linalg
 
 from reidcli.errors import FittedModelError, UsageError
-from reidcli.metric.kernels import (ParamsMixin, check_choice, check_features, check_labels,
-                                    check_number, count_pairs, negative_pairs)
-from reidcli.metric.pca import pca_basis
+from reidcli.estimator import Estimator, store_params
+from reidcli.fitted import TrialModel
+from reidcli.metric.kernels import check_features, check_labels, count_pairs, negative_pairs
+from reidcli.metric.pca import DIM, VARIANCE, pca_basis
+from reidcli.params import NONE, Interval, Options
+from reidcli.registry import register
 
 PSD_MODES = ("clip", "none")
-#: defaults of ``reid train kissme`` (``dim`` = the PCA dimension; None → ``variance``)
-HYPERPARAMETERS = {"dim": None, "variance": 0.95, "neg_ratio": 10, "psd": "clip",
-                   "ridge": 0.0, "seed": 0}
 #: rows per block when accumulating sampled pair differences
 _PAIR_BLOCK = 65536
 
@@ -102,59 +102,70 @@ def kissme_metric(u, pids, *, neg_ratio: float = 10, psd: str = "clip", ridge: f
                "n_diff": n_diff, "eigenvalues": values[::-1].copy()}
 
 
-def _check_hyper(dim, variance, neg_ratio, psd, ridge):
-    dim = check_number(dim, "--dim", low=1, integer=True, allow_none=True)
-    variance = check_number(variance, "variance", low=0.0, strict=True, allow_none=True)
-    if dim is None and variance is None:
-        raise UsageError("KISSME needs a PCA --dim or a variance fraction", "e.g. variance=0.95")
-    neg_ratio = check_number(neg_ratio, "neg_ratio", low=0.0)
-    check_choice(psd, PSD_MODES, "psd")
-    ridge = check_number(ridge, "ridge", low=0.0)
-    return dim, variance, neg_ratio, ridge
-
-
-class KISSME(ParamsMixin):
-    """KISSME estimator (scikit-learn style).
+@register("kissme", stage="train", paper="Köstinger et al., CVPR 2012",
+          summary="KISSME after PCA: M = Σ_S⁻¹ − Σ_D⁻¹ projected to the PSD cone.",
+          hidden=["variance", "neg_ratio", "psd", "ridge"])
+class KISSME(Estimator):
+    """KISSME estimator.
 
     ``KISSME(dim=None, variance=0.95, neg_ratio=10, psd="clip", ridge=0.0, seed=0)
     .fit(X [N, D], pids [N])`` sets ``mean_`` [D], ``projection_`` P [D, k], ``metric_``
     M [k, k] and ``eigenvalues_`` (of M before clipping). ``distance(Xq [q, D], Xg [g, D])
     -> [q, g]`` squared Mahalanobis distances; ``transform`` (PSD M only) gives L with
-    ‖L(x − y)‖² = d(x, y), [n, D] → [n, k].
+    ‖L(x − y)‖² = d(x, y), [n, D] → [n, k]. Fitted arrays: ``P``, ``M``, ``mean``.
     """
+
+    _parameter_constraints = {"dim": [DIM, NONE], "variance": [VARIANCE, NONE],
+                              "neg_ratio": [Interval(float, 0, None)],
+                              "psd": [Options(PSD_MODES)], "ridge": [Interval(float, 0, None)],
+                              "seed": [Interval(int, 0, None)]}
+    _parameter_help = {"dim": "PCA dimension k (default: keep `variance` of the variance).",
+                       "variance": "Variance fraction kept by the PCA when dim is not set.",
+                       "neg_ratio": "Negative pairs per positive pair (0 = all).",
+                       "psd": "clip: project M to the PSD cone; none: keep it indefinite.",
+                       "ridge": "Ridge added to both covariances (0 = the published method).",
+                       "seed": "Seed of the negative-pair draw."}
+
+    _quick_params = {"dim": 8}
 
     def __init__(self, dim: int | None = None, variance: float | None = 0.95,
                  neg_ratio: float = 10, psd: str = "clip", ridge: float = 0.0, seed: int = 0):
-        self.dim = dim
-        self.variance = variance
-        self.neg_ratio = neg_ratio
-        self.psd = psd
-        self.ridge = ridge
-        self.seed = seed
+        store_params(self, locals())
 
     def fit(self, X, pids, camids=None) -> "KISSME":
+        p = self._validated_params()
         x = check_features(X, "KISSME training features", min_rows=2)
         pids, _ = check_labels(len(x), pids, camids, "KISSME training set")
-        dim, variance, neg_ratio, ridge = _check_hyper(self.dim, self.variance, self.neg_ratio,
-                                                       self.psd, self.ridge)
-        mean, p, _, _ = pca_basis(x, dim, None if dim is not None else variance)
-        u = (x - mean) @ p
-        m, info = kissme_metric(u, pids, neg_ratio=neg_ratio, psd=self.psd, ridge=ridge,
-                                rng=np.random.default_rng(self.seed))
-        self.mean_, self.projection_, self.metric_ = mean, p, m
+        if p["dim"] is None and p["variance"] is None:
+            raise UsageError("KISSME needs a PCA dim or a variance fraction",
+                             "e.g. variance=0.95")
+        mean, proj, _, _ = pca_basis(x, p["dim"], None if p["dim"] is not None
+                                     else p["variance"])
+        u = (x - mean) @ proj
+        m, info = kissme_metric(u, pids, neg_ratio=p["neg_ratio"], psd=p["psd"],
+                                ridge=p["ridge"], rng=np.random.default_rng(p["seed"]))
+        self.mean_, self.projection_, self.metric_ = mean, proj, m
         self.eigenvalues_ = info["eigenvalues"]
         self.sigma_same_, self.sigma_diff_ = info["sigma_same"], info["sigma_diff"]
         self.n_features_in_ = x.shape[1]
         return self
 
-    def arrays(self) -> dict:
+    def fitted_arrays(self) -> dict:
         """Fitted-model arrays: ``P`` [D, k], ``M`` [k, k], ``mean`` [D]."""
         self._check_fitted("metric_")
         return {"P": self.projection_, "M": self.metric_, "mean": self.mean_}
 
+    @classmethod
+    def model_from_arrays(cls, arrays, hyperparameters) -> "MahalanobisModel":
+        missing = [k for k in ("P", "M") if k not in arrays]
+        if missing:
+            raise FittedModelError(f"kissme trial lacks {', '.join(missing)}",
+                                   "re-fit the model")
+        return MahalanobisModel(arrays["P"], arrays["M"], arrays.get("mean"))
+
     def distance(self, Xq, Xg) -> np.ndarray:
         self._check_fitted("metric_")
-        return MahalanobisModel(self.projection_, self.metric_, self.mean_).distance(Xq, Xg)
+        return self.fitted_model().distance(Xq, Xg)
 
     def transform(self, X) -> np.ndarray:
         self._check_fitted("metric_")
@@ -167,15 +178,8 @@ class KISSME(ParamsMixin):
         return ((x - self.mean_) @ self.projection_) @ root
 
 
-def fit_kissme_arrays(x, pids, camids=None, *, dim: int | None = None,
-                      variance: float | None = 0.95, neg_ratio: float = 10, psd: str = "clip",
-                      ridge: float = 0.0, seed: int = 0) -> dict:
-    """KISSME on x [N, D]: ``{"P": [D, k], "M": [k, k], "mean": [D]}`` (one trial)."""
-    return KISSME(dim, variance, neg_ratio, psd, ridge, seed).fit(x, pids, camids).arrays()
-
-
-class MahalanobisModel:
-    """``mahalanobis`` model (warca.md §2.11): d(x, y) = (Pᵀδ)ᵀ M (Pᵀδ), δ = x − y, with
+class MahalanobisModel(TrialModel):
+    """``mahalanobis`` model (docs/methods/kissme.md): d(x, y) = (Pᵀδ)ᵀ M (Pᵀδ), δ = x − y, with
     P [D, k], M [k, k] (may be indefinite; ranking is by the raw value) and optional mean [D]
     (subtracted first, for numerical range only). ``distance([q, D], [g, D]) -> [q, g]``."""
 
@@ -194,34 +198,15 @@ class MahalanobisModel:
                                    f"expected ({self.P.shape[0]},)", "re-fit the model")
 
     @property
-    def input_dim(self) -> int:
+    def input_dim(self) -> int:  # type: ignore[override]
         return int(self.P.shape[0])
 
-    def _project(self, x) -> np.ndarray:
-        x = np.asarray(x, dtype=np.float64)
-        if x.ndim != 2 or x.shape[1] != self.input_dim:
-            raise FittedModelError(f"mahalanobis model expects {self.input_dim}-dimensional "
-                                   f"features, got shape {x.shape}",
-                                   "evaluate the store feature the model was fit on")
+    def transform(self, features) -> np.ndarray:
+        """u = Pᵀ(x − mean): [n, D] → [n, k] float64."""
+        x = self.check_input(features, np.float64)
         return (x if self.mean is None else x - self.mean) @ self.P
 
-    def distance(self, query_block, gallery_block) -> np.ndarray:
-        """[q, D] × [g, D] → [q, g] float64: a_q + a_g − 2 (u_q M)·u_g."""
+    def embedded_distance(self, query, gallery) -> np.ndarray:
+        """[q, k] × [g, k] projected rows → [q, g] float64: a_q + a_g − 2 (u_q M)·u_g."""
         from reidcli.metric.xqda import quadratic_distances
-        return quadratic_distances(self._project(query_block), self._project(gallery_block),
-                                   self.M)
-
-
-def _factory(arrays: dict, hyperparameters: dict) -> MahalanobisModel:
-    missing = [k for k in ("P", "M") if k not in arrays]
-    if missing:
-        raise FittedModelError(f"kissme trial lacks {', '.join(missing)}", "re-fit the model")
-    return MahalanobisModel(arrays["P"], arrays["M"], arrays.get("mean"))
-
-
-def _register() -> None:
-    from reidcli import fitted
-    fitted.register_method("kissme", _factory)
-
-
-_register()
+        return quadratic_distances(query, gallery, self.M)

@@ -1,5 +1,5 @@
 """LFDA and kernel LFDA (Sugiyama 2007; Pedagadi et al. 2013; kernel form of Xiong et al.
-ECCV 2014 [8]) as warca.md §7 and §4 state them.
+ECCV 2014 [8]) as docs/methods/lfda.md describes them.
 
 With F the "feature" matrix — X [N, D] for the primal linear LFDA, K [N, N] for kernel LFDA —
 and kernel-space squared distances d²_ab (K_aa + K_bb − 2K_ab, or ‖x_a − x_b‖²):
@@ -30,18 +30,21 @@ import scipy.linalg
 import scipy.sparse
 
 from reidcli.errors import UsageError
-from reidcli.metric.kernels import (BLOCK_ELEMENTS, KERNELS, Kernel, ParamsMixin,
-                                    check_choice, check_features, check_labels, check_number,
-                                    kernel_arrays, linear_from_dual, resolve_kernel)
+from reidcli.estimator import Estimator, store_params
+from reidcli.metric.kernels import (BLOCK_ELEMENTS, KERNELS, Kernel, KernelProjection,
+                                    check_features, check_labels, kernel_arrays,
+                                    linear_from_dual, projection_model, resolve_kernel)
+from reidcli.metric.pca import DIM
+from reidcli.params import Interval, Options, TEXT
+from reidcli.registry import register
 
 SOLVERS = ("auto", "primal", "dual")
-#: defaults of ``reid train lfda`` / ``reid train klfda`` (β = the S_w regulariser, the
-#: target of ``--lambda``)
-HYPERPARAMETERS = {
-    "lfda": {"dim": 40, "beta": 0.01, "knn": 6, "solver": "auto"},
-    "klfda": {"dim": 40, "beta": 0.01, "knn": 6, "kernel": "chi2rbf", "gamma": "auto",
-              "degree": 3, "coef0": 0.0, "max_kernel_n": 20000, "device": "cpu", "seed": 0},
-}
+#: constraints shared by LFDA and kernel LFDA (β = the S_w regulariser)
+_COMMON_CONSTRAINTS = {"dim": [DIM], "beta": [Interval(float, 0, 1)],
+                       "knn": [Interval(int, 1, None)]}
+_COMMON_HELP = {"dim": "Output dimension d.",
+                "beta": "Regulariser of S_w: (1 − β) S_w + β tr(S_w)/m I.",
+                "knn": "Neighbour whose distance sets the local scale σ."}
 
 
 # -- affinity and scatter matrices -------------------------------------------------------------
@@ -129,7 +132,7 @@ def top_generalized_eigenvectors(s_b: np.ndarray, s_w: np.ndarray, dim: int
         low = scipy.linalg.cholesky(s_w, lower=True)
     except (np.linalg.LinAlgError, scipy.linalg.LinAlgError) as exc:
         raise UsageError(f"LFDA: the regularised within-class scatter is not positive definite "
-                         f"({exc})", "use a larger beta (--lambda)") from None
+                         f"({exc})", "use a larger beta") from None
     half = scipy.linalg.solve_triangular(low, s_b, lower=True)
     c = scipy.linalg.solve_triangular(low, half.T, lower=True)
     values, y = scipy.linalg.eigh(0.5 * (c + c.T), subset_by_index=[m - dim, m - 1])
@@ -140,18 +143,13 @@ def top_generalized_eigenvectors(s_b: np.ndarray, s_w: np.ndarray, dim: int
     return values, vectors
 
 
-def _check_common(x, pids, camids, dim, beta, knn, what):
+def _check_training_set(x, pids, camids, what):
     x = check_features(x, f"{what} training features", min_rows=2)
     pids, _ = check_labels(len(x), pids, camids, f"{what} training set")
     if len(np.unique(pids)) < 2:
         raise UsageError(f"{what}: the training rows hold {len(np.unique(pids))} person(s)",
                          "train on at least two persons")
-    dim = check_number(dim, "--dim", low=1, integer=True)
-    beta = check_number(beta, "beta (--lambda)", low=0.0)
-    if beta > 1:
-        raise UsageError(f"beta {beta:g} must be in [0, 1]", "use the default 0.01")
-    knn = check_number(knn, "knn", low=1, integer=True)
-    return x, pids, dim, beta, knn
+    return x, pids
 
 
 def _solve(F, pids, d2_rows, d2_block, dim, beta, knn):
@@ -167,33 +165,38 @@ def _kernel_solve(K, pids, dim, beta, knn):
     return values, vectors.T
 
 
-def _check_kernel_n(n: int, max_kernel_n, what: str) -> None:
-    max_kernel_n = check_number(max_kernel_n, "max_kernel_n", low=1, integer=True)
+def _check_kernel_n(n: int, max_kernel_n: int, what: str) -> None:
     if n > max_kernel_n:
         raise UsageError(f"{what}: {n} training rows exceed max_kernel_n={max_kernel_n} (the "
                          f"kernel matrix would need {n * n * 8 / 2**30:.1f} GiB)",
-                         "train on fewer rows, or raise --param max_kernel_n")
+                         "train on fewer rows, or raise max_kernel_n")
 
 
 # -- estimators -------------------------------------------------------------------------------
-class LFDA(ParamsMixin):
-    """Linear LFDA (LFDA-L), scikit-learn style.
+@register("lfda", stage="train", paper="Pedagadi et al., CVPR 2013 (Sugiyama 2007)",
+          summary="LFDA-L: local Fisher discriminant analysis, linear.",
+          flags={"beta": "--lambda"}, hidden=["knn", "solver"])
+class LFDA(Estimator):
+    """Linear LFDA (LFDA-L).
 
     ``LFDA(dim=40, beta=0.01, knn=6, solver="auto").fit(X [N, D], pids [N])`` sets
     ``projection_`` W [D, d], ``eigenvalues_`` [d] (descending) and ``solver_`` (the one used:
     ``primal`` when D ≤ N, else ``dual``). ``transform(X [n, D]) -> [n, d]`` = X W.
+    Fitted arrays: ``W`` [D, d], ``eigenvalues`` [d].
     """
 
+    _parameter_constraints = {**_COMMON_CONSTRAINTS, "solver": [Options(SOLVERS)]}
+    _parameter_help = {**_COMMON_HELP, "solver": "primal (D × D) | dual (N × N) | auto."}
+
+    _quick_params = {"dim": 8}
+
     def __init__(self, dim: int = 40, beta: float = 0.01, knn: int = 6, solver: str = "auto"):
-        self.dim = dim
-        self.beta = beta
-        self.knn = knn
-        self.solver = solver
+        store_params(self, locals())
 
     def fit(self, X, pids, camids=None) -> "LFDA":
-        x, pids, dim, beta, knn = _check_common(X, pids, camids, self.dim, self.beta, self.knn,
-                                                "LFDA")
-        solver = check_choice(self.solver, SOLVERS, "solver")
+        p = self._validated_params()
+        x, pids = _check_training_set(X, pids, camids, "LFDA")
+        dim, beta, knn, solver = p["dim"], p["beta"], p["knn"], p["solver"]
         if solver == "auto":
             solver = "primal" if x.shape[1] <= len(x) else "dual"
         if solver == "primal":
@@ -215,53 +218,66 @@ class LFDA(ParamsMixin):
                              f"{x.shape[1]}", "pass features of the fitted dimension")
         return x @ self.projection_
 
-    def arrays(self) -> dict:
+    def fitted_arrays(self) -> dict:
         self._check_fitted("projection_")
         return {"W": self.projection_, "eigenvalues": self.eigenvalues_}
 
+    @classmethod
+    def model_from_arrays(cls, arrays, hyperparameters):
+        return projection_model(arrays, "lfda")
 
-class KernelLFDA(ParamsMixin):
-    """Kernel LFDA (kLFDA), scikit-learn style.
+
+@register("klfda", stage="train", paper="Xiong et al., ECCV 2014",
+          summary="Kernel LFDA (χ²-RBF kernel by default).",
+          flags={"beta": "--lambda"},
+          hidden=["knn", "gamma", "degree", "coef0", "max_kernel_n", "device"])
+class KernelLFDA(Estimator):
+    """Kernel LFDA (kLFDA).
 
     ``KernelLFDA(dim=40, beta=0.01, knn=6, kernel="chi2rbf", gamma="auto", degree=3,
     coef0=0.0, max_kernel_n=20000, device="cpu", seed=0).fit(X [N, D], pids [N])`` sets
     ``A_`` [d, N], ``support_`` [N, D] (the training rows), ``kernel_`` (resolved
     :class:`~reidcli.metric.kernels.Kernel`) and ``eigenvalues_`` [d].
-    ``transform(X [n, D]) -> [n, d]`` = A k(support, x), in row blocks.
+    ``transform(X [n, D]) -> [n, d]`` = A k(support, x), in row blocks. Fitted arrays: ``A``,
+    ``support``, the kernel parameters and ``eigenvalues`` (``W`` for the linear kernel).
     """
+
+    _parameter_constraints = {**_COMMON_CONSTRAINTS, "kernel": [Options(KERNELS)],
+                              "gamma": [Options(("auto",)), Interval(float, 0, None, "neither")],
+                              "degree": [Interval(float, 1, None)],
+                              "coef0": [Interval(float)],
+                              "max_kernel_n": [Interval(int, 1, None)], "device": [TEXT],
+                              "seed": [Interval(int, 0, None)]}
+    _parameter_help = {**_COMMON_HELP, "kernel": "Kernel: " + " | ".join(KERNELS) + ".",
+                       "gamma": "Kernel bandwidth, or auto (1 / median distance).",
+                       "degree": "poly kernel degree.", "coef0": "poly kernel offset.",
+                       "max_kernel_n": "Refuse more training rows than this (N × N kernel).",
+                       "device": "torch device of the kernel matrices.",
+                       "seed": "Seed of the pairs behind gamma=auto."}
+
+    _quick_params = {"dim": 8, "kernel": "rbf"}
 
     def __init__(self, dim: int = 40, beta: float = 0.01, knn: int = 6,
                  kernel: str = "chi2rbf", gamma="auto", degree: float = 3, coef0: float = 0.0,
                  max_kernel_n: int = 20000, device: str = "cpu", seed: int = 0):
-        self.dim = dim
-        self.beta = beta
-        self.knn = knn
-        self.kernel = kernel
-        self.gamma = gamma
-        self.degree = degree
-        self.coef0 = coef0
-        self.max_kernel_n = max_kernel_n
-        self.device = device
-        self.seed = seed
+        store_params(self, locals())
 
     def fit(self, X, pids, camids=None) -> "KernelLFDA":
-        x, pids, dim, beta, knn = _check_common(X, pids, camids, self.dim, self.beta, self.knn,
-                                                "kernel LFDA")
-        check_choice(self.kernel, KERNELS, "--kernel")
-        _check_kernel_n(len(x), self.max_kernel_n, "kernel LFDA")
-        kernel = resolve_kernel(x, self.kernel, self.gamma, self.degree, self.coef0, self.seed)
-        K = kernel.matrix(x, device=self.device)
-        values, a = _kernel_solve(0.5 * (K + K.T), pids, dim, beta, knn)
+        p = self._validated_params()
+        x, pids = _check_training_set(X, pids, camids, "kernel LFDA")
+        _check_kernel_n(len(x), p["max_kernel_n"], "kernel LFDA")
+        kernel = resolve_kernel(x, p["kernel"], p["gamma"], p["degree"], p["coef0"], p["seed"])
+        K = kernel.matrix(x, device=p["device"])
+        values, a = _kernel_solve(0.5 * (K + K.T), pids, p["dim"], p["beta"], p["knn"])
         self.A_, self.support_, self.kernel_, self.eigenvalues_ = a, x, kernel, values
         self.n_features_in_ = x.shape[1]
         return self
 
     def transform(self, X) -> np.ndarray:
         self._check_fitted("A_")
-        from reidcli.metric.kernels import KernelProjection
         return KernelProjection(self.A_, self.support_, self.kernel_, self.device).transform(X)
 
-    def arrays(self) -> dict:
+    def fitted_arrays(self) -> dict:
         """``A`` + ``support`` + kernel parameters; ``W`` [D, d] for the linear kernel."""
         self._check_fitted("A_")
         if self.kernel_.name == "linear":
@@ -270,38 +286,10 @@ class KernelLFDA(ParamsMixin):
         return {**kernel_arrays(self.A_, self.support_, self.kernel_),
                 "eigenvalues": self.eigenvalues_}
 
-
-def fit_lfda_arrays(x, pids, camids=None, *, dim: int = 40, beta: float = 0.01, knn: int = 6,
-                    solver: str = "auto") -> dict:
-    """LFDA-L on x [N, D]: ``{"W": [D, d], "eigenvalues": [d]}`` (one trial)."""
-    return LFDA(dim, beta, knn, solver).fit(x, pids, camids).arrays()
+    @classmethod
+    def model_from_arrays(cls, arrays, hyperparameters):
+        return projection_model(arrays, "klfda")
 
 
-def fit_klfda_arrays(x, pids, camids=None, *, dim: int = 40, beta: float = 0.01, knn: int = 6,
-                     kernel: str = "chi2rbf", gamma="auto", degree: float = 3,
-                     coef0: float = 0.0, max_kernel_n: int = 20000, device: str = "cpu",
-                     seed: int = 0) -> dict:
-    """Kernel LFDA on x [N, D]: ``{"A": [d, N], "support": [N, D], kernel…, "eigenvalues"}``
-    (``{"W", "eigenvalues"}`` for the linear kernel)."""
-    return KernelLFDA(dim, beta, knn, kernel, gamma, degree, coef0, max_kernel_n, device,
-                      seed).fit(x, pids, camids).arrays()
-
-
-def _factory(name: str):
-    def factory(arrays: dict, hyperparameters: dict):
-        from reidcli.metric.kernels import projection_model
-        return projection_model(arrays, name)
-    return factory
-
-
-def _register() -> None:
-    from reidcli import fitted
-    fitted.register_method("lfda", _factory("lfda"))
-    fitted.register_method("klfda", _factory("klfda"))
-
-
-_register()
-
-__all__ = ["HYPERPARAMETERS", "LFDA", "KernelLFDA", "Kernel", "fit_lfda_arrays",
-           "fit_klfda_arrays", "lfda_scatters", "local_scales", "regularise",
+__all__ = ["LFDA", "KernelLFDA", "Kernel", "lfda_scatters", "local_scales", "regularise",
            "top_generalized_eigenvectors"]

@@ -1,4 +1,4 @@
-"""Closed-form cross-camera pair covariances Σ_S, Σ_D (cdpcf.md §3.3, paper Eq. 9, App. B).
+"""Closed-form cross-camera pair covariances Σ_S, Σ_D (C-DPCF paper Eq. 9, App. B).
 
 Each image i carries a matrix Q_i [E, T] (E rows; E = 1 is XQDA's case with T = feature
 dimension), a person id p_i and a camera id c_i. Over **ordered** cross-camera pairs
@@ -232,7 +232,7 @@ class PairCovarianceAccumulator:
         return self._torch.as_tensor(rows, dtype=self._torch.int64, device=self._device)
 
     def result(self) -> PairCovariances:
-        """Σ_S = Z_S / N_S, Σ_D = (Z_A − Z_S) / N_D (cdpcf.md §3.3) as float64 numpy."""
+        """Σ_S = Z_S / N_S, Σ_D = (Z_A − Z_S) / N_D (C-DPCF paper Eq. 9) as float64 numpy."""
         if self._shape is None or not self._seen.all():
             missing = self.num_images - int(self._seen.sum())
             raise UsageError(f"{self.context}: {missing} image(s) were never added",
@@ -312,7 +312,7 @@ def _is_range(idx: np.ndarray) -> bool:
 def cross_camera_pair_covariances(Q, pids, camids, *, weights=None, device=None,
                                   chunk: int = CHUNK,
                                   context: str = "training set") -> PairCovariances:
-    """Σ_S, Σ_D [T, T] over ordered cross-camera pairs of Q [N, E, T] (cdpcf.md §3.3).
+    """Σ_S, Σ_D [T, T] over ordered cross-camera pairs of Q [N, E, T] (C-DPCF paper Eq. 9).
 
     ``pids``, ``camids``: [N] labels (any sortable dtype, usually int); ``weights``: optional
     float [N] ≥ 0 (pair weight w_i·w_j).

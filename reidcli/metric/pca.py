@@ -1,5 +1,5 @@
-"""PCA projection (warca.md §7 "Euclidean / PCA"): the unsupervised reference of §8 and the
-preprocessing of KISSME.
+"""PCA projection (docs/methods/pca.md): the WARCA paper's unsupervised reference ("Euclidean /
+PCA") and the preprocessing of KISSME.
 
 Fit on the training rows: centre by the mean, keep the top-k principal directions (eigenvectors
 of the scatter XcᵀXc, or of the Gram XcXcᵀ when N < D), k = ``dim`` (default D' = 40) or, when
@@ -16,10 +16,15 @@ import numpy as np
 import scipy.linalg
 
 from reidcli.errors import UsageError
-from reidcli.metric.kernels import ParamsMixin, check_features, check_number
+from reidcli.estimator import Estimator, store_params
+from reidcli.metric.kernels import check_features, projection_model
+from reidcli.params import NONE, Interval, check_param
+from reidcli.registry import register
 
-#: defaults of ``reid train pca`` (``variance``, when set, decides k and ``dim`` is ignored)
-HYPERPARAMETERS = {"dim": 40, "variance": None}
+#: a fraction of the total variance
+VARIANCE = Interval(float, 0, 1, "right")
+#: a number of output dimensions
+DIM = Interval(int, 1, None)
 
 
 def pca_basis(x, dim: int | None = 40, variance: float | None = None
@@ -31,11 +36,9 @@ def pca_basis(x, dim: int | None = 40, variance: float | None = None
     smallest k reaching that cumulative ratio; otherwise k = min(``dim``, rank).
     """
     x = check_features(x, "PCA training features", min_rows=2)
-    variance = check_number(variance, "variance", low=0.0, strict=True, allow_none=True)
-    if variance is not None and variance > 1:
-        raise UsageError(f"variance {variance:g} must be a fraction in (0, 1]", "e.g. 0.95")
+    variance = check_param("PCA", "variance", variance, VARIANCE, NONE)
     if variance is None:
-        dim = check_number(dim, "--dim", low=1, integer=True)
+        dim = check_param("PCA", "dim", dim, DIM)
     n, d = x.shape
     mean = x.mean(0)
     xc = x - mean
@@ -65,26 +68,31 @@ def pca_basis(x, dim: int | None = 40, variance: float | None = None
     return mean, w, values[:k] / (n - 1), ratio[:k]
 
 
-def fit_pca_arrays(x, pids=None, camids=None, *, dim: int | None = 40,
-                   variance: float | None = None) -> dict:
-    """PCA on x [N, D] (labels are ignored): ``{"W": [D, k], "mean": [D],
-    "explained_variance": [k]}``."""
-    mean, w, var, _ = pca_basis(x, dim, variance)
-    return {"W": w, "mean": mean, "explained_variance": var}
+@register("pca", stage="train", paper="Pearson 1901; the WARCA paper's unsupervised reference",
+          summary="PCA projection (the unsupervised reference).")
+class PCA(Estimator):
+    """PCA estimator: ``PCA(dim=40, variance=None).fit(X [N, D])`` sets ``mean_`` [D],
+    ``projection_`` [D, k], ``explained_variance_`` [k], ``explained_variance_ratio_`` [k];
+    ``transform(X [n, D]) -> [n, k]`` = (X − mean) W. Labels are ignored.
 
+    Fitted arrays: ``W`` [D, k], ``mean`` [D], ``explained_variance`` [k] (evaluated by the
+    built-in ``linear-projection`` model, Euclidean distances).
+    """
 
-class PCA(ParamsMixin):
-    """PCA estimator (scikit-learn style): ``PCA(dim=40, variance=None).fit(X [N, D])``
-    sets ``mean_`` [D], ``projection_`` [D, k], ``explained_variance_`` [k],
-    ``explained_variance_ratio_`` [k]; ``transform(X [n, D]) -> [n, k]`` = (X − mean) W."""
+    _parameter_constraints = {"dim": [DIM, NONE], "variance": [VARIANCE, NONE]}
+    _parameter_help = {"dim": "Output dimension k (ignored when variance is set).",
+                       "variance": "Keep the smallest k explaining this fraction of the "
+                                   "variance."}
+
+    _quick_params = {"dim": 8}
 
     def __init__(self, dim: int | None = 40, variance: float | None = None):
-        self.dim = dim
-        self.variance = variance
+        store_params(self, locals())
 
     def fit(self, X, pids=None, camids=None) -> "PCA":
+        p = self._validated_params()
         (self.mean_, self.projection_, self.explained_variance_,
-         self.explained_variance_ratio_) = pca_basis(X, self.dim, self.variance)
+         self.explained_variance_ratio_) = pca_basis(X, p["dim"], p["variance"])
         self.n_features_in_ = self.projection_.shape[0]
         return self
 
@@ -99,21 +107,11 @@ class PCA(ParamsMixin):
     def fit_transform(self, X, pids=None, camids=None) -> np.ndarray:
         return self.fit(X).transform(X)
 
-    def arrays(self) -> dict:
-        """The fitted-model arrays (as :func:`fit_pca_arrays`)."""
+    def fitted_arrays(self) -> dict:
         self._check_fitted("projection_")
         return {"W": self.projection_, "mean": self.mean_,
                 "explained_variance": self.explained_variance_}
 
-
-def _factory(arrays: dict, hyperparameters: dict):
-    from reidcli.metric.kernels import projection_model
-    return projection_model(arrays, "pca")
-
-
-def _register() -> None:
-    from reidcli import fitted
-    fitted.register_method("pca", _factory)
-
-
-_register()
+    @classmethod
+    def model_from_arrays(cls, arrays, hyperparameters):
+        return projection_model(arrays, "pca")

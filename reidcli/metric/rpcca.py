@@ -1,7 +1,7 @@
 """rPCCA — kernel PCCA (Mignon & Jurie, CVPR 2012) with the λ-regulariser of Xiong et al. ECCV
-2014 [8], as warca.md §7 and §4 state it.
+2014 [8], as docs/methods/rpcca.md describes it.
 
-Parametrisation as kernel WARCA (warca.md §2.6): A [d, N] acts on kernel columns, z(x) = A κ(x),
+Parametrisation as kernel WARCA (WARCA paper Eq. 15–17): A [d, N] acts on kernel columns, z(x) = A κ(x),
 κ(x) = c · [k(x_1, x), …, k(x_N, x)] with c = N / tr(K) (K rescaled to trace N, as [8]).
 Pairs: all unordered same-pid pairs (y = +1) plus ``neg_ratio`` × as many random distinct
 different-pid pairs (y = −1), drawn once. With D_n = ‖A(κ_i − κ_j)‖² = ‖z_i − z_j‖²:
@@ -20,7 +20,7 @@ Optimisers:
   ``max_iter`` attempts (accepted + rejected). A₀ ~ N(0, ``init_std``²), init_std = 1e-4.
 * ``adam``: ``max_iter`` Adam steps (size ``lr``) on G̃ estimated from ``batch_size`` pairs
   drawn uniformly (the loss part scaled by #pairs / batch, so it estimates the full sum), as
-  the WARCA loop (warca.md §2.7: β₁ .9, β₂ .999, ε 1e-8, ``adam_bias`` constant | standard). Each step costs
+  the WARCA loop (docs/methods/warca.md: β₁ .9, β₂ .999, ε 1e-8, ``adam_bias`` constant | standard). Each step costs
   O(d N · batch) — no N² work — which is what the Fig. 3 time comparison needs.
 
 Arrays: kernel models ``A`` [d, N], ``support`` [N, D], kernel parameters (incl.
@@ -37,19 +37,17 @@ import time
 import numpy as np
 
 from reidcli.errors import UsageError
-from reidcli.metric.kernels import (KERNELS, Kernel, KernelProjection, ParamsMixin,
-                                    check_choice, check_features, check_labels, check_number,
-                                    count_pairs, kernel_arrays, linear_from_dual,
-                                    negative_pairs, positive_pairs, resolve_kernel)
+from reidcli.estimator import Estimator, store_params
+from reidcli.metric.kernels import (KERNELS, Kernel, KernelProjection, check_features,
+                                    check_labels, count_pairs, kernel_arrays, linear_from_dual,
+                                    negative_pairs, positive_pairs, projection_model,
+                                    resolve_kernel)
+from reidcli.metric.pca import DIM
+from reidcli.params import TEXT, Interval, Options
+from reidcli.registry import register
 
 OPTIMIZERS = ("adaptive", "adam")
 ADAM_BIAS = ("constant", "standard")
-#: defaults of ``reid train rpcca`` (``lam`` = λ, the target of ``--lambda``)
-HYPERPARAMETERS = {"dim": 40, "kernel": "chi2rbf", "gamma": "auto", "degree": 3, "coef0": 0.0,
-                   "beta": 3.0, "lam": 0.01, "neg_ratio": 10, "optimizer": "adaptive",
-                   "lr": 0.1, "tol": 1e-4, "max_iter": 2000, "batch_size": 512,
-                   "adam_bias": "constant", "init_std": 1e-4, "log_every": 50,
-                   "snapshot_every": 0, "max_kernel_n": 20000, "device": "cpu", "seed": 0}
 
 
 # -- objective and gradients -------------------------------------------------------------------
@@ -206,7 +204,7 @@ def _adaptive(A, K, P, beta, lam, lr, tol, max_iter, snapshot, snapshot_every, l
 
 def _adam(A, K, P, beta, lam, lr, max_iter, batch, bias, rng, snapshot, snapshot_every,
           log_every):
-    """Adam on minibatch estimates of G̃ (warca.md §2.7 settings); O(d N · batch) a step."""
+    """Adam on minibatch estimates of G̃ (docs/methods/warca.md settings); O(d N · batch) a step."""
     torch = _torch()
     b1, b2, eps = 0.9, 0.999, 1e-8
     m, v = torch.zeros_like(A), torch.zeros_like(A)
@@ -241,8 +239,14 @@ def _adam(A, K, P, beta, lam, lr, max_iter, batch, bias, rng, snapshot, snapshot
 
 
 # -- estimator ---------------------------------------------------------------------------------
-class RPCCA(ParamsMixin):
-    """rPCCA (kernel PCCA + λ tr(AKAᵀ)), scikit-learn style.
+@register("rpcca", stage="train", paper="Xiong et al., ECCV 2014 (Mignon & Jurie 2012)",
+          summary="Regularised kernel PCCA (χ²-RBF kernel by default).",
+          flags={"lam": "--lambda", "max_iter": "--iterations"},
+          hidden=["gamma", "degree", "coef0", "beta", "neg_ratio", "optimizer", "tol",
+                  "adam_bias", "init_std", "log_every", "snapshot_every", "max_kernel_n",
+                  "device"])
+class RPCCA(Estimator):
+    """rPCCA (kernel PCCA + λ tr(AKAᵀ)).
 
     ``RPCCA(dim=40, kernel="chi2rbf", gamma="auto", degree=3, coef0=0.0, beta=3.0, lam=0.01,
     neg_ratio=10, optimizer="adaptive", lr=0.1, tol=1e-4, max_iter=2000, batch_size=512,
@@ -252,6 +256,36 @@ class RPCCA(ParamsMixin):
     ``transform(X [n, D]) -> [n, d]`` = A κ(x).
     """
 
+    _parameter_constraints = {
+        "dim": [DIM], "kernel": [Options(KERNELS)],
+        "gamma": [Options(("auto",)), Interval(float, 0, None, "neither")],
+        "degree": [Interval(float, 1, None)], "coef0": [Interval(float)],
+        "beta": [Interval(float, 0, None, "neither")], "lam": [Interval(float, 0, None)],
+        "neg_ratio": [Interval(float, 0, None)], "optimizer": [Options(OPTIMIZERS)],
+        "lr": [Interval(float, 0, None, "neither")], "tol": [Interval(float, 0, None)],
+        "max_iter": [Interval(int, 1, None)], "batch_size": [Interval(int, 1, None)],
+        "adam_bias": [Options(ADAM_BIAS)], "init_std": [Interval(float, 0, None, "neither")],
+        "log_every": [Interval(int, 1, None)], "snapshot_every": [Interval(int, 0, None)],
+        "max_kernel_n": [Interval(int, 1, None)], "device": [TEXT],
+        "seed": [Interval(int, 0, None)]}
+    _parameter_help = {
+        "dim": "Output dimension d.", "kernel": "Kernel: " + " | ".join(KERNELS) + ".",
+        "gamma": "Kernel bandwidth, or auto (1 / median distance).",
+        "degree": "poly kernel degree.", "coef0": "poly kernel offset.",
+        "beta": "Sharpness β of the generalised logistic loss.",
+        "lam": "Regulariser weight λ of tr(A K Aᵀ).",
+        "neg_ratio": "Negative pairs per positive pair.",
+        "optimizer": "adaptive (full-batch, [8]) | adam (minibatch).",
+        "lr": "Initial / Adam step size.", "tol": "Convergence tolerance (adaptive).",
+        "max_iter": "Iterations (adaptive: attempts).", "batch_size": "Pairs per Adam step.",
+        "adam_bias": "Adam bias correction: constant | standard.",
+        "init_std": "Std of the random initial A.", "log_every": "Log period (iterations).",
+        "snapshot_every": "Keep A every s steps (0 = never).",
+        "max_kernel_n": "Refuse more training rows than this (N × N kernel).",
+        "device": "torch device.", "seed": "Seed of pairs, init and minibatches."}
+
+    _quick_params = {"dim": 8, "kernel": "rbf", "max_iter": 20}
+
     def __init__(self, dim: int = 40, kernel: str = "chi2rbf", gamma="auto", degree: float = 3,
                  coef0: float = 0.0, beta: float = 3.0, lam: float = 0.01,
                  neg_ratio: float = 10, optimizer: str = "adaptive", lr: float = 0.1,
@@ -259,60 +293,22 @@ class RPCCA(ParamsMixin):
                  adam_bias: str = "constant", init_std: float = 1e-4, log_every: int = 50,
                  snapshot_every: int = 0, max_kernel_n: int = 20000, device: str = "cpu",
                  seed: int = 0):
-        self.dim = dim
-        self.kernel = kernel
-        self.gamma = gamma
-        self.degree = degree
-        self.coef0 = coef0
-        self.beta = beta
-        self.lam = lam
-        self.neg_ratio = neg_ratio
-        self.optimizer = optimizer
-        self.lr = lr
-        self.tol = tol
-        self.max_iter = max_iter
-        self.batch_size = batch_size
-        self.adam_bias = adam_bias
-        self.init_std = init_std
-        self.log_every = log_every
-        self.snapshot_every = snapshot_every
-        self.max_kernel_n = max_kernel_n
-        self.device = device
-        self.seed = seed
-
-    def _checked(self) -> dict:
-        check_choice(self.kernel, KERNELS, "--kernel")
-        check_choice(self.optimizer, OPTIMIZERS, "optimizer")
-        check_choice(self.adam_bias, ADAM_BIAS, "adam_bias")
-        return {"dim": check_number(self.dim, "--dim", low=1, integer=True),
-                "beta": check_number(self.beta, "beta", low=0.0, strict=True),
-                "lam": check_number(self.lam, "lam (--lambda)", low=0.0),
-                "neg_ratio": check_number(self.neg_ratio, "neg_ratio", low=0.0),
-                "lr": check_number(self.lr, "--lr", low=0.0, strict=True),
-                "tol": check_number(self.tol, "tol", low=0.0),
-                "max_iter": check_number(self.max_iter, "--iterations", low=1, integer=True),
-                "batch_size": check_number(self.batch_size, "--batch-size", low=1, integer=True),
-                "init_std": check_number(self.init_std, "init_std", low=0.0, strict=True),
-                "log_every": check_number(self.log_every, "log_every", low=1, integer=True),
-                "snapshot_every": check_number(self.snapshot_every, "snapshot_every", low=0,
-                                               integer=True),
-                "max_kernel_n": check_number(self.max_kernel_n, "max_kernel_n", low=1,
-                                             integer=True)}
+        store_params(self, locals())
 
     def fit(self, X, pids, camids=None) -> "RPCCA":
+        h = self._validated_params()
         x = check_features(X, "rPCCA training features", min_rows=2)
         pids, _ = check_labels(len(x), pids, camids, "rPCCA training set")
-        h = self._checked()
         n = len(x)
         if n > h["max_kernel_n"]:
             raise UsageError(f"rPCCA: {n} training rows exceed max_kernel_n={h['max_kernel_n']} "
                              f"(the kernel matrix would need {n * n * 8 / 2**30:.1f} GiB)",
-                             "train on fewer rows, or raise --param max_kernel_n")
-        rng = np.random.default_rng(self.seed)
+                             "train on fewer rows, or raise max_kernel_n")
+        rng = np.random.default_rng(h["seed"])
         pairs, y = training_pairs(pids, h["neg_ratio"], rng)
-        kernel = resolve_kernel(x, self.kernel, self.gamma, self.degree, self.coef0, self.seed)
+        kernel = resolve_kernel(x, h["kernel"], h["gamma"], h["degree"], h["coef0"], h["seed"])
         torch = _torch()
-        K = kernel.tensor(x, device=self.device)
+        K = kernel.tensor(x, device=h["device"])
         K = 0.5 * (K + K.T)
         trace = float(K.diagonal().sum())
         if not trace > 0:
@@ -327,13 +323,13 @@ class RPCCA(ParamsMixin):
             snapshot = lambda a: linear_from_dual(a.cpu().numpy(), x, scale)   # noqa: E731
         else:
             snapshot = lambda a: a.cpu().numpy().copy()                        # noqa: E731
-        if self.optimizer == "adaptive":
+        if h["optimizer"] == "adaptive":
             A, log, snaps = _adaptive(A, K, P, h["beta"], h["lam"], h["lr"], h["tol"],
                                       h["max_iter"], snapshot, h["snapshot_every"],
                                       h["log_every"])
         else:
             A, log, snaps = _adam(A, K, P, h["beta"], h["lam"], h["lr"], h["max_iter"],
-                                  h["batch_size"], self.adam_bias, rng, snapshot,
+                                  h["batch_size"], h["adam_bias"], rng, snapshot,
                                   h["snapshot_every"], h["log_every"])
         A = A.cpu().numpy()
         self.A_, self.support_, self.kernel_ = A, x, kernel
@@ -346,7 +342,7 @@ class RPCCA(ParamsMixin):
         self._check_fitted("A_")
         return KernelProjection(self.A_, self.support_, self.kernel_, self.device).transform(X)
 
-    def arrays(self) -> dict:
+    def fitted_arrays(self) -> dict:
         """Kernel arrays (``W`` for the linear kernel) plus ``log`` and ``snapshots``."""
         self._check_fitted("A_")
         if self.kernel_.name == "linear":
@@ -358,25 +354,6 @@ class RPCCA(ParamsMixin):
             out["snapshots"] = dict(self.snapshots_)
         return out
 
-
-def fit_rpcca_arrays(x, pids, camids=None, **hyper) -> dict:
-    """rPCCA on x [N, D] with :data:`HYPERPARAMETERS` overridden by ``hyper``: ``{"A": [d, N],
-    "support": [N, D], kernel…, "log": {…}}`` (``W`` [D, d] instead for the linear kernel)."""
-    unknown = sorted(set(hyper) - set(HYPERPARAMETERS))
-    if unknown:
-        raise UsageError(f"rpcca has no option {unknown[0]!r}",
-                         f"its hyperparameters: {', '.join(sorted(HYPERPARAMETERS))}")
-    return RPCCA(**{**HYPERPARAMETERS, **hyper}).fit(x, pids, camids).arrays()
-
-
-def _factory(arrays: dict, hyperparameters: dict):
-    from reidcli.metric.kernels import projection_model
-    return projection_model(arrays, "rpcca")
-
-
-def _register() -> None:
-    from reidcli import fitted
-    fitted.register_method("rpcca", _factory)
-
-
-_register()
+    @classmethod
+    def model_from_arrays(cls, arrays, hyperparameters):
+        return projection_model(arrays, "rpcca")

@@ -1,5 +1,5 @@
 """XQDA — Cross-view Quadratic Discriminant Analysis (Liao, Hu, Zhu, Li, CVPR 2015) as
-cdpcf.md §4 states it; shared by C-DPCF/DPCF/AvgP (one XQDA per layer and map) and
+docs/methods/xqda.md describes it; shared by C-DPCF/DPCF/AvgP (one XQDA per layer and map) and
 ``reid train xqda``.
 
 Σ_I, Σ_E are the same-/different-person **cross-camera** pair covariances of the rows
@@ -15,17 +15,21 @@ trial (``proj`` float32 [d, r], ``metric`` float64 [r, r], optional ``mean`` [d]
 """
 from __future__ import annotations
 
-import math
 import warnings
 
 import numpy as np
 import scipy.linalg
 
 from reidcli.errors import FittedModelError, UsageError
+from reidcli.estimator import Estimator, store_params
+from reidcli.fitted import TrialModel
 from reidcli.metric.pair_covariances import cross_camera_pair_covariances
+from reidcli.numeric import l2_normalize_rows
+from reidcli.params import NONE, TEXT, Interval, Options
+from reidcli.registry import register
 
 SOLVERS = ("svd", "eigh")
-#: feature preprocessing before XQDA: train-mean removal + L2 (cdpcf.md §3.6), L2, nothing
+#: feature preprocessing before XQDA: train-mean removal + L2 (C-DPCF paper §III-C), L2, nothing
 PREPROCESSING = ("center-l2", "l2", "none")
 #: Gram eigenvalues ≤ SPAN_TOL·max are dropped by the span reduction (§4.1)
 SPAN_TOL = 1e-10
@@ -88,7 +92,7 @@ def _times(a: np.ndarray, b: np.ndarray, device=None) -> np.ndarray:
 
 
 def span_basis(x: np.ndarray, tol: float = SPAN_TOL) -> np.ndarray:
-    """Orthonormal basis B [d, N′] of the row span of x [N, d] (cdpcf.md §4.1).
+    """Orthonormal basis B [d, N′] of the row span of x [N, d] (docs/methods/xqda.md).
 
     Gram eigendecomposition x x^T = U Λ U^T, keep λ > tol·max λ, B = x^T U Λ^{-1/2}.
     """
@@ -119,42 +123,47 @@ def _check_labels(n: int, pids, camids, what: str) -> tuple[np.ndarray, np.ndarr
     return pids, camids
 
 
-class XQDA:
-    """XQDA metric learner (scikit-learn style).
+@register("xqda", stage="train", paper="Liao et al., CVPR 2015",
+          summary="XQDA: cross-view quadratic discriminant analysis.",
+          flags={"lam": "--lambda", "max_dims": "--dims"}, hidden=["device"])
+class XQDA(Estimator):
+    """XQDA metric learner.
 
-    ``XQDA(lam=0.001, solver="svd" | "eigh", max_dims=None).fit(X [N, d], pids [N],
-    camids [N])`` sets
+    ``XQDA(lam=0.001, solver="svd" | "eigh", max_dims=None, normalize="center-l2",
+    device=None).fit(X [N, d], pids [N], camids [N])`` preprocesses the rows (``normalize``:
+    ``center-l2`` removes the training mean ``mean_`` and L2-normalises, ``l2`` only
+    normalises, ``none`` uses the rows as given) and sets
 
     * ``projection_`` W float64 [d, r] (= B V after the span reduction),
     * ``metric_`` M float64 [r, r] (symmetrised),
     * ``eigenvalues_`` float64 — all values the rank is chosen from, descending (singular
       values of Σ_I′⁻¹Σ_E for ``svd``, generalized eigenvalues for ``eigh``),
-    * ``rank_`` r = #values > 1, at least 1, at most ``max_dims``.
+    * ``rank_`` r = #values > 1, at least 1, at most ``max_dims``,
+    * ``mean_`` [d] (``center-l2``) or None.
 
-    ``distance(Xq [q, d], Xg [g, d]) -> [q, g]`` is (W^T x − W^T z)^T M (W^T x − W^T z).
-    Rows of X are used as given (normalise them before, cdpcf.md §3.6). ``device`` (e.g.
-    ``"cuda"``) runs the Gram, covariances and the eigen/SVD step in torch float64 there.
+    ``distance(Xq [q, d], Xg [g, d]) -> [q, g]`` is (W^T x̃ − W^T z̃)^T M (W^T x̃ − W^T z̃) of the
+    preprocessed rows. ``device`` (e.g. ``"cuda"``) runs the Gram, covariances and the
+    eigen/SVD step in torch float64 there. Fitted arrays: ``proj`` float32 [d, r], ``metric``
+    float64 [r, r], ``mean`` [d] for ``center-l2``.
     """
 
+    _parameter_constraints = {"lam": [Interval(float, 0, None)], "solver": [Options(SOLVERS)],
+                              "max_dims": [Interval(int, 1, None), NONE],
+                              "normalize": [Options(PREPROCESSING)], "device": [TEXT, NONE]}
+    _parameter_help = {"lam": "Regulariser λ added to Σ_I.",
+                       "solver": "svd (public release) | eigh (the paper's generalized "
+                                 "eigenproblem).",
+                       "max_dims": "Cap on the subspace rank (default: #eigenvalues > 1).",
+                       "normalize": "Row preprocessing: center-l2 | l2 | none.",
+                       "device": "torch device for the decompositions (default: numpy)."}
+
     def __init__(self, lam: float = 0.001, solver: str = "svd", max_dims: int | None = None,
-                 device: str | None = None):
-        if solver not in SOLVERS:
-            raise UsageError(f"--xqda-solver {solver!r} is unknown",
-                             f"choose one of {', '.join(SOLVERS)}")
-        if not (isinstance(lam, (int, float, np.floating, np.integer))
-                and math.isfinite(float(lam)) and lam >= 0):
-            raise UsageError(f"--xqda-lambda {lam!r} must be a finite number ≥ 0",
-                             "use the default 0.001")
-        if max_dims is not None and (int(max_dims) != max_dims or max_dims < 1):
-            raise UsageError(f"--xqda-dims {max_dims!r} must be an integer ≥ 1",
-                             "omit it for the automatic rank")
-        self.lam = float(lam)
-        self.solver = solver
-        self.max_dims = None if max_dims is None else int(max_dims)
-        self.device = device
+                 normalize: str = "center-l2", device: str | None = None):
+        store_params(self, locals())
 
     def fit(self, X: np.ndarray, pids: np.ndarray, camids: np.ndarray) -> "XQDA":
         """Learn W and M from X [N, d] float, pids [N] int, camids [N] int. Returns self."""
+        p = self._validated_params()
         x = np.asarray(X, dtype=np.float64)
         if x.ndim != 2 or x.shape[0] < 2 or x.shape[1] < 1:
             raise UsageError(f"XQDA needs training features of shape [N ≥ 2, d ≥ 1], got "
@@ -162,33 +171,37 @@ class XQDA:
         pids, camids = _check_labels(len(x), pids, camids, "XQDA training set")
         if not np.isfinite(x).all():
             raise UsageError("XQDA training features hold NaN or Inf", "fix the features")
+        self.normalize_ = p["normalize"]
+        self.mean_ = x.mean(0) if self.normalize_ == "center-l2" else None
+        x = preprocess(x, self.normalize_, self.mean_)
+        lam, max_dims, solver, device = p["lam"], p["max_dims"], p["solver"], p["device"]
         n, d = x.shape
         back = None
         if d > n:                                # §4.1 span reduction, B = X^T U Λ^{-1/2}
-            lam_k, u_k = _span_eig(x, SPAN_TOL, self.device)
+            lam_k, u_k = _span_eig(x, SPAN_TOL, device)
             xr = u_k * np.sqrt(lam_k)[None, :]                            # X_r = X B = U Λ^{1/2}
             back = u_k / np.sqrt(lam_k)[None, :]                          # B = X^T U Λ^{-1/2}
         else:
             xr = x
-        cov = cross_camera_pair_covariances(xr[:, None, :], pids, camids, device=self.device,
+        cov = cross_camera_pair_covariances(xr[:, None, :], pids, camids, device=device,
                                             context="XQDA training set")  # §4.2 Σ_I, Σ_E
         dim = xr.shape[1]
-        sigma_i = cov.sigma_same + self.lam * np.eye(dim)                 # §4.3 Σ_I′ = Σ_I + λI
+        sigma_i = cov.sigma_same + lam * np.eye(dim)                 # §4.3 Σ_I′ = Σ_I + λI
         sigma_e = cov.sigma_diff
         try:                       # §4.4 svd(Σ_I′⁻¹ Σ_E) | eigh(Σ_E, Σ_I′), descending
-            values, u = _subspace(sigma_i, sigma_e, self.solver, self.device)
+            values, u = _subspace(sigma_i, sigma_e, solver, device)
         except (np.linalg.LinAlgError, scipy.linalg.LinAlgError) as exc:
             raise UsageError(f"XQDA: the regularised same-person covariance Σ_I + λI is "
-                             f"singular (λ = {self.lam:g}; {exc})",
-                             "use --xqda-lambda > 0 (default 0.001)") from None
+                             f"singular (λ = {lam:g}; {exc})",
+                             "use lam > 0 (default 0.001)") from None
         rank = int((values > 1).sum())                                    # §4.5 r = #values > 1
         if rank == 0:
-            warnings.warn(f"XQDA: no {'singular value' if self.solver == 'svd' else 'eigenvalue'}"
+            warnings.warn(f"XQDA: no {'singular value' if solver == 'svd' else 'eigenvalue'}"
                           f" exceeds 1 (largest {values[0]:.4g}); keeping r = 1 dimension — the "
                           "metric is not discriminative", UserWarning, stacklevel=2)
             rank = 1
-        if self.max_dims is not None:
-            rank = min(rank, self.max_dims)
+        if max_dims is not None:
+            rank = min(rank, max_dims)
         v = u[:, :rank]
         try:                                     # §4.6 M = (V^T Σ_I′ V)⁻¹ − (V^T Σ_E V)⁻¹
             metric = np.linalg.inv(v.T @ sigma_i @ v) - np.linalg.inv(v.T @ sigma_e @ v)
@@ -197,7 +210,7 @@ class XQDA:
                              "subspace", "check that the training features vary across "
                              "persons") from None
         self.metric_ = 0.5 * (metric + metric.T)
-        w = v if back is None else _times(x.T, back @ v, self.device)      # W = B V  [d, r]
+        w = v if back is None else _times(x.T, back @ v, device)      # W = B V  [d, r]
         self.projection_ = np.ascontiguousarray(w)
         self.eigenvalues_ = np.asarray(values, dtype=np.float64).copy()
         self.rank_ = rank
@@ -205,8 +218,7 @@ class XQDA:
         return self
 
     def _fitted(self) -> None:
-        if not hasattr(self, "projection_"):
-            raise UsageError("this XQDA is not fitted yet", "call fit(X, pids, camids) first")
+        self._check_fitted("projection_")
 
     def _rows(self, x: np.ndarray, what: str) -> np.ndarray:
         x = np.asarray(x, dtype=np.float64)
@@ -216,9 +228,29 @@ class XQDA:
         return x
 
     def transform(self, X: np.ndarray) -> np.ndarray:
-        """U = X W: [n, d] → [n, r] float64."""
+        """U = X̃ W of the preprocessed rows: [n, d] → [n, r] float64."""
         self._fitted()
-        return self._rows(X, "transform") @ self.projection_
+        return preprocess(self._rows(X, "transform"), self.normalize_, self.mean_) \
+            @ self.projection_
+
+    def fitted_arrays(self) -> dict:
+        """``proj`` float32 [d, r], ``metric`` float64 [r, r], ``mean`` [d] (center-l2)."""
+        self._fitted()
+        return xqda_arrays(self, self.mean_)
+
+    @classmethod
+    def model_from_arrays(cls, arrays, hyperparameters) -> "XQDAModel":
+        missing = [k for k in ("proj", "metric") if k not in arrays]
+        if missing:
+            raise FittedModelError(f"xqda trial lacks {', '.join(missing)}", "re-fit the model")
+        mode = hyperparameters.get("normalize")
+        if mode is None:                   # no record: centre + L2 exactly when a mean is stored
+            mode = "center-l2" if "mean" in arrays else "none"
+        if mode not in PREPROCESSING and not isinstance(mode, bool):
+            raise FittedModelError(f"xqda: unknown normalize={mode!r} in the hyperparameters",
+                                   "re-fit the model")
+        mean = arrays.get("mean") if mode in ("center-l2", True) else None
+        return XQDAModel(arrays["proj"], arrays["metric"], mean, mode)
 
     def pairwise_terms(self, U: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """For projected rows U [n, r]: (U M [n, r], a [n] with a_i = u_i^T M u_i), the two
@@ -242,14 +274,14 @@ def _mode(normalize, mean) -> str:
     if isinstance(normalize, (bool, np.bool_)):
         return ("center-l2" if mean is not None else "l2") if normalize else "none"
     if normalize not in PREPROCESSING:
-        raise UsageError(f"--normalize {normalize!r} is unknown",
+        raise UsageError(f"normalize={normalize!r} is unknown",
                          f"choose one of {', '.join(PREPROCESSING)}")
     return str(normalize)
 
 
 def preprocess(x: np.ndarray, mode: str, mean: np.ndarray | None) -> np.ndarray:
     """The features XQDA sees, x [n, d] → float64 [n, d]: subtract ``mean`` [d] when given,
-    then L2-normalise rows for ``center-l2`` and ``l2`` (cdpcf.md §3.6); ``none`` leaves the
+    then L2-normalise rows for ``center-l2`` and ``l2`` (C-DPCF paper §III-C); ``none`` leaves the
     rows as they are. ``center-l2`` needs a mean."""
     x = np.asarray(x, dtype=np.float64)
     if mode == "center-l2" and mean is None:
@@ -258,7 +290,7 @@ def preprocess(x: np.ndarray, mode: str, mean: np.ndarray | None) -> np.ndarray:
     if mean is not None:
         x = x - np.asarray(mean, dtype=np.float64)[None, :]
     if mode in ("center-l2", "l2"):
-        x = x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
+        x = l2_normalize_rows(x)
     return x
 
 
@@ -280,20 +312,12 @@ def xqda_arrays(model: XQDA, mean: np.ndarray | None = None) -> dict:
 def fit_xqda_arrays(x: np.ndarray, pids: np.ndarray, camids: np.ndarray, *, lam: float = 0.001,
                     solver: str = "svd", max_dims: int | None = None,
                     normalize: str = "center-l2") -> dict:
-    """Preprocess x [N, d] (``normalize``), fit XQDA and return :func:`xqda_arrays`; the train
-    mean [d] is stored for ``center-l2`` only."""
-    mode = _mode(normalize, None)
-    x = np.asarray(x, dtype=np.float64)
-    if x.ndim != 2:
-        raise UsageError(f"XQDA needs training features [N, d], got shape {x.shape}",
-                         "pass one feature row per image")
-    mean = x.mean(0) if mode == "center-l2" and len(x) else None
-    model = XQDA(lam=lam, solver=solver, max_dims=max_dims).fit(preprocess(x, mode, mean),
-                                                                 pids, camids)
-    return xqda_arrays(model, mean)
+    """``XQDA(...).fit(x, pids, camids).fitted_arrays()`` (the arrays of one trial)."""
+    return XQDA(lam=lam, solver=solver, max_dims=max_dims,
+                normalize=normalize).fit(x, pids, camids).fitted_arrays()
 
 
-class XQDAModel:
+class XQDAModel(TrialModel):
     """A fitted XQDA trial for ``reid eval``.
 
     ``XQDAModel(proj [d, r], metric [r, r], mean=None [d], normalize="center-l2")``;
@@ -323,40 +347,18 @@ class XQDAModel:
                                    "re-fit the model")
 
     @property
-    def input_dim(self) -> int:
+    def input_dim(self) -> int:  # type: ignore[override]
         return int(self.proj.shape[0])
 
-    def _project(self, x: np.ndarray) -> np.ndarray:
-        x = np.asarray(x)
+    def transform(self, features: np.ndarray) -> np.ndarray:
+        """u = Wᵀ x̃ of the preprocessed rows: [n, d] → [n, r] float64."""
+        x = np.asarray(features)
         if x.ndim != 2 or x.shape[1] != self.input_dim:
             raise FittedModelError(f"xqda expects {self.input_dim}-dimensional features, got "
                                    f"shape {x.shape}",
                                    "evaluate the store feature the model was fit on")
         return preprocess(x, self.normalize, self.mean) @ self.proj
 
-    def distance(self, query_block: np.ndarray, gallery_block: np.ndarray) -> np.ndarray:
-        """[q, d] × [g, d] → [q, g] float64 XQDA distances."""
-        return quadratic_distances(self._project(query_block), self._project(gallery_block),
-                                   self.M)
-
-
-def _factory(arrays: dict, hyperparameters: dict) -> XQDAModel:
-    missing = [k for k in ("proj", "metric") if k not in arrays]
-    if missing:
-        raise FittedModelError(f"xqda trial lacks {', '.join(missing)}", "re-fit the model")
-    mode = hyperparameters.get("normalize")
-    if mode is None:                       # no record: centre + L2 exactly when a mean is stored
-        mode = "center-l2" if "mean" in arrays else "none"
-    if mode not in PREPROCESSING and not isinstance(mode, bool):
-        raise FittedModelError(f"xqda: unknown normalize={mode!r} in the hyperparameters",
-                               "re-fit the model")
-    mean = arrays.get("mean") if mode in ("center-l2", True) else None
-    return XQDAModel(arrays["proj"], arrays["metric"], mean, mode)
-
-
-def _register() -> None:
-    from reidcli import fitted
-    fitted.register_method("xqda", _factory)
-
-
-_register()
+    def embedded_distance(self, query: np.ndarray, gallery: np.ndarray) -> np.ndarray:
+        """Projected rows [q, r] × [g, r] → [q, g] float64 XQDA distances (MahDist)."""
+        return quadratic_distances(query, gallery, self.M)

@@ -1,9 +1,9 @@
-"""ResNet trunks with taps on conv2_x … conv5_x and a last-stride option (pcb.md §1).
+"""ResNet trunks with taps on conv2_x … conv5_x and a last-stride option (docs/methods/pcb.md).
 
 A :class:`ResNetTrunk` keeps torchvision's module names (``conv1, bn1, relu, maxpool,
 layer1 … layer4``), so a torchvision or torchreid state dict loads into it key for key; the
 global pooling and ``fc`` are dropped. ``last_stride=1`` sets the stride of every
-convolution of ``layer4[0]`` to 1 (pcb.md §1, dmgnet.md §2), so conv5_x keeps the spatial
+convolution of ``layer4[0]`` to 1 (docs/methods/pcb.md, docs/methods/bot.md), so conv5_x keeps the spatial
 size of conv4_x.
 
 Shapes at input [N, 3, 384, 128] (ResNet-50, last stride 1)::
@@ -21,9 +21,9 @@ from typing import Iterable
 import torch
 from torch import nn
 
-from reidcli.errors import UsageError
+from reidcli.errors import ParameterError
 
-#: paper name of each tap → torchvision module of the trunk (pcb.md §5)
+#: paper name of each tap → torchvision module of the trunk (docs/methods/pcb.md)
 TAP_MODULES = {"conv2_x": "layer1", "conv3_x": "layer2", "conv4_x": "layer3",
                "conv5_x": "layer4"}
 TAPS = tuple(TAP_MODULES)
@@ -65,7 +65,7 @@ class ResNetTrunk(nn.Module):
 
 
 def _set_last_stride(layer4: nn.Module, stride: int) -> None:
-    """Stride of every convolution of the first block of ``layer4`` (pcb.md §1)."""
+    """Stride of every convolution of the first block of ``layer4`` (docs/methods/pcb.md)."""
     first = layer4[0]
     for module in first.modules():
         if isinstance(module, nn.Conv2d) and module.stride != (1, 1):
@@ -75,10 +75,11 @@ def _set_last_stride(layer4: nn.Module, stride: int) -> None:
 def build_backbone(name: str = "resnet50", last_stride: int = 1) -> ResNetTrunk:
     """A randomly initialised trunk (torchvision's own init for the ResNets)."""
     if name not in BACKBONES:
-        raise UsageError(f"--backbone {name!r} is unknown", f"use one of {', '.join(BACKBONES)}")
+        raise ParameterError("model", "backbone", name, "is unknown",
+                             f"use one of {', '.join(BACKBONES)}")
     if last_stride not in (1, 2):
-        raise UsageError(f"--last-stride {last_stride} must be 1 or 2", "use 1 (the papers') "
-                         "or 2 (torchvision's)")
+        raise ParameterError("model", "last_stride", last_stride, "must be 1 or 2",
+                             "use 1 (the papers') or 2 (torchvision's)")
     if name == "tiny":
         c2, c3, c4, c5 = TAP_CHANNELS["tiny"]
         stem = {"conv1": nn.Conv2d(3, 8, 3, 2, 1, bias=False), "bn1": nn.BatchNorm2d(8),

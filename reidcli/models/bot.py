@@ -1,4 +1,4 @@
-"""BoT — the "bag of tricks" strong baseline with BNNeck (dmgnet.md §2).
+"""BoT — the "bag of tricks" strong baseline with BNNeck (docs/methods/bot.md).
 
 Trunk (last stride 1) → global average pooling → ``pool5`` f_t [N, C5] (triplet loss) →
 BatchNorm1d with a frozen zero bias → ``bnneck`` f_i [N, C5] (softmax loss, test feature) →

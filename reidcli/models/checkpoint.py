@@ -25,6 +25,7 @@ from reidcli.io import atomic_output
 from reidcli.models.backbones import TAP_CHANNELS, build_backbone
 from reidcli.models.bot import BoT, bot_features
 from reidcli.models.pcb import PCB, pcb_features
+from reidcli.naming import param
 
 MODEL_FORMAT = "reidcli.model"
 KINDS = ("pcb", "bot")
@@ -117,11 +118,11 @@ def resolve_model_file(path: str | os.PathLike) -> Path:
         for name in ("model.pt", "checkpoint.pt"):
             if (path / name).exists():
                 return path / name
-        raise InputFileError(f"--model {path}: the run directory has no model.pt or "
-                             "checkpoint.pt", "train it with reid train pcb|bot --out DIR, or "
-                             "give the model file")
+        raise InputFileError(f"{param('model')} {path}: the run directory has no model.pt or "
+                             "checkpoint.pt", "train it first (reid train pcb|bot), or give "
+                             "the model file")
     if not path.exists():
-        raise InputFileError(f"--model {path}: no such file or directory",
+        raise InputFileError(f"{param('model')} {path}: no such file or directory",
                              "give a run directory of reid train or its model.pt")
     return path
 
@@ -132,12 +133,14 @@ def read_model_file(path: str | os.PathLike) -> dict[str, Any]:
     try:
         payload = torch.load(file, map_location="cpu", weights_only=False)
     except Exception as exc:  # noqa: BLE001
-        raise InputFileError(f"--model {file}: not a torch file ({exc.__class__.__name__})",
+        raise InputFileError(f"{param('model')} {file}: not a torch file "
+                             f"({exc.__class__.__name__})",
                              "give a model.pt written by reid train") from None
     if not isinstance(payload, dict) or payload.get("format") != MODEL_FORMAT:
-        raise InputFileError(f"--model {file} is not a reidcli model file",
+        raise InputFileError(f"{param('model')} {file} is not a reidcli model file",
                              "give a run directory or model.pt written by reid train; "
-                             "use --init PATH to start training from other weights")
+                             f"use {param('init', 'PATH')} to start training from other "
+                             "weights")
     payload["_file"] = str(file)
     return payload
 
@@ -197,9 +200,10 @@ def load_model(path: str | os.PathLike, device: str | torch.device = "cpu") -> L
     module = build_model(spec)
     missing, unexpected = module.load_state_dict(payload["model_state"], strict=False)
     if missing or unexpected:
-        raise InputFileError(f"--model {payload['_file']}: weights do not fit the recorded "
-                             f"architecture ({len(missing)} missing, {len(unexpected)} "
-                             "unexpected keys)", "the file is damaged or from another version")
+        raise InputFileError(f"{param('model')} {payload['_file']}: weights do not fit the "
+                             f"recorded architecture ({len(missing)} missing, "
+                             f"{len(unexpected)} unexpected keys)",
+                             "the file is damaged or from another version")
     device = torch.device(device)
     module.to(device).eval()
     return LoadedModel(module=module, spec=spec, meta=dict(payload.get("meta", {})),

@@ -1,11 +1,11 @@
-"""PCB — Part-based Convolutional Baseline, with optional RPP (pcb.md §1, §4).
+"""PCB — Part-based Convolutional Baseline, with optional RPP (docs/methods/pcb.md).
 
 Input [N, 3, 384, 128] → conv5_x T [N, 2048, 24, 8] (last stride 1) → 6 horizontal stripes
 averaged → g [N, 6, 2048] → dropout (training) → one shared 1×1 conv 2048→256 (no bias) +
 BN + ReLU → h [N, 6, 256] → six separate classifiers 256→K.
 
 With RPP the hard stripes are replaced by a part classifier over every column vector f of T:
-g_i = (p / S) · Σ_f P(P_i | f) · f  (pcb.md §4; S = H·W positions, the author code's scaling).
+g_i = (p / S) · Σ_f P(P_i | f) · f  (docs/methods/pcb.md; S = H·W positions, the author code's scaling).
 """
 from __future__ import annotations
 
@@ -43,14 +43,14 @@ class RefinedPartPooling(nn.Module):
         nn.init.zeros_(self.classifier.bias)
 
     def forward(self, t: torch.Tensor) -> torch.Tensor:
-        """``t`` [N, C, H, W] → g [N, p, C]: g_i = (p/S) Σ_f P(P_i|f) f (pcb.md §4)."""
+        """``t`` [N, C, H, W] → g [N, p, C]: g_i = (p/S) Σ_f P(P_i|f) f (docs/methods/pcb.md)."""
         prob = torch.softmax(self.classifier(t), dim=1)              # [N, p, H, W]
         s = t.shape[2] * t.shape[3]
         return torch.einsum("nphw,nchw->npc", prob, t) * (self.parts / s)
 
 
 class PCB(nn.Module):
-    """PCB model over a :class:`ResNetTrunk` (pcb.md §1).
+    """PCB model over a :class:`ResNetTrunk` (docs/methods/pcb.md).
 
     ``num_classes`` 0 builds no classifiers (extraction of a model trained elsewhere).
     """
@@ -62,7 +62,7 @@ class PCB(nn.Module):
         self.parts, self.reduced_dim = int(parts), int(reduced_dim)
         channels = backbone.out_channels
         self.dropout = nn.Dropout(p=dropout)
-        # one 1×1 reduction shared by the p parts (pcb.md §9.1)
+        # one 1×1 reduction shared by the p parts (docs/methods/pcb.md)
         self.local_conv = nn.Conv2d(channels, reduced_dim, 1, bias=False)
         self.local_bn = nn.BatchNorm2d(reduced_dim)
         self.classifiers = nn.ModuleList(nn.Linear(reduced_dim, num_classes)
@@ -80,7 +80,7 @@ class PCB(nn.Module):
         return self.classifiers[0].out_features if len(self.classifiers) else 0
 
     def enable_rpp(self) -> None:
-        """Add the RPP part classifier (induced training step 2, pcb.md §4)."""
+        """Add the RPP part classifier (induced training step 2, docs/methods/pcb.md)."""
         if self.rpp is None:
             ref = next(self.parameters())
             self.rpp = RefinedPartPooling(self.backbone.out_channels, self.parts).to(ref.device)
@@ -110,8 +110,8 @@ class PCB(nn.Module):
 
 
 def pcb_features(out: PCBOutput) -> dict[str, torch.Tensor]:
-    """Store features (pcb.md §3.1), raw and part-major: ``pcb_g`` [N, p·C5], ``pcb_h``
-    [N, p·r] — named ``rpp_g``/``rpp_h`` when the parts are RPP-refined (pcb.md §4)."""
+    """Store features (docs/methods/pcb.md), raw and part-major: ``pcb_g`` [N, p·C5], ``pcb_h``
+    [N, p·r] — named ``rpp_g``/``rpp_h`` when the parts are RPP-refined (docs/methods/pcb.md)."""
     prefix = "rpp" if out.refined else "pcb"
     return {f"{prefix}_g": out.g.flatten(1), f"{prefix}_h": out.h.flatten(1)}
 

@@ -1,7 +1,7 @@
 """Backbone initialisation: ``--init imagenet | PATH | scratch``.
 
 * ``imagenet`` — torchvision's weights API (``ResNet50_Weights.IMAGENET1K_V1``, the 2017-era
-  weights the PCB code used; pcb.md §3.4). The file is looked up in the torch hub cache
+  weights the PCB code used; docs/methods/pcb.md). The file is looked up in the torch hub cache
   (``$TORCH_HOME/hub/checkpoints``) and downloaded there when missing and online (socket
   timeout :data:`DOWNLOAD_TIMEOUT_S`; the sha256 must start with the hex suffix of the file
   name, as torch hub's ``check_hash``); offline without a cached file raises
@@ -30,9 +30,17 @@ from torch import nn
 
 from reidcli.errors import InputFileError, OfflineError, UsageError
 from reidcli.io import atomic_output
+from reidcli.naming import param
 
-INIT_CHOICES = "--init imagenet (needs the torchvision weights cached or a network), " \
-               "--init PATH (a local ResNet state dict) or --init scratch"
+
+
+def init_choices() -> str:
+    """The values of ``init`` (what to do after a failed initialisation)."""
+    return (f"{param('init', 'imagenet')} (needs the torchvision weights cached or a "
+            f"network), {param('init', 'PATH')} (a local ResNet state dict) or "
+            f"{param('init', 'scratch')}")
+
+
 _PREFIXES = ("module.", "backbone.", "base.", "model.", "encoder.", "trunk.")
 #: seconds a download may wait on the network (connect or read) before it counts as offline
 DOWNLOAD_TIMEOUT_S = 20.0
@@ -70,8 +78,9 @@ def imagenet_weights_url(arch: str) -> str:
 
     enums = {"resnet50": tvm.ResNet50_Weights, "resnet18": tvm.ResNet18_Weights}
     if arch not in enums:
-        raise UsageError(f"--init imagenet: no ImageNet weights for backbone {arch!r}",
-                         "use --backbone resnet50/resnet18, or --init scratch")
+        raise UsageError(f"{param('init', 'imagenet')}: no ImageNet weights for backbone "
+                         f"{arch!r}", f"use {param('backbone', 'resnet50')}/resnet18, or "
+                         f"{param('init', 'scratch')}")
     return enums[arch].IMAGENET1K_V1.url
 
 
@@ -105,10 +114,11 @@ def download_verified(url: str, path: Path, timeout: float | None = None) -> Non
                 f.write(chunk)
                 digest.update(chunk)
         if prefix and not digest.hexdigest().startswith(prefix):
-            raise InputFileError(f"--init imagenet: the download of {url} has sha256 "
-                                 f"{digest.hexdigest()[:16]}…, not {prefix}… as its name says",
-                                 "retry (a proxy or a broken transfer may have changed it), "
-                                 "or use --init PATH with a verified copy")
+            raise InputFileError(f"{param('init', 'imagenet')}: the download of {url} has "
+                                 f"sha256 {digest.hexdigest()[:16]}…, not {prefix}… as its "
+                                 "name says", "retry (a proxy or a broken transfer may have "
+                                 f"changed it), or use {param('init', 'PATH')} with a verified "
+                                 "copy")
 
 
 def fetch_imagenet_state(arch: str, *, url: str | None = None,
@@ -126,15 +136,16 @@ def fetch_imagenet_state(arch: str, *, url: str | None = None,
         offline = bool(os.environ.get("REIDCLI_OFFLINE"))
     if not path.exists():
         if offline:
-            raise OfflineError(f"--init imagenet: {path.name} is not in the torch cache "
-                               f"({path.parent}) and downloads are off", INIT_CHOICES)
+            raise OfflineError(f"{param('init', 'imagenet')}: {path.name} is not in the torch "
+                               f"cache ({path.parent}) and downloads are off", init_choices())
         path.parent.mkdir(parents=True, exist_ok=True)
         try:
             download_verified(url, path)
         except (urllib.error.URLError, OSError, ValueError, http.client.HTTPException) as exc:
-            raise OfflineError(f"--init imagenet: cannot download {url} ({exc.__class__.__name__})"
-                               f" and {path} is not cached", INIT_CHOICES) from None
-    return _read_state(path, "--init imagenet"), str(path)
+            raise OfflineError(f"{param('init', 'imagenet')}: cannot download {url} "
+                               f"({exc.__class__.__name__}) and {path} is not cached",
+                               init_choices()) from None
+    return _read_state(path, param("init", "imagenet")), str(path)
 
 
 def _read_state(path: Path, option: str) -> dict:
@@ -146,9 +157,11 @@ def _read_state(path: Path, option: str) -> dict:
     return unwrap_state_dict(obj, path, option)
 
 
-def unwrap_state_dict(obj: Any, path: Path | str = "", option: str = "--init") -> dict:
+def unwrap_state_dict(obj: Any, path: Path | str = "", option: str | None = None) -> dict:
     """The tensor dict inside ``obj``: a plain state dict, or one nested under ``state_dict``
-    / ``model`` / ``model_state`` (torchreid, fast-reid, reidcli checkpoints)."""
+    / ``model`` / ``model_state`` (torchreid, fast-reid, reidcli checkpoints). ``option``
+    names the file's source in errors (default: the ``init`` parameter)."""
+    option = param("init") if option is None else option
     for key in ("state_dict", "model_state", "model"):
         if isinstance(obj, Mapping) and isinstance(obj.get(key), Mapping):
             obj = obj[key]
@@ -187,29 +200,31 @@ def load_trunk_state(trunk: nn.Module, state: Mapping[str, torch.Tensor],
             report.loaded.append(key)
     report.missing = [k for k in own if k not in renamed]
     if not any(own[k].ndim > 0 for k in report.loaded):      # not just BN step counters
-        raise InputFileError(f"--init {source}: none of its {len(state)} tensors match the "
-                             f"{trunk.name} backbone", "give a state dict of the same ResNet "
-                             "(e.g. --backbone resnet50 for a ResNet-50 file)")
+        raise InputFileError(f"{param('init', source)}: none of its {len(state)} tensors "
+                             f"match the {trunk.name} backbone", "give a state dict of the "
+                             f"same ResNet (e.g. {param('backbone', 'resnet50')} for a "
+                             "ResNet-50 file)")
     trunk.load_state_dict(own)
     return report
 
 
 def initialize_trunk(trunk: nn.Module, init: str, **kwargs: Any) -> InitReport:
-    """Apply ``--init imagenet | scratch | PATH`` to ``trunk`` (see the module docstring)."""
+    """Apply ``init`` = ``imagenet | scratch | PATH`` to ``trunk`` (see the module docstring)."""
     if init == "scratch":
         return InitReport(source="scratch")
     if init == "imagenet":
         if trunk.name == "tiny":
-            raise UsageError("--init imagenet: the tiny backbone has no ImageNet weights",
-                             "use --init scratch with --backbone tiny")
+            raise UsageError(f"{param('init', 'imagenet')}: the tiny backbone has no "
+                             f"ImageNet weights", f"use {param('init', 'scratch')} with "
+                             f"{param('backbone', 'tiny')}")
         state, path = fetch_imagenet_state(trunk.name, **kwargs)
         return load_trunk_state(trunk, state, f"imagenet ({path})")
     path = Path(init)
     if not path.exists():
-        raise InputFileError(f"--init {init}: no such file", INIT_CHOICES)
-    return load_trunk_state(trunk, _read_state(path, "--init"), str(path))
+        raise InputFileError(f"{param('init', init)}: no such file", init_choices())
+    return load_trunk_state(trunk, _read_state(path, param("init")), str(path))
 
 
 __all__ = ["InitReport", "initialize_trunk", "load_trunk_state", "fetch_imagenet_state",
            "imagenet_weights_url", "hub_cache_file", "unwrap_state_dict", "download_verified",
-           "expected_sha256_prefix", "DOWNLOAD_TIMEOUT_S", "INIT_CHOICES"]
+           "expected_sha256_prefix", "DOWNLOAD_TIMEOUT_S", "init_choices"]

@@ -21,11 +21,11 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from reidcli.errors import InputFileError, ReidError, UsageError
+from reidcli.errors import InputFileError, ParameterError, ReidError, UsageError
 
 RANKS = (1, 5, 10, 20)
 
-#: (claim, better method, worse method, allow equality) — cdpcf.md §7, Fig. 3
+#: (claim, better method, worse method, allow equality) — C-DPCF paper, Fig. 3
 CDPCF_CLAIMS = (
     ("DPCF > AvgP+XQDA", "DPCF", "AvgP+XQDA", False),
     ("AvgP+XQDA > PCB (source)", "AvgP+XQDA", "PCB (source)", False),
@@ -46,7 +46,7 @@ def load_result(path: Path) -> dict:
         report = json.loads(Path(path).read_text())
     except (OSError, ValueError) as exc:
         raise InputFileError(f"cannot read result {path} ({exc.__class__.__name__})",
-                             "pass a JSON written by reid eval --json") from None
+                             "pass a JSON evaluation report (as written by reid eval)") from None
     cmc, std = report.get("cmc", []), report.get("std", {}).get("cmc", [])
     out = {"trials": report.get("num_trials", 1)}
     for r in RANKS:
@@ -173,7 +173,8 @@ def compare_dart3(dataset: str, results: list[tuple[str, Path]], table: str = "1
     No-adapt, TENT, TEMP, Norm, DART3, DART3 LITE, Upper Bound)."""
     console = console or Console(width=max(Console().width, 132))
     if table not in ("1", "2"):
-        raise UsageError(f"--table {table}: DART3 tables here are 1 and 2", "use 1 or 2")
+        raise ParameterError("DART3 comparison", "table", table,
+                             "names no DART3 table here (they are 1 and 2)", "use 1 or 2")
     rows = [r for r in paper_table(f"dart3_table{table}") if r["dataset"] == dataset]
     if not rows:
         known = sorted({r["dataset"] for r in paper_table(f"dart3_table{table}")})
@@ -219,6 +220,8 @@ def main(argv: list[str] | None = None) -> int:
         else:
             compare(args.paper, args.dataset, pairs)
     except ReidError as exc:
+        if isinstance(exc, ParameterError):           # library terms → this script's flag
+            exc = exc.for_flag("--" + exc.parameter.replace("_", "-"))
         Console(stderr=True).print(f"error: {exc.message}", markup=False)
         return 2
     return 0

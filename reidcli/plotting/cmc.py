@@ -10,6 +10,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from reidcli.errors import InputFileError
+from reidcli.params import Interval, check_param
 from reidcli.plotting.common import finish_figure, pyplot
 
 
@@ -31,9 +32,10 @@ def read_result(path: str | os.PathLike) -> dict:
         report = json.loads(path.read_text())
     except (OSError, ValueError) as exc:
         raise InputFileError(f"cannot read result {path} ({exc.__class__.__name__})",
-                             "give JSON files written by reid eval --json") from None
+                             "give JSON evaluation reports (as written by reid eval)") from None
     if not isinstance(report, dict) or not isinstance(report.get("cmc"), list):
-        raise InputFileError(f"{path} has no CMC curve", "give JSON written by reid eval --json")
+        raise InputFileError(f"{path} has no CMC curve",
+                             "give a JSON evaluation report (as written by reid eval)")
     return report
 
 
@@ -68,6 +70,7 @@ def plot_cmc(results: Sequence[str | os.PathLike], out: str | os.PathLike | None
              labels: Sequence[str] | None = None, max_rank: int = 20, title: str | None = None,
              force: bool = False) -> CMCPlot:
     """One CMC curve per result (legend "method (R1 xx.x%)", as in the papers' figures)."""
+    check_param("CMC plot", "max_rank", max_rank, Interval(int, 1))
     plt = pyplot()
     reports = [read_result(p) for p in results]
     names = list(labels or [])

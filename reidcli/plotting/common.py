@@ -7,6 +7,7 @@ from typing import Any
 
 from reidcli.errors import UsageError
 from reidcli.io import atomic_output
+from reidcli.naming import param
 
 FORMATS = ("png", "pdf", "svg")
 
@@ -21,25 +22,26 @@ def pyplot():
     return plt
 
 
-def check_figure_path(out: str | os.PathLike, option: str = "--out") -> Path:
-    """The output path, whose suffix must name a format matplotlib writes."""
+def check_figure_path(out: str | os.PathLike, option: str = "out") -> Path:
+    """The output path, whose suffix must name a format matplotlib writes (``option``: the
+    name of the parameter that gave it, for the error message)."""
     path = Path(out)
     fmt = path.suffix.lower().lstrip(".")
     if fmt not in FORMATS:
-        raise UsageError(f"{option} {path}: unknown figure format {path.suffix or '(none)'}",
+        raise UsageError(f"{param(option, path)}: unknown figure format {path.suffix or '(none)'}",
                          f"end the file name with .{', .'.join(FORMATS)}")
     return path
 
 
 def save_figure(fig, out: str | os.PathLike, *, force: bool = False,
-                metadata: dict[str, Any] | None = None, option: str = "--out") -> Path:
+                metadata: dict[str, Any] | None = None, option: str = "out") -> Path:
     """Write ``fig`` atomically (temp file + rename) in the format of ``out``'s suffix."""
     path = check_figure_path(out, option)
     fmt = path.suffix.lower().lstrip(".")
     meta = {"Software": "reidcli"}
     if fmt == "png" and metadata:
         meta.update({k: str(v) for k, v in metadata.items()})
-    with atomic_output(path, force=force, option=option) as tmp:
+    with atomic_output(path, force=force, option=param(option)) as tmp:
         fig.savefig(tmp, format=fmt, dpi=120, bbox_inches="tight",
                     metadata=meta if fmt == "png" else None)
     pyplot().close(fig)

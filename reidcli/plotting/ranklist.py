@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from reidcli.errors import UsageError
+from reidcli.errors import ParameterError, UsageError
 from reidcli.evaluation.protocols import (TrialLabels, auto_protocol, identity_codes,
                                           make_groups)
 from reidcli.evaluation.run import trial_distances, trial_rows
@@ -68,8 +68,9 @@ def rank_lists(store: str | os.PathLike, *, model=None, feature: str | None = No
         wanted = np.asarray(query_index, np.int64)
         pos = np.flatnonzero(np.isin(q_all, wanted))
         if len(pos) != len(np.unique(wanted)):
-            raise UsageError("--query-index: some rows are not queries of this trial",
-                             "give store rows listed in the trial's query_idx")
+            raise ParameterError("rank list", "query_index", ",".join(map(str, wanted.tolist())),
+                                 "names rows that are not queries of this trial",
+                                 "give store rows listed in the trial's query_idx")
     else:
         if len(scorable) == 0:
             raise UsageError(f"store {store} has no scorable query", "check its protocol")

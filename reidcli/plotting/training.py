@@ -34,7 +34,7 @@ def read_metrics(run_dir: str | os.PathLike) -> pd.DataFrame:
                              "give a run directory written by reid train") from None
     if "iteration" not in frame or frame.empty:
         raise InputFileError(f"{path} has no logged iterations",
-                             "train longer or with a smaller --log-every")
+                             "train longer or log more often (a smaller log_every)")
     return frame
 
 

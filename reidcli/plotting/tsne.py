@@ -14,8 +14,9 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from reidcli.errors import UsageError
+from reidcli.errors import ParameterError, UsageError
 from reidcli.evaluation.distances import normalize_features
+from reidcli.naming import param
 from reidcli.plotting.common import finish_figure, pyplot, short_command
 from reidcli.store.reader import open_store
 
@@ -58,7 +59,7 @@ def choose_rows(records, max_points: int, seed: int, splits: Sequence[str] | Non
         rows = np.sort(np.random.default_rng(seed).choice(rows, max_points, replace=False))
     if len(rows) < 5:
         raise UsageError(f"only {len(rows)} rows to embed", "give a store with more rows or "
-                         "other --split values")
+                         f"other {param('splits')} values")
     return rows
 
 
@@ -78,9 +79,10 @@ def plot_tsne(store: str | os.PathLike, out: str | os.PathLike | None = None, *,
               compare: str | os.PathLike | None = None, splits: Sequence[str] | None = None,
               seed: int = 0, perplexity: float = 30.0, force: bool = False) -> TSNEPlot:
     """One panel per store (``compare`` adds the second), same rows and colours in both."""
-    for option, value in (("--color-by", color_by), ("--marker-by", marker_by)):
+    for name, value in (("color_by", color_by), ("marker_by", marker_by)):
         if value is not None and value not in COLOR_BY:
-            raise UsageError(f"{option} {value!r} is unknown", f"use one of {', '.join(COLOR_BY)}")
+            raise ParameterError("t-SNE plot", name, value, "is unknown",
+                                 f"use one of {', '.join(COLOR_BY)}")
     stores = [store] + ([compare] if compare is not None else [])
     panels, titles = [], []
     with open_store(store) as first:
@@ -93,7 +95,7 @@ def plot_tsne(store: str | os.PathLike, out: str | os.PathLike | None = None, *,
         with open_store(path) as st:
             if st.num_rows != len(records) or not np.array_equal(st.records["path"].to_numpy(),
                                                                   paths):
-                raise UsageError(f"--compare {path} holds other rows than {store}",
+                raise UsageError(f"{param('compare', path)} holds other rows than {store}",
                                  "compare a store with its adapted copy (same records)")
             name, feats = _store_features(st, feature, rows)
             panels.append(embed_2d(feats, seed, perplexity))

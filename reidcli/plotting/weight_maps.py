@@ -7,15 +7,13 @@ block for DPCF), position s = W·row + column on the H×W grid (row 0 = top of t
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 from pathlib import Path
 from typing import Any, Sequence
 
-import h5py
 import numpy as np
 
-from reidcli.errors import FittedModelError, UsageError
+from reidcli.errors import FittedModelError, ParameterError
 from reidcli.plotting.common import finish_figure, pyplot
 
 FIGURES = ("maps", "sum", "both")
@@ -39,7 +37,7 @@ def _grid(hyper: dict, layer: str, rows_per_camera: int) -> tuple[int, int]:
     if size:
         h, w = (int(v) for v in size.split("x"))
         return h, w
-    if rows_per_camera == 192:                 # cdpcf.md: every layer pooled to 24×8
+    if rows_per_camera == 192:                 # docs/methods/cdpcf.md: every layer pooled to 24×8
         return 24, 8
     w = int(round((rows_per_camera / 3) ** 0.5))
     if w * 3 * w == rows_per_camera:           # the 3:1 aspect of person images
@@ -52,40 +50,44 @@ def read_weight_maps(fitted: str | os.PathLike, trial: int | None = None,
                      layers: Sequence[str] | None = None, num_maps: int = 4
                      ) -> WeightMapPlot:
     """The maps of one trial (default: the first in the file), reshaped to H×W grids."""
-    with h5py.File(fitted, "r") as h5:
-        if h5.attrs.get("method") not in ("cdpcf", "dpcf"):
-            raise FittedModelError(f"{fitted} is a {h5.attrs.get('method')!r} model, not "
-                                   "C-DPCF/DPCF", "give a file from reid fit-pooling cdpcf|dpcf")
-        hyper = json.loads(h5.attrs["hyperparameters"])
-        trials = sorted(int(k.split("_")[1]) for k in h5 if k.startswith("trial_"))
-        k = trials[0] if trial is None else int(trial)
-        if k not in trials:
-            raise UsageError(f"--trial {trial}: the file has trials {trials}", "pick one of them")
-        group = h5[f"trial_{k}"]
-        if "repeat_0" in group:                        # reduced-training-id fits
-            group = group["repeat_0"]
-        chosen = list(layers or hyper.get("layers") or [n for n in group
-                                                        if "weight_maps" in group[n]])
-        missing = [layer for layer in chosen if layer not in group]
-        if missing:
-            raise UsageError(f"--layers {','.join(missing)}: not in {fitted}",
-                             f"use {', '.join(hyper.get('layers', []))}")
-        cams = [int(c) for c in hyper.get("camids", [])]
-        maps, sums = {}, {}
-        for layer in chosen:
-            weights = np.asarray(group[layer]["weight_maps"])              # [C·S, K]
-            blocks = len(cams) if hyper.get("method") == "cdpcf" and cams else 1
-            s = weights.shape[0] // blocks
-            h, w = _grid(hyper, layer, s)
-            for b in range(blocks):
-                block = weights[b * s:(b + 1) * s].T.reshape(-1, h, w)   # [K, H, W]
-                cam = cams[b] if blocks > 1 else -1
-                maps[(layer, cam)] = block[:num_maps]
-                sums[(layer, cam)] = np.abs(block).sum(0)
-        images = {}
-        if "average_images" in group:
-            for cam, image in zip(group["average_image_camids"][()], group["average_images"]):
-                images[int(cam)] = np.asarray(image)
+    from reidcli import fitted as fitted_files
+
+    loaded = fitted_files.load(fitted)
+    if loaded.method not in ("cdpcf", "dpcf"):
+        raise FittedModelError(f"{fitted} is a {loaded.method!r} model, not C-DPCF/DPCF",
+                               "give a file from reid fit-pooling cdpcf|dpcf")
+    hyper = loaded.hyperparameters
+    trials = loaded.trial_ids
+    k = trials[0] if trial is None else int(trial)
+    if k not in trials:
+        raise ParameterError("weight-map plot", "trial", trial,
+                             f"is not a trial of the file (it has {trials})", "pick one of them")
+    trial_arrays = loaded.arrays(k)
+    group = trial_arrays.get(f"{fitted_files.REPEAT_PREFIX}0", trial_arrays)  # reduced ids
+    chosen = list(layers or hyper.get("layers") or [n for n, v in group.items()
+                                                    if isinstance(v, dict)
+                                                    and "weight_maps" in v])
+    missing = [layer for layer in chosen if layer not in group]
+    if missing:
+        raise ParameterError("weight-map plot", "layers", ",".join(missing),
+                             f"are not in {fitted}", f"use {', '.join(hyper.get('layers', []))}")
+    cams = [int(c) for c in hyper.get("camids", [])]
+    maps, sums = {}, {}
+    for layer in chosen:
+        weights = np.asarray(group[layer]["weight_maps"])              # [C·S, K]
+        blocks = len(cams) if hyper.get("method") == "cdpcf" and cams else 1
+        s = weights.shape[0] // blocks
+        h, w = _grid(hyper, layer, s)
+        for b in range(blocks):
+            block = weights[b * s:(b + 1) * s].T.reshape(-1, h, w)   # [K, H, W]
+            cam = cams[b] if blocks > 1 else -1
+            maps[(layer, cam)] = block[:num_maps]
+            sums[(layer, cam)] = np.abs(block).sum(0)
+    images = {}
+    if "average_images" in trial_arrays:
+        for cam, image in zip(trial_arrays["average_image_camids"],
+                              trial_arrays["average_images"]):
+            images[int(cam)] = np.asarray(image)
     return WeightMapPlot(maps=maps, sums=sums, images=images)
 
 
@@ -95,7 +97,8 @@ def plot_weight_maps(fitted: str | os.PathLike, out: str | os.PathLike | None = 
                      ) -> WeightMapPlot:
     """Fig. 4 (``figure="maps"``), Fig. 5 (``"sum"``) or both side by side."""
     if figure not in FIGURES:
-        raise UsageError(f"--figure {figure!r} is unknown", f"use one of {', '.join(FIGURES)}")
+        raise ParameterError("weight-map plot", "figure", figure,
+                             f"must be one of {', '.join(FIGURES)}")
     data = read_weight_maps(fitted, trial, layers, num_maps)
     plt = pyplot()
     keys = list(data.maps)
@@ -129,8 +132,8 @@ def plot_weight_maps(fitted: str | os.PathLike, out: str | os.PathLike | None = 
     for ax in axes.ravel():
         ax.set_xticks([])
         ax.set_yticks([])
-    with h5py.File(fitted, "r") as h5:
-        method = str(h5.attrs.get("method"))
+    from reidcli import fitted as fitted_files
+    method = fitted_files.load(fitted).method
     fig.subplots_adjust(top=1 - 0.5 / (2.2 * len(keys)))   # title close to the first row
     fig.suptitle(f"{method.upper()} weight maps — {Path(fitted).name}", fontsize=10)
     data.figure = fig

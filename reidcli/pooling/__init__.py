@@ -1,2 +1,2 @@
 """Pooling of stored conv maps: C-DPCF, DPCF and the average-pooling baselines
-(specs/cdpcf.md). ``reid fit-pooling`` is a thin wrapper over :mod:`reidcli.pooling.fit`."""
+(docs/methods/cdpcf.md). ``reid fit-pooling`` is a thin wrapper over :mod:`reidcli.pooling.fit`."""

@@ -1,4 +1,4 @@
-"""C-DPCF, DPCF, AvgP+XQDA and AvgP+pad.+XQDA on conv maps (cdpcf.md §3, paper §III).
+"""C-DPCF, DPCF, AvgP+XQDA and AvgP+pad.+XQDA on conv maps (C-DPCF paper §III).
 
 :func:`fit_layer` learns one layer's weight maps (Eq. 9) and one XQDA per (layer, map);
 :class:`PooledMetricModel` is the fitted model ``reid eval`` uses: it reads the conv maps of
@@ -13,7 +13,12 @@ from typing import Callable
 
 import numpy as np
 
-from reidcli.errors import FittedModelError, UsageError
+from reidcli.errors import FittedModelError, ParameterError, UsageError
+from reidcli.estimator import Estimator, store_params
+from reidcli.fitted import TrialModel
+from reidcli.metric.xqda import XQDA
+from reidcli.params import NONE, TEXT, Interval, Options, validate_params
+from reidcli.registry import register
 from reidcli.pooling.geometry import area_positions, position_areas, same_area_mask
 from reidcli.pooling.pooled import (average_weights, camera_positions, center_and_normalize,
                                     flat_maps, l2_rows, pad_by_camera, pool_by_camera)
@@ -23,6 +28,13 @@ from reidcli.pooling.weight_maps import CrossCameraScatter, top_eigenvectors
 METHODS = ("cdpcf", "dpcf", "avgp", "avgp-pad")
 METRICS = ("xqda", "none")
 CENTERING = ("global", "per-camera")
+#: constraints of the pooling parameters (shared by the config and the estimators)
+CONSTRAINTS = {"K": [Interval(int, 1, None)], "E": [Interval(int, 0, None)],
+               "seed": [Interval(int, 0, None)], "metric": [Options(METRICS)],
+               "xqda_lambda": XQDA._parameter_constraints["lam"],
+               "xqda_solver": XQDA._parameter_constraints["solver"],
+               "xqda_dims": XQDA._parameter_constraints["max_dims"],
+               "center": [Options(CENTERING)], "chunk": [Interval(int, 1, None)]}
 
 #: ``read(layer, rows) -> maps [len(rows), D', H, W]`` for rows in increasing order
 MapReader = Callable[[str, np.ndarray], np.ndarray]
@@ -30,7 +42,7 @@ MapReader = Callable[[str, np.ndarray], np.ndarray]
 
 @dataclasses.dataclass(frozen=True)
 class PoolingConfig:
-    """Hyperparameters of one fit (defaults = the paper's, cdpcf.md §6)."""
+    """Hyperparameters of one fit (defaults = the paper's, docs/methods/cdpcf.md)."""
 
     method: str = "cdpcf"
     K: int = 10
@@ -48,15 +60,8 @@ class PoolingConfig:
         if self.method not in METHODS:
             raise UsageError(f"unknown pooling method {self.method!r}",
                              f"choose one of {', '.join(METHODS)}")
-        if self.metric not in METRICS:
-            raise UsageError(f"--metric {self.metric!r} is not one of {', '.join(METRICS)}",
-                             "pass --metric xqda or --metric none")
-        if self.center not in CENTERING:
-            raise UsageError(f"--center {self.center!r} is not one of {', '.join(CENTERING)}",
-                             "pass --center global or --center per-camera")
-        if self.K < 1 or self.E < 0 or self.chunk < 1:
-            raise UsageError(f"need --K ≥ 1 and --E ≥ 0 (got K={self.K}, E={self.E})",
-                             "pass positive values")
+        validate_params("pooling", {name: getattr(self, name) for name in CONSTRAINTS},
+                        CONSTRAINTS)
 
     @property
     def learns_maps(self) -> bool:
@@ -71,7 +76,7 @@ class PoolingConfig:
         return self.K if self.learns_maps else 1
 
     def hyperparameters(self, layers: list[str], cameras: np.ndarray) -> dict:
-        """The JSON attrs of the fitted file (cdpcf.md §1)."""
+        """The JSON attrs of the fitted file (docs/methods/cdpcf.md)."""
         return {"method": self.method, "K": self.num_maps, "E": self.E,
                 "G": self.grid[0] * self.grid[1], "grid": f"{self.grid[0]}x{self.grid[1]}",
                 "layers": list(layers), "C": int(len(cameras)),
@@ -89,7 +94,7 @@ def _chunks(n: int, size: int):
 def learn_weight_maps(read: MapReader, layer: str, layer_idx: int, rows: np.ndarray,
                       pids: np.ndarray, camids: np.ndarray, config: PoolingConfig,
                       *, context: str = "") -> dict[str, np.ndarray]:
-    """Weight maps of one layer (cdpcf.md §3.1–3.4): {"weight_maps" [T, K], "eigenvalues" [K]}.
+    """Weight maps of one layer (C-DPCF paper Eq. 8–9): {"weight_maps" [T, K], "eigenvalues" [K]}.
 
     ``rows`` (increasing) are the training rows, ``pids``/``camids`` their labels. The maps
     are streamed in chunks: project (q = R^T F*), accumulate the cross-camera statistics.
@@ -104,8 +109,9 @@ def learn_weight_maps(read: MapReader, layer: str, layer_idx: int, rows: np.ndar
     else:
         dim = len(positions) * channels
         if config.E > dim:
-            raise UsageError(f"--E {config.E} exceeds the {dim}-dimensional pooled features "
-                             f"of layer {layer}", f"pass --E ≤ {dim} (or 0 for w/o R)")
+            raise ParameterError("pooling", "E", config.E, f"exceeds the {dim}-dimensional "
+                                 f"pooled features of layer {layer}",
+                                 f"use E ≤ {dim} (or 0 for w/o R)")
         projection = random_orthonormal_projection(dim, config.E, config.seed, layer_idx)
         mask = None
     scatter = CrossCameraScatter(pids, camids, size, camera_specific=config.camera_specific,
@@ -164,13 +170,11 @@ def _normalized(x: np.ndarray, mean: np.ndarray, cam_index: np.ndarray) -> np.nd
 def fit_layer(read: MapReader, layer: str, layer_idx: int, rows: np.ndarray,
               pids: np.ndarray, camids: np.ndarray, config: PoolingConfig,
               *, context: str = "") -> dict:
-    """Everything one layer contributes to a fitted trial (cdpcf.md §1 layout).
+    """Everything one layer contributes to a fitted trial (docs/methods/cdpcf.md layout).
 
     Returns ``{"weight_maps", "eigenvalues", "map_<k>": {"mean", "proj", "metric"}}``
     (weight maps absent for avgp*, XQDA arrays absent for ``metric="none"``).
     """
-    from reidcli.metric.xqda import XQDA
-
     rows = np.asarray(rows, dtype=np.int64)
     cameras, cam_index = np.unique(np.asarray(camids, dtype=np.int64), return_inverse=True)
     arrays: dict = {}
@@ -190,20 +194,23 @@ def fit_layer(read: MapReader, layer: str, layer_idx: int, rows: np.ndarray,
             if config.method == "avgp-pad":
                 xn = pad_by_camera(xn, cam_index, len(cameras))
             model = XQDA(lam=config.xqda_lambda, solver=config.xqda_solver,
-                         max_dims=config.xqda_dims).fit(xn, pids, camids)
+                         max_dims=config.xqda_dims, normalize="none").fit(xn, pids, camids)
             group = {"mean": mean, "proj": model.projection_.astype(np.float32),
                      "metric": model.metric_}
         arrays[f"map_{k}"] = group
     return arrays
 
 
-class PooledMetricModel:
-    """A fitted pooling trial used by ``reid eval`` (cdpcf.md §3.10).
+class PooledMetricModel(TrialModel):
+    """A fitted pooling trial used by ``reid eval`` (C-DPCF paper Eq. 11).
 
     :meth:`read_inputs` turns store rows into per-(layer, map) projections u = W^T x̃
     concatenated [n, Σr] (or unit-norm raw pooled vectors for ``metric="none"``);
     :meth:`distance` sums the L·K Mahalanobis distances (Eq. 11) with one GEMM per block.
     """
+
+    reads = "convmaps"
+    input_dim = None
 
     def __init__(self, arrays: dict, hyperparameters: dict):
         self.hp = hyperparameters
@@ -274,7 +281,11 @@ class PooledMetricModel:
         camids = store.records["camid"].to_numpy()[np.asarray(rows, dtype=np.int64)]
         return self.embed(store.convmaps, rows, camids)
 
-    def distance(self, query: np.ndarray, gallery: np.ndarray) -> np.ndarray:
+    def transform(self, features: np.ndarray) -> np.ndarray:
+        """Inputs already come embedded from :meth:`read_inputs`: returned as float64."""
+        return np.asarray(features, dtype=np.float64)
+
+    def embedded_distance(self, query: np.ndarray, gallery: np.ndarray) -> np.ndarray:
         """δ² [q, g] = Σ_lk (u_q − u_g)^T M_lk (u_q − u_g) (Eq. 11), or Σ (1 − cos)."""
         query = np.asarray(query, dtype=np.float64)
         gallery = np.asarray(gallery, dtype=np.float64)
@@ -295,15 +306,124 @@ class PooledMetricModel:
         return aq[:, None] + ag[None, :] - 2.0 * (qm @ gallery.T)
 
 
-def _factory(arrays: dict, hyperparameters: dict) -> PooledMetricModel:
-    return PooledMetricModel(arrays, hyperparameters)
+class PoolingEstimator(Estimator):
+    """One pooling method (C-DPCF, DPCF, AvgP, AvgP+pad.) fitted on conv maps.
+
+    ``fit(maps, pids [N], camids [N], rows=None)``: ``maps`` is ``{layer: [N, D', H, W]}`` or
+    a :data:`MapReader` ``read(layer, rows)`` (then ``rows`` [N] are the training rows it
+    reads and ``layers`` must be given). Sets ``arrays_`` (``{layer: fit_layer(...)}``),
+    ``layers_`` and ``cameras_``; ``fitted_model()`` is the :class:`PooledMetricModel`.
+    """
+
+    reads = "convmaps"
+    #: the :data:`METHODS` entry this class fits
+    pooling_method: str = ""
+    _parameter_constraints = {**CONSTRAINTS, "G": [Interval(int, 1, None)],
+                              "grid": [TEXT, NONE], "layers": [TEXT, NONE]}
+    _parameter_help = {"K": "Weight maps per layer (paper: 10).",
+                       "E": "Random projection rank (paper: 64; 0 = w/o R).",
+                       "G": "Horizontal stripes (paper: 6).",
+                       "grid": "Pooling grid GhxGw (default Gx1); overrides G.",
+                       "seed": "Seed of R and of the id subsets.",
+                       "metric": "xqda | none (w/o V: 1 − cosine of raw pooled vectors).",
+                       "xqda_lambda": "XQDA regulariser λ.",
+                       "xqda_solver": "svd (public release) | eigh (the paper's).",
+                       "xqda_dims": "Cap on the XQDA subspace rank.",
+                       "center": "Mean removed before L2: global | per-camera.",
+                       "chunk": "Images per block of conv maps read.",
+                       "layers": "Conv-map layers, e.g. conv4_x,conv5_x (default: all)."}
+
+    _quick_params = {"K": 2, "E": 16, "G": 3}
+
+    def __init__(self, K: int = 10, E: int = 64, G: int = 6, grid: str | None = None,
+                 seed: int = 0, metric: str = "xqda", xqda_lambda: float = 0.001,
+                 xqda_solver: str = "svd", xqda_dims: int | None = None,
+                 center: str = "global", chunk: int = 256, layers: str | None = None):
+        store_params(self, locals())
+
+    def config(self) -> PoolingConfig:
+        """The validated parameters as a :class:`PoolingConfig`."""
+        from reidcli.pooling.geometry import parse_grid
+        p = self._validated_params()
+        return PoolingConfig(method=self.pooling_method, K=p["K"], E=p["E"],
+                             grid=parse_grid(p["grid"], p["G"]), seed=p["seed"],
+                             metric=p["metric"], xqda_lambda=p["xqda_lambda"],
+                             xqda_solver=p["xqda_solver"], xqda_dims=p["xqda_dims"],
+                             center=p["center"], chunk=p["chunk"])
+
+    def layer_list(self) -> list[str] | None:
+        """``layers`` as a list (None = every layer of the maps)."""
+        if self.layers is None:
+            return None
+        names = self.layers if isinstance(self.layers, (list, tuple)) else \
+            str(self.layers).split(",")
+        return [n.strip() for n in names if n.strip()] or None
+
+    def fit(self, maps, pids, camids=None, *, rows=None, context: str = "") -> "PoolingEstimator":
+        from reidcli.pooling.projection import layer_index
+        config = self.config()
+        if callable(maps):
+            read, layers = maps, self.layer_list()
+            if layers is None or rows is None:
+                raise UsageError("fitting from a map reader needs layers and rows",
+                                 "pass layers=... and rows=...")
+        else:
+            layers = self.layer_list() or sorted(maps)
+            missing = [layer for layer in layers if layer not in maps]
+            if missing:
+                raise UsageError(f"no conv maps for layer(s) {', '.join(missing)}",
+                                 f"layers available: {', '.join(sorted(maps))}")
+            read = lambda layer, idx: np.asarray(maps[layer])[idx]   # noqa: E731
+            rows = np.arange(len(np.asarray(maps[layers[0]])))
+        pids = np.asarray(pids, dtype=np.int64)
+        camids = np.asarray(camids, dtype=np.int64)
+        self.arrays_ = {layer: fit_layer(read, layer, layer_index(layer, layers), rows, pids,
+                                         camids, config,
+                                         context=f"{context}layer {layer}")
+                        for layer in layers}
+        self.layers_, self.cameras_ = list(layers), np.unique(camids)
+        self.config_ = config
+        return self
+
+    def fitted_arrays(self) -> dict:
+        self._check_fitted("arrays_")
+        return dict(self.arrays_)
+
+    def saved_params(self) -> dict:
+        """The fitted file's hyperparameters (what :class:`PooledMetricModel` reads)."""
+        self._check_fitted("arrays_")
+        return self.config_.hyperparameters(self.layers_, self.cameras_)
+
+    @classmethod
+    def model_from_arrays(cls, arrays, hyperparameters) -> PooledMetricModel:
+        return PooledMetricModel(dict(arrays), dict(hyperparameters))
 
 
-def _register() -> None:
-    from reidcli import fitted
+@register("cdpcf", stage="fit-pooling", paper="Matsukawa & Suzuki (C-DPCF)",
+          summary="C-DPCF: camera-specific discriminative weight maps + XQDA per (layer, map).",
+          hidden=["chunk"])
+class CDPCF(PoolingEstimator):
+    pooling_method = "cdpcf"
 
-    for name in METHODS:
-        fitted.register_method(name, _factory)
+
+@register("dpcf", stage="fit-pooling", paper="Matsukawa & Suzuki (C-DPCF), DPCF ablation",
+          summary="DPCF: one discriminative weight-map set shared by all cameras + XQDA.",
+          hidden=["chunk"])
+class DPCF(PoolingEstimator):
+    pooling_method = "dpcf"
 
 
-_register()
+@register("avgp", stage="fit-pooling",
+          paper="Matsukawa & Suzuki (C-DPCF), AvgP+XQDA baseline",
+          summary="AvgP+XQDA: stripe-average pooling, one XQDA per layer.",
+          hidden=["chunk"])
+class AvgP(PoolingEstimator):
+    pooling_method = "avgp"
+
+
+@register("avgp-pad", stage="fit-pooling", paper="Matsukawa & Suzuki (C-DPCF), AvgP+pad.+XQDA "
+          "baseline (CRAFT-style padding)",
+          summary="AvgP+pad.+XQDA: camera zero-padded stripe averages + XQDA.",
+          hidden=["chunk"])
+class AvgPPad(PoolingEstimator):
+    pooling_method = "avgp-pad"

@@ -1,11 +1,12 @@
 """Fit a pooling method over a store's protocol trials into one fitted-model file
-(``reid fit-pooling``; cdpcf.md §1, §5).
+(``reid fit-pooling``; docs/methods/cdpcf.md).
 
 Per trial, the training images are the trial's ``train_idx`` rows minus distractors (pid ≤ 0);
 a store without protocol trials is fitted on its ``train`` rows and scored on its
 ``query``/``gallery`` rows. With ``train_ids_limit`` each trial is fitted ``repeats`` times on
-random subsets of its training ids (Fig. 7), drawn from
-``Generator(PCG64(SeedSequence([seed, 11, t, r, n])))``.
+random subsets of its training ids (Fig. 7), drawn by
+:func:`reidcli.data.protocols.reduced_id_subset` over the trial's training pids with the seed
+tuple ``[seed, 11, t, r, n]``.
 """
 from __future__ import annotations
 
@@ -50,15 +51,12 @@ def store_trials(store) -> list[tuple[int, np.ndarray]]:
 
 def reduced_id_rows(rows: np.ndarray, pids: np.ndarray, limit: int, trial: int, repeat: int,
                     seed: int) -> np.ndarray:
-    """Rows of ``limit`` training ids drawn without replacement (cdpcf.md §5)."""
-    ids = np.unique(pids)
-    if limit > len(ids):
-        raise UsageError(f"--train-ids {limit} exceeds the {len(ids)} training ids of trial "
-                         f"{trial}", f"pass --train-ids ≤ {len(ids)}")
-    rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence(
-        [int(seed), 11, int(trial), int(repeat), int(limit)])))
-    chosen = rng.choice(ids, size=limit, replace=False)
-    return rows[np.isin(pids, chosen)]
+    """Rows [m] of ``limit`` training ids drawn without replacement from the pids [n] of
+    ``rows`` [n] (docs/methods/cdpcf.md)."""
+    from reidcli.data.protocols import reduced_id_subset
+    return rows[reduced_id_subset(pids, limit, seed=seed, trial=trial, repeat=repeat,
+                                  owner="pooling", parameter="train_ids",
+                                  where=f" of trial {trial}")]
 
 
 def fit_trial(store, rows: np.ndarray, layers: list[str], config: PoolingConfig,
@@ -117,10 +115,10 @@ def fit_pooling_store(store_path: str | Path, out: str | Path, config: PoolingCo
     from reidcli.io import check_output
     from reidcli.store import open_store
 
-    check_output(Path(out), force, "--out")
+    check_output(Path(out), force)
     if train_ids_limit is not None and (train_ids_limit < 2 or repeats < 1):
-        raise UsageError(f"--train-ids {train_ids_limit} --repeats {repeats} is not usable",
-                         "pass --train-ids ≥ 2 (paper: 10, 30, 50, 100) and --repeats ≥ 1")
+        raise UsageError(f"train_ids={train_ids_limit} with repeats={repeats} is not usable",
+                         "use train_ids ≥ 2 (paper: 10, 30, 50, 100) and repeats ≥ 1")
     started = time.perf_counter()
     with open_store(store_path) as st:
         layers = st.require_convmaps(layers)

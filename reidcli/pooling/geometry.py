@@ -1,4 +1,4 @@
-"""Spatial pooling areas of a conv map (cdpcf.md §2, §3.9 "pooling grid").
+"""Spatial pooling areas of a conv map (C-DPCF paper §III-A; the pooling grid: docs/methods/cdpcf.md).
 
 Positions are flattened row-major: ``s = W·row + col`` (row 0 = top), ``S = H·W``.
 """
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from reidcli.errors import UsageError
+from reidcli.errors import ParameterError
 
 
 def parse_grid(text: str | tuple[int, int] | None, stripes: int = 6) -> tuple[int, int]:
@@ -19,22 +19,23 @@ def parse_grid(text: str | tuple[int, int] | None, stripes: int = 6) -> tuple[in
         try:
             gh, gw = (int(v) for v in str(text).lower().split("x"))
         except ValueError:
-            raise UsageError(f"--grid {text!r} is not of the form GhxGw",
-                             "pass e.g. --grid 6x1 (six horizontal stripes)") from None
+            raise ParameterError("pooling", "grid", text, "is not of the form GhxGw",
+                                 "e.g. 6x1 (six horizontal stripes)") from None
     if gh < 1 or gw < 1:
-        raise UsageError(f"--grid {text!r} needs positive band counts", "pass e.g. --grid 6x1")
+        raise ParameterError("pooling", "grid", text, "needs positive band counts", "e.g. 6x1")
     return int(gh), int(gw)
 
 
 def position_areas(height: int, width: int, grid: tuple[int, int]) -> np.ndarray:
     """Area index g(s) of every position s, int64 [H·W].
 
-    g(s) = ⌊row·Gh/H⌋·Gw + ⌊col·Gw/W⌋ (cdpcf.md §3.9; 6x1 on 24×8 → 4 rows per stripe).
+    g(s) = ⌊row·Gh/H⌋·Gw + ⌊col·Gw/W⌋ (docs/methods/cdpcf.md; 6x1 on 24×8 → 4 rows per stripe).
     """
     gh, gw = grid
     if gh > height or gw > width:
-        raise UsageError(f"--grid {gh}x{gw} is finer than the {height}x{width} conv maps",
-                         "use fewer bands than map rows/columns")
+        raise ParameterError("pooling", "grid", f"{gh}x{gw}",
+                             f"is finer than the {height}x{width} conv maps",
+                             "use fewer bands than map rows/columns")
     rows = np.arange(height)[:, None] * gh // height
     cols = np.arange(width)[None, :] * gw // width
     return (rows * gw + cols).reshape(-1).astype(np.int64)

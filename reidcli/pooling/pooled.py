@@ -1,4 +1,4 @@
-"""Pooled features from conv maps (cdpcf.md §3.5–3.6, §3.9).
+"""Pooled features from conv maps (C-DPCF paper Eq. 1–5, §III-C).
 
 x_{k,i} = F*_i w_k^{c_i}: block g of the D = G·D' vector is Σ_{s∈A_g} w_k^{c_i}[s] f_s
 (a weighted *sum*, Eq. 1); average pooling is the same with w = 1/|A_g| on every position.
@@ -54,7 +54,7 @@ def average_weights(positions: list[np.ndarray], size: int) -> np.ndarray:
 
 
 def center_and_normalize(x: np.ndarray, mean: np.ndarray) -> np.ndarray:
-    """x̃ = (x − μ)/max(‖x − μ‖₂, 1e−12) row-wise (cdpcf.md §3.6): [n, D] → [n, D]."""
+    """x̃ = (x − μ)/max(‖x − μ‖₂, 1e−12) row-wise (C-DPCF paper §III-C): [n, D] → [n, D]."""
     y = x - mean[None, :]
     norms = np.sqrt(np.einsum("ij,ij->i", y, y))
     return y / np.maximum(norms, 1e-12)[:, None]

@@ -1,9 +1,9 @@
-"""Random orthonormal projection R and the projected maps q_i = R^T F*_i (cdpcf.md §3.1–3.2)."""
+"""Random orthonormal projection R and the projected maps q_i = R^T F*_i (C-DPCF paper Eq. 8)."""
 from __future__ import annotations
 
 import numpy as np
 
-#: canonical layer order; the index seeds R (cdpcf.md §3.1: l = 0..3 for conv2_x..conv5_x)
+#: canonical layer order; the index seeds R (docs/methods/cdpcf.md: l = 0..3 for conv2_x..conv5_x)
 LAYER_ORDER = ("conv2_x", "conv3_x", "conv4_x", "conv5_x")
 
 

@@ -1,4 +1,4 @@
-"""Camera-biased toy conv maps for tests and demos (cdpcf.md §8.1).
+"""Camera-biased toy conv maps for tests and demos (docs/methods/cdpcf.md).
 
 Maps are D' = 16 channels on a 12 × 4 grid (S = 48), two cameras, one image per camera per
 person. Each person has two part vectors; camera 0 shows them on rows (0, 4), camera 1 on rows

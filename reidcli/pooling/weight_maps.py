@@ -1,5 +1,5 @@
 """Camera-specific (C-DPCF) and shared (DPCF) weight maps from cross-camera pair statistics
-(cdpcf.md §3.3–3.4, paper Eq. 9 and Appendices A–B).
+(C-DPCF paper Eq. 9 and Appendices A–B).
 
 The projected maps Q_i are streamed chunk by chunk into per-camera sufficient statistics —
 weighted self products Σ a_i q_i^T q_i and per-(person, camera) sums y_{p,c} — so Σ_S and Σ_D
@@ -13,7 +13,7 @@ import warnings
 import numpy as np
 import scipy.linalg
 
-from reidcli.errors import UsageError
+from reidcli.errors import ParameterError, UsageError
 
 
 @dataclasses.dataclass
@@ -109,7 +109,7 @@ class CrossCameraScatter:
         flat[uniq] += onehot @ q.reshape(n, rows * s)
 
     def result(self) -> PairScatter:
-        """Σ_S = Z_S / N_S and Σ_D = (Z_A − Z_S) / (N_A − N_S) (cdpcf.md §3.3)."""
+        """Σ_S = Z_S / N_S and Σ_D = (Z_A − Z_S) / (N_A − N_S) (C-DPCF paper Eq. 9)."""
         if self._rows is None or not self._seen.all():
             raise ValueError(f"{int((~self._seen).sum())} training images were never added")
         c, s, rows = len(self.cameras), self.positions, self._rows
@@ -145,15 +145,15 @@ def top_eigenvectors(scatter: PairScatter, k: int, context: str = "") -> tuple[
         np.ndarray, np.ndarray]:
     """Weight maps W [T, K] and eigenvalues [K] of Σ_D − Σ_S (Eq. 9), descending.
 
-    Each column is sign-fixed so its largest-|·| entry is positive (cdpcf.md §3.4, [D] 8);
+    Each column is sign-fixed so its largest-|·| entry is positive (docs/methods/cdpcf.md);
     a warning names kept eigenvalues ≤ 0 (such maps are not discriminative).
     """
     diff = scatter.sigma_diff - scatter.sigma_same
     diff = 0.5 * (diff + diff.T)
     t = diff.shape[0]
     if not 1 <= k <= t:
-        raise UsageError(f"--K {k} is out of range for {t}-dimensional weight maps",
-                         f"pass --K between 1 and {t}")
+        raise ParameterError("pooling", "K", k, f"is out of range for {t}-dimensional weight "
+                             "maps", f"use K between 1 and {t}")
     values, vectors = scipy.linalg.eigh(diff, subset_by_index=[t - k, t - 1])
     values, vectors = values[::-1], vectors[:, ::-1]
     peak = np.argmax(np.abs(vectors), axis=0)

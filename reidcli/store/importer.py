@@ -14,7 +14,8 @@ import numpy as np
 import pandas as pd
 
 from reidcli.data.records import validate_frame
-from reidcli.errors import InputFileError, UsageError
+from reidcli.errors import InputFileError, ParameterError, UsageError
+from reidcli.naming import param
 from reidcli.provenance import make_provenance
 from reidcli.store.schema import METRICS
 from reidcli.store.writer import StoreWriter
@@ -23,14 +24,19 @@ LABEL_COLUMNS = ("pid", "camid", "split")
 OPTIONAL_COLUMNS = ("modality", "domain", "path", "dataset", "frame")
 
 
-def _load_array(path: Path, option: str) -> np.ndarray:
+def _load_array(path: Path, parameter: str) -> np.ndarray:
     if not path.exists():
-        raise InputFileError(f"{option} {path} does not exist", "check the path")
+        raise InputFileError(f"{param(parameter)} {path} does not exist", "check the path")
     try:
         return np.load(path, allow_pickle=False)
     except (ValueError, OSError) as exc:
-        raise InputFileError(f"{option} {path} is not a readable .npy file ({exc})",
+        raise InputFileError(f"{param(parameter)} {path} is not a readable .npy file ({exc})",
                              "save it with numpy.save") from None
+
+
+def _label_arrays_hint() -> str:
+    """The label arrays a features ``.npy`` needs (``label_arrays`` keys; flags on the CLI)."""
+    return "label arrays " + " ".join(param(k, f"{k}.npy") for k in LABEL_COLUMNS)
 
 
 def _text_array(values: np.ndarray) -> list[str]:
@@ -57,22 +63,23 @@ def labels_from_arrays(arrays: Mapping[str, np.ndarray], n: int, source: str) ->
 
 def read_label_csv(path: Path, n: int) -> pd.DataFrame:
     """Labels from a CSV with header ``pid,camid,split[,modality,domain,path,dataset]``."""
+    what = f"{param('labels_csv')} {path}"
     if not path.exists():
-        raise InputFileError(f"--labels {path} does not exist", "check the path")
+        raise InputFileError(f"{what} does not exist", "check the path")
     try:
         frame = pd.read_csv(path, dtype={"split": str, "path": str, "modality": str,
                                          "domain": str, "dataset": str})
     except (pd.errors.ParserError, UnicodeDecodeError, pd.errors.EmptyDataError) as exc:
-        raise InputFileError(f"--labels {path} is not a readable CSV ({exc})",
+        raise InputFileError(f"{what} is not a readable CSV ({exc})",
                              "write a header line pid,camid,split,...") from None
     if len(frame) != n:
-        raise InputFileError(f"--labels {path} has {len(frame)} rows but the features have {n}",
+        raise InputFileError(f"{what} has {len(frame)} rows but the features have {n}",
                              "give one label row per feature row, in the same order")
     extra = [c for c in frame.columns if c not in LABEL_COLUMNS + OPTIONAL_COLUMNS]
     if extra:
         frame = frame.rename(columns={c: f"x_{c}" for c in extra})
     return labels_from_arrays({c: frame[c].to_numpy() for c in frame.columns
-                               if not c.startswith("x_")}, n, f"--labels {path}").join(
+                               if not c.startswith("x_")}, n, what).join(
         frame[[c for c in frame.columns if c.startswith("x_")]])
 
 
@@ -102,37 +109,38 @@ def import_store(out: str | os.PathLike, *, npz: str | os.PathLike | None = None
     finite; float32 input is stored bit-exactly (other float dtypes are cast to float32).
     """
     if metric not in METRICS:
-        raise UsageError(f"--metric {metric!r} is not one of {', '.join(METRICS)}",
-                         "use euclidean or cosine")
+        raise ParameterError("store import", "metric", metric,
+                             f"is not one of {', '.join(METRICS)}", "use euclidean or cosine")
     inputs: list[Path] = []
     if npz is not None:
         if features is not None or labels_csv is not None or label_arrays:
-            raise UsageError("--npz cannot be combined with --features/--labels/--pid",
-                             "give either one .npz or separate arrays")
+            raise UsageError(f"{param('npz')} cannot be combined with {param('features')} or "
+                             "label files", "give either one .npz or separate arrays")
         npz = Path(npz)
+        source = f"{param('npz')} {npz}"
         if not npz.exists():
-            raise InputFileError(f"--npz {npz} does not exist", "check the path")
+            raise InputFileError(f"{source} does not exist", "check the path")
         try:
             with np.load(npz, allow_pickle=False) as data:
                 arrays = {k: data[k] for k in data.files}
         except (ValueError, OSError) as exc:
-            raise InputFileError(f"--npz {npz} is not a readable .npz file ({exc})",
+            raise InputFileError(f"{source} is not a readable .npz file ({exc})",
                                  "save it with numpy.savez") from None
         if "features" not in arrays:
-            raise InputFileError(f"--npz {npz} has no array 'features' (has: "
+            raise InputFileError(f"{source} has no array 'features' (has: "
                                  f"{', '.join(arrays) or 'none'})",
                                  "save the embeddings as features=...")
         feats = arrays.pop("features")
-        source = f"--npz {npz}"
         inputs.append(npz)
     elif features is not None:
         features = Path(features)
-        feats = _load_array(features, "--features")
+        feats = _load_array(features, "features")
         inputs.append(features)
-        source = "--features"
+        source = param("features")
     else:
-        raise UsageError("no input given", "pass --npz FILE, or --features X.npy with "
-                         "--labels labels.csv or --pid/--camid/--split arrays")
+        raise UsageError("no input given",
+                         f"pass {param('npz', 'FILE')}, or {param('features', 'X.npy')} with "
+                         f"{param('labels_csv', 'labels.csv')} or {_label_arrays_hint()}")
     if feats.ndim != 2 or feats.shape[0] == 0 or feats.shape[1] == 0:
         raise InputFileError(f"{source}: features have shape {feats.shape}",
                              "features must be a non-empty 2-D array [N, D]")
@@ -151,18 +159,17 @@ def import_store(out: str | os.PathLike, *, npz: str | os.PathLike | None = None
         labels = read_label_csv(Path(labels_csv), n)
         inputs.append(Path(labels_csv))
     elif label_arrays:
-        loaded = {k: _load_array(Path(p), f"--{k}") for k, p in label_arrays.items()}
+        loaded = {k: _load_array(Path(p), k) for k, p in label_arrays.items()}
         inputs.extend(Path(p) for p in label_arrays.values())
         labels = labels_from_arrays(loaded, n, "label arrays")
     else:
-        raise UsageError("--features needs labels", "add --labels labels.csv or "
-                         "--pid pid.npy --camid camid.npy --split split.npy")
+        raise UsageError(f"{param('features')} needs labels",
+                         f"add {param('labels_csv', 'labels.csv')} or {_label_arrays_hint()}")
     records = build_import_records(labels, dataset, source)
     if normalized is None:
         norms = np.linalg.norm(feats32, axis=1)
         normalized = bool(np.allclose(norms, 1.0, atol=1e-4))
     prov = make_provenance(command=command, inputs=inputs, imported_from=source)
-    with StoreWriter(out, records, dataset=dataset, provenance=prov, force=force,
-                     option="OUT") as writer:
+    with StoreWriter(out, records, dataset=dataset, provenance=prov, force=force) as writer:
         writer.set_feature(feature_name, feats32, metric=metric, normalized=normalized)
     return Path(out)

@@ -9,6 +9,7 @@ from typing import Sequence
 import pandas as pd
 
 from reidcli.errors import StoreError, UsageError
+from reidcli.naming import param
 from reidcli.progress import track
 from reidcli.provenance import make_provenance
 from reidcli.store.reader import FeatureStore, open_store
@@ -22,7 +23,7 @@ def _shard_meta(store: FeatureStore) -> tuple[int, int, dict]:
     attrs = store.attrs
     if "shard_index" not in attrs:
         raise StoreError(f"{store.path} is not a shard (no shard_index attribute)",
-                         "merge only stores written with --shard i/n")
+                         f"merge only stores written as shards ({param('shard', 'i/n')})")
     source = json.loads(attrs.get("shard_source", "{}") or "{}")
     return int(attrs["shard_index"]), int(attrs["shard_count"]), source
 
@@ -97,7 +98,7 @@ def merge_shards(out: str | os.PathLike, shards: Sequence[str | os.PathLike], *,
                                merged_from=[s.provenance for s in stores])
         first = stores[0]
         with StoreWriter(out, records, dataset=layout["dataset"] or "", provenance=prov,
-                         force=force, option="OUT", attrs=_carried_attrs(first)) as w:
+                         force=force, attrs=_carried_attrs(first)) as w:
             for name, info in layout["features"].items():
                 w.add_feature(name, info["dim"], metric=info["metric"],
                               normalized=info["normalized"],

@@ -13,9 +13,10 @@ import numpy as np
 import pandas as pd
 
 from reidcli.errors import StoreError
+from reidcli.naming import param
 from reidcli.store.records_io import read_records
 from reidcli.store.schema import (ADAPT, CONVMAPS, FEATURES, PROTOCOL, RECORDS, SCHEMA_VERSION,
-                                  STORE_FORMAT)
+                                  STORE_FORMAT, trial_index)
 
 
 @dataclasses.dataclass
@@ -140,7 +141,7 @@ class FeatureStore:
         names = self.feature_names
         if not names:
             raise StoreError(f"store {self.path} has no features",
-                             "re-run reid extract, or reid store import with --features")
+                             "re-run reid extract, or import features (reid store import)")
         chosen = self.h5.attrs.get("default_feature", "")
         chosen = chosen.decode() if isinstance(chosen, bytes) else str(chosen)
         return chosen if chosen in names else names[0]
@@ -152,7 +153,7 @@ class FeatureStore:
         if name not in self.feature_names:
             have = ", ".join(self.feature_names) or "none"
             raise StoreError(f"store {self.path} has no feature {name!r} (has: {have})",
-                             "pick one with --feature")
+                             f"pick one with {param('feature')}")
         return name
 
     def feature_info(self, name: str) -> dict[str, Any]:
@@ -188,11 +189,12 @@ class FeatureStore:
         have = self.convmap_layers
         if not have:
             raise StoreError(f"store {self.path} has no conv maps",
-                             "re-run reid extract with --maps")
+                             f"re-run the extraction with {param('maps')}")
         for layer in layers or []:
             if layer not in have:
                 raise StoreError(f"store {self.path} has no conv maps of layer {layer!r} "
-                                 f"(has: {', '.join(have)})", "pick layers with --layers")
+                                 f"(has: {', '.join(have)})",
+                                 f"pick layers with {param('layers')}")
         return list(layers or have)
 
     def convmap_shape(self, layer: str) -> tuple[int, int, int]:
@@ -232,8 +234,7 @@ class FeatureStore:
             options = json.loads(attrs.get("options", "{}"))
         except json.JSONDecodeError:
             options = {}
-        keys = sorted((k for k in group if k.startswith("trial_")),
-                      key=lambda k: int(k.split("_")[1]))
+        keys = sorted((k for k in group if trial_index(k) is not None), key=trial_index)
         trials = [{name: group[k][name][()] for name in group[k]} for k in keys]
         return StoreProtocol(name=str(attrs.get("name", "")),
                              eval_rule=str(attrs.get("eval_rule", "market")),

@@ -2,13 +2,14 @@
 
 ```
 /                 attrs: format="reidcli.store", schema=1, dataset, created, reidcli_version,
-                         provenance (JSON)
+                         provenance (JSON) — store.writer.write_store_header
 /records/<col>    one 1-D dataset per record column (strings as UTF-8 vlen)
 /features/<name>  float32 [N, D]; attrs: metric, normalized
 /convmaps/<layer> float16 [N, C, H, W]; chunked per sample
 /protocol/        attrs: name, eval_rule, options (JSON);
                   /protocol/trial_<k>/{train_pids, test_pids, query_idx, gallery_idx, train_idx}
-/adapt/<method>/  arrays learned by an adaptation; attrs: hyperparameters (JSON)
+/adapt/<method>/  arrays learned by an adaptation (``bn/<param>`` in a subgroup); one attr
+                  per setting, dicts/lists as JSON (store.writer.write_adapt_group)
 ```
 """
 from __future__ import annotations
@@ -34,5 +35,21 @@ KIND_STR, KIND_INT, KIND_FLOAT, KIND_BOOL, KIND_JSON = "str", "int", "float", "b
 FEATURE_CHUNK_BYTES = 1 << 20
 
 
+#: name of a trial's group, in ``/protocol`` of a store and at the root of a fitted model
+TRIAL_PREFIX = "trial_"
+
+
+def trial_name(k: int) -> str:
+    """``trial_<k>``: the group of trial ``k``."""
+    return f"{TRIAL_PREFIX}{int(k)}"
+
+
+def trial_index(name: str) -> int | None:
+    """``k`` of a ``trial_<k>`` group name; None for any other name."""
+    rest = name[len(TRIAL_PREFIX):] if name.startswith(TRIAL_PREFIX) else ""
+    return int(rest) if rest.isdigit() else None
+
+
 def trial_group(k: int) -> str:
-    return f"{PROTOCOL}/trial_{k}"
+    """``/protocol/trial_<k>`` of a store."""
+    return f"{PROTOCOL}/{trial_name(k)}"

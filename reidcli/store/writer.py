@@ -14,7 +14,6 @@ Example::
 """
 from __future__ import annotations
 
-import datetime as _dt
 import json
 import os
 from pathlib import Path
@@ -24,27 +23,53 @@ import h5py
 import numpy as np
 import pandas as pd
 
-from reidcli import __version__
-from reidcli.errors import StoreError, UsageError
+from reidcli.errors import ParameterError, StoreError, UsageError
 from reidcli.io import _remove, check_output, partial_path
-from reidcli.provenance import make_provenance, provenance_json
+from reidcli.naming import param
+from reidcli.provenance import make_provenance, write_header
 from reidcli.store.records_io import records_digest, write_records
 from reidcli.store.schema import (ADAPT, CONVMAPS, FEATURE_CHUNK_BYTES, FEATURES, METRICS,
-                                  PROTOCOL, RECORDS, SCHEMA_VERSION, STORE_FORMAT, TRIAL_ARRAYS)
+                                  PROTOCOL, RECORDS, SCHEMA_VERSION, STORE_FORMAT, TRIAL_ARRAYS,
+                                  trial_name)
 
 
 def parse_shard(text: str) -> tuple[int, int]:
-    """``"i/n"`` (0-based ``i``) → ``(i, n)``; UsageError naming ``--shard`` when malformed."""
+    """``"i/n"`` (0-based ``i``) → ``(i, n)``; ParameterError naming ``shard`` when malformed."""
     try:
         i_str, n_str = text.split("/")
         i, n = int(i_str), int(n_str)
     except ValueError:
-        raise UsageError(f"--shard {text!r} is not of the form i/n",
-                         "give e.g. --shard 0/4 (0-based shard index, shard count)") from None
+        raise ParameterError("sharding", "shard", text, "is not of the form i/n",
+                             f"give e.g. {param('shard', '0/4')} (0-based shard index, "
+                             "shard count)") from None
     if n < 1 or not 0 <= i < n:
-        raise UsageError(f"--shard {text}: index must satisfy 0 <= i < n",
-                         "shards are numbered 0..n-1")
+        raise ParameterError("sharding", "shard", text, "must satisfy 0 <= i < n",
+                             "shards are numbered 0..n-1")
     return i, n
+
+
+def write_store_header(attrs: Any, provenance: Mapping[str, Any] | None, **fields: Any) -> None:
+    """The root attributes every store carries (schema.py): ``format``, ``schema``,
+    ``created``, ``reidcli_version``, ``provenance`` and ``fields`` (e.g. ``dataset``)."""
+    write_header(attrs, format=STORE_FORMAT, provenance=provenance, schema=SCHEMA_VERSION,
+                 **fields)
+
+
+def write_adapt_group(h5: h5py.File, method: str, arrays: Mapping[str, Any],
+                      attrs: Mapping[str, Any]) -> h5py.Group:
+    """``/adapt/<method>/``: one dataset per array (a key ``bn/<param>`` makes a subgroup) and
+    one attribute per entry of ``attrs`` (dicts and lists as JSON). Replaces an existing group
+    of the method."""
+    parent = h5.require_group(ADAPT)
+    if method in parent:
+        del parent[method]
+    group = parent.create_group(method)
+    for key, value in attrs.items():
+        group.attrs[key] = json.dumps(value, default=str) if isinstance(value, (dict, list)) \
+            else value
+    for key, value in arrays.items():
+        group.create_dataset(key, data=np.asarray(value))
+    return group
 
 
 def shard_rows(num_rows: int, shard: tuple[int, int]) -> slice:
@@ -60,11 +85,11 @@ class StoreWriter:
     Parameters
     ----------
     path: output ``.h5`` path.
-    records: the record table of the N rows (datasets.md §2).
+    records: the record table of the N rows (docs/datasets.md).
     dataset: registry name of the dataset ("" when unknown, e.g. imported features).
     provenance: dict from :func:`reidcli.provenance.make_provenance` (made if omitted).
     force: overwrite an existing output.
-    option: how the CLI names the output in errors (``--out`` or ``OUT``).
+    option: the parameter that names the output in errors (``out``; the CLI shows its flag).
     shard: ``(i, n)`` when this store is shard i of n of a larger record table;
         ``shard_source`` then carries ``{"num_rows", "records_sha256"}`` of the whole table.
     """
@@ -73,7 +98,7 @@ class StoreWriter:
                  provenance: Mapping[str, Any] | None = None, force: bool = False,
                  shard: tuple[int, int] | None = None,
                  shard_source: Mapping[str, Any] | None = None,
-                 attrs: Mapping[str, Any] | None = None, option: str = "--out"):
+                 attrs: Mapping[str, Any] | None = None, option: str = "out"):
         self.path = check_output(path, force=force, option=option)
         self.tmp = partial_path(self.path)
         self.num_rows = len(records)
@@ -85,12 +110,7 @@ class StoreWriter:
         self.h5 = h5py.File(self.tmp, "w")
         try:
             root = self.h5.attrs
-            root["format"] = STORE_FORMAT
-            root["schema"] = SCHEMA_VERSION
-            root["dataset"] = dataset or ""
-            root["created"] = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-            root["reidcli_version"] = __version__
-            root["provenance"] = provenance_json(dict(provenance or make_provenance()))
+            write_store_header(root, provenance or make_provenance(), dataset=dataset or "")
             root["num_rows"] = self.num_rows
             root["complete"] = False        # set True by commit(); readers refuse False
             root["records_sha256"] = records_digest(records)
@@ -183,7 +203,7 @@ class StoreWriter:
         group.attrs["options"] = json.dumps(dict(options or {}), default=str)
         group.attrs["num_trials"] = len(trials)
         for k, trial in enumerate(trials):
-            tg = group.create_group(f"trial_{k}")
+            tg = group.create_group(trial_name(k))
             for key, value in trial.items():
                 arr = np.asarray(value)
                 if key.endswith("_idx"):
@@ -200,11 +220,10 @@ class StoreWriter:
 
     def write_adapt(self, method: str, arrays: Mapping[str, np.ndarray],
                     hyperparameters: Mapping[str, Any] | None = None) -> None:
-        """Write ``/adapt/<method>/`` with the adaptation's learned arrays."""
-        group = self.h5.require_group(ADAPT).create_group(method)
-        group.attrs["hyperparameters"] = json.dumps(dict(hyperparameters or {}), default=str)
-        for key, value in arrays.items():
-            group.create_dataset(key, data=np.asarray(value))
+        """Write ``/adapt/<method>/`` with the adaptation's learned arrays
+        (:func:`write_adapt_group`, attribute ``hyperparameters``)."""
+        write_adapt_group(self.h5, method, arrays,
+                          {"hyperparameters": dict(hyperparameters or {})})
 
     # -- finish --------------------------------------------------------------------------
     def incomplete(self) -> list[str]:

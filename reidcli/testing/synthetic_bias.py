@@ -1,4 +1,4 @@
-"""Camera-biased synthetic embeddings: the CPU sanity scenario of dart3.md §8.1.
+"""Camera-biased synthetic embeddings: the CPU sanity scenario of docs/methods/dart3.md.
 
 Each identity p has a centre μ_p ~ N(0, I_d); an image's unbiased embedding is
 z* = μ_p + σ_w·N(0, I_d); camera c scales and shifts it, z = α_c ⊙ z* + β_c with

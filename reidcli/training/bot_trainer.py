@@ -1,4 +1,4 @@
-"""BoT training recipe (dmgnet.md §2, §4, §7 ``bot``): P×K batches, label-smoothed softmax
+"""BoT training recipe (docs/methods/bot.md): P×K batches, label-smoothed softmax
 on the BNNeck logits + batch-hard triplet on pool5, Adam with warm-up and steps."""
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from reidcli.data.transforms import train_transform
 from reidcli.models.checkpoint import ModelSpec
 from reidcli.training.config import TrainConfig
 from reidcli.training.losses import batch_hard_triplet, label_smoothing_cross_entropy
+from reidcli.registry import register_info
 from reidcli.training.pcb_trainer import Phase
 from reidcli.training.schedule import warmup_step_factor
 
@@ -54,5 +55,20 @@ class BoTTrainer:
         return ce + tri, {"loss_ce": float(ce.detach()), "loss_tri": float(tri.detach()),
                           "acc": float(acc)}
 
+
+register_info(
+    "bot", stage="train-net", paper="Luo et al., CVPR-W 2019 (bag of tricks)",
+    summary="BoT: last stride 1, BNNeck, label smoothing, batch-hard triplet, warm-up.",
+    # the paper's defaults (docs/methods/bot.md)
+    defaults=dict(epochs=120, p=16, k=4, optimizer="adam", lr=3.5e-4, backbone_lr_mult=1.0,
+                  weight_decay=5e-4, lr_steps=[40, 70], lr_gamma=0.1, warmup_epochs=10,
+                  warmup_factor=0.1, label_smooth=0.1, triplet_margin=0.3,
+                  input_size=(256, 128), random_erasing=0.5, seed=0),
+    extras={"trainer": BoTTrainer, "presets": {
+        # ``tiny`` trains in well under two minutes on 2 CPU cores
+        "tiny": dict(backbone="tiny", input_size=(64, 32), epochs=6, p=8, k=4, lr=3e-3,
+                     lr_steps=[4], warmup_epochs=1, init="scratch", workers=0, log_every=5),
+        "quick": dict(backbone="resnet18", input_size=(128, 64), epochs=30, p=8, k=4,
+                      lr_steps=[10, 18], warmup_epochs=3)}})
 
 __all__ = ["BoTTrainer"]

@@ -1,12 +1,14 @@
 """Training configuration: one dataclass for every image model, filled from the method's
-published defaults (pcb.md §2, dmgnet.md §4 / §7 ``bot``), a size preset, then the user's
+published defaults (docs/methods/pcb.md, docs/methods/bot.md), a size preset, then the user's
 explicit options — in that order."""
 from __future__ import annotations
 
 import dataclasses
 from typing import Any
 
-from reidcli.errors import UsageError
+from reidcli.device import AMP_CHOICES, CHANNELS_LAST_CHOICES
+from reidcli.errors import ParameterError, UsageError
+from reidcli.naming import param
 
 
 @dataclasses.dataclass
@@ -77,51 +79,31 @@ class TrainConfig:
         return cls(**values)
 
 
-#: the papers' defaults (pcb.md §2; dmgnet.md §4 for BoT)
-METHOD_DEFAULTS: dict[str, dict[str, Any]] = {
-    "pcb": dict(epochs=60, batch_size=64, optimizer="sgd", lr=0.1, backbone_lr_mult=0.1,
-                momentum=0.9, nesterov=True, weight_decay=5e-4, lr_steps=[40], lr_gamma=0.1,
-                warmup_epochs=0, input_size=(384, 128), dropout=0.5, seed=1,
-                label_smooth=0.0, random_erasing=0.0),
-    "bot": dict(epochs=120, p=16, k=4, optimizer="adam", lr=3.5e-4, backbone_lr_mult=1.0,
-                weight_decay=5e-4, lr_steps=[40, 70], lr_gamma=0.1, warmup_epochs=10,
-                warmup_factor=0.1, label_smooth=0.1, triplet_margin=0.3,
-                input_size=(256, 128), random_erasing=0.5, seed=0),
-}
+def method_info(method: str):
+    """The registry entry of network trainer ``method`` (defaults, presets, trainer class)."""
+    from reidcli import registry
+    return registry.get(method, "train-net")
 
-#: size presets for quick runs: ``tiny`` trains in well under two minutes on 2 CPU cores
-PRESETS: dict[str, dict[str, dict[str, Any]]] = {
-    "tiny": {
-        "pcb": dict(backbone="tiny", input_size=(96, 32), epochs=6, batch_size=32,
-                    backbone_lr_mult=1.0, lr=0.05, lr_steps=[4], init="scratch", workers=0,
-                    log_every=5),
-        "bot": dict(backbone="tiny", input_size=(64, 32), epochs=6, p=8, k=4, lr=3e-3,
-                    lr_steps=[4], warmup_epochs=1, init="scratch", workers=0, log_every=5),
-    },
-    "quick": {
-        "pcb": dict(backbone="resnet18", input_size=(192, 64), epochs=20, batch_size=32,
-                    lr_steps=[14]),
-        "bot": dict(backbone="resnet18", input_size=(128, 64), epochs=30, p=8, k=4,
-                    lr_steps=[10, 18], warmup_epochs=3),
-    },
-}
+
+def method_defaults(method: str) -> dict[str, Any]:
+    """The paper's defaults of trainer ``method``, declared in its trainer module."""
+    return method_info(method).defaults()
 
 
 def make_config(method: str, preset: str | None = None, **explicit: Any) -> TrainConfig:
     """Defaults of ``method`` ← ``preset`` ← explicit options (``None`` values are ignored).
 
     When ``epochs`` is given but ``lr_steps``/``warmup_epochs`` are not, they are rescaled
-    from the paper's schedule (dmgnet.md §4): step s of E₀ epochs → round(E·s/E₀).
+    from the paper's schedule (docs/methods/bot.md): step s of E₀ epochs → round(E·s/E₀).
     """
-    if method not in METHOD_DEFAULTS:
-        raise UsageError(f"training method {method!r} is unknown",
-                         f"use one of {', '.join(METHOD_DEFAULTS)}")
-    values: dict[str, Any] = dict(METHOD_DEFAULTS[method])
+    info = method_info(method)
+    values: dict[str, Any] = info.defaults()
     if preset is not None:
-        if preset not in PRESETS:
-            raise UsageError(f"--preset {preset!r} is unknown",
-                             f"use one of {', '.join(PRESETS)}")
-        values.update(PRESETS[preset][method])
+        presets = info.extras.get("presets", {})
+        if preset not in presets:
+            raise ParameterError("training", "preset", preset, "is unknown",
+                                 f"use one of {', '.join(presets) or 'none'}")
+        values.update(presets[preset])
     given = {k: v for k, v in explicit.items() if v is not None}
     if "epochs" in given and given["epochs"] != values["epochs"]:
         base_epochs = values["epochs"]
@@ -141,41 +123,50 @@ def make_config(method: str, preset: str | None = None, **explicit: Any) -> Trai
 
 
 def _pk_batch(values: dict[str, Any], given: dict[str, Any]) -> None:
-    """BoT: ``--batch-size B`` is the total P×K — keep K, set P = B / K; without it the
+    """BoT: ``batch_size`` B is the total P×K — keep K, set P = B / K; without it the
     recorded ``batch_size`` is P×K."""
     k = values["k"]
     if "batch_size" in given and k >= 1:
         b = int(given["batch_size"])
         if b % k:
             near = max(k, round(b / k) * k)
-            raise UsageError(f"--batch-size {b} is not a multiple of --K {k} (a BoT batch is "
-                             f"P identities × K images)", f"use e.g. --batch-size {near}")
+            raise ParameterError("training", "batch_size", b,
+                                 f"is not a multiple of {param('k', k)} (a BoT batch is "
+                                 "P identities × K images)",
+                                 f"use e.g. {param('batch_size', near)}")
         if "p" in given and given["p"] * k != b:
-            raise UsageError(f"--batch-size {b} disagrees with --P {given['p']} × --K {k}",
-                             "give --batch-size or --P, not both")
+            raise ParameterError("training", "batch_size", b,
+                                 f"disagrees with {param('p', given['p'])} × {param('k', k)}",
+                                 f"give {param('batch_size')} or {param('p')}, not both")
         values["p"] = b // k
     values["batch_size"] = values["p"] * k
 
 
 def validate_config(cfg: TrainConfig) -> None:
-    """One-line UsageErrors naming the option for impossible values."""
-    checks = [(cfg.epochs >= 1, "--epochs must be ≥ 1"),
-              (cfg.batch_size >= 1 and cfg.p >= 1 and cfg.k >= 1, "--batch-size/--P/--K must be ≥ 1"),
-              (cfg.lr > 0, "--lr must be > 0"),
-              (cfg.amp in ("off", "auto", "bf16", "fp16"), f"--amp {cfg.amp!r}: use off, auto, bf16 or fp16"),
-              (cfg.channels_last in ("auto", "on", "off"), "--channels-last: use auto, on or off"),
-              (cfg.optimizer in ("sgd", "adam"), f"--optimizer {cfg.optimizer!r}: use sgd or adam"),
-              (cfg.checkpoint_every >= 1 and cfg.log_every >= 1, "--checkpoint-every/--log-every must be ≥ 1"),
-              (cfg.max_iters is None or cfg.max_iters >= 1, "--max-iters must be ≥ 1"),
-              (0.0 <= cfg.dropout < 1.0, "--dropout must be in [0, 1)"),
-              (cfg.parts >= 1, "--parts must be ≥ 1")]
-    for ok, message in checks:
+    """One-line ParameterErrors naming the parameter for impossible values."""
+    checks = [("epochs", cfg.epochs >= 1, "must be ≥ 1"),
+              ("batch_size", cfg.batch_size >= 1, "must be ≥ 1"),
+              ("p", cfg.p >= 1, "must be ≥ 1"),
+              ("k", cfg.k >= 1, "must be ≥ 1"),
+              ("lr", cfg.lr > 0, "must be > 0"),
+              ("amp", cfg.amp in AMP_CHOICES, f"is not one of {', '.join(AMP_CHOICES)}"),
+              ("channels_last", cfg.channels_last in CHANNELS_LAST_CHOICES,
+               f"is not one of {', '.join(CHANNELS_LAST_CHOICES)}"),
+              ("optimizer", cfg.optimizer in ("sgd", "adam"), "is not one of sgd, adam"),
+              ("checkpoint_every", cfg.checkpoint_every >= 1, "must be ≥ 1"),
+              ("log_every", cfg.log_every >= 1, "must be ≥ 1"),
+              ("max_iters", cfg.max_iters is None or cfg.max_iters >= 1, "must be ≥ 1"),
+              ("dropout", 0.0 <= cfg.dropout < 1.0, "must be in [0, 1)"),
+              ("parts", cfg.parts >= 1, "must be ≥ 1")]
+    for name, ok, requirement in checks:
         if not ok:
-            raise UsageError(message, "see reid train --help")
+            raise ParameterError("training", name, getattr(cfg, name), requirement)
     if cfg.method == "pcb" and cfg.input_size[0] // 16 < cfg.parts:
-        raise UsageError(f"--input-size {cfg.input_size[0]}x{cfg.input_size[1]} gives a conv5_x "
-                         f"map of {cfg.input_size[0] // 16} rows, fewer than --parts {cfg.parts}",
-                         f"use an input height ≥ {16 * cfg.parts}")
+        raise ParameterError("training", "input_size",
+                             f"{cfg.input_size[0]}x{cfg.input_size[1]}",
+                             f"gives a conv5_x map of {cfg.input_size[0] // 16} rows, fewer "
+                             f"than {param('parts', cfg.parts)}",
+                             f"use an input height ≥ {16 * cfg.parts}")
 
 
-__all__ = ["TrainConfig", "METHOD_DEFAULTS", "PRESETS", "make_config", "validate_config"]
+__all__ = ["TrainConfig", "make_config", "method_defaults", "method_info", "validate_config"]

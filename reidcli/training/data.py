@@ -8,11 +8,12 @@ import pandas as pd
 import torch
 
 from reidcli.data.image_dataset import ImageRecordDataset
-from reidcli.errors import UsageError
+from reidcli.errors import ParameterError, UsageError
+from reidcli.naming import param
 
 
 #: loader options a dataset trains with unless ``--option`` sets them: MSMT17 trains on
-#: list_train + list_val (32,621 images / 1,041 ids; pcb.md §2, §9.8; dart3.md §6.3)
+#: list_train + list_val (32,621 images / 1,041 ids; docs/datasets.md)
 TRAINING_OPTIONS: dict[str, dict[str, Any]] = {"msmt17": {"train_includes_val": True}}
 
 
@@ -40,15 +41,16 @@ def training_records(dataset: str, root=None, options: dict[str, Any] | None = N
     loaded = load(canonical_name(dataset), root, trial=0, **training_options(dataset, options))
     frame = loaded.all_records() if split == "all" else loaded.train
     if split not in ("train", "all"):
-        raise UsageError(f"--train-split {split!r} is not train or all", "use train or all")
+        raise ParameterError("training", "train_split", split, "is not train or all",
+                             "use train or all")
     frame = frame[frame["pid"].to_numpy() > 0]
     if train_cams is not None:
         cams = sorted({int(c) for c in train_cams})
         frame = frame[frame["camid"].isin(cams)]
         if frame.empty:
-            raise UsageError(f"--train-cams {','.join(map(str, cams))}: no training image "
-                             "from those cameras", "check the 0-based camera indices "
-                             "(reid data check shows the cameras)")
+            raise ParameterError("training", "train_cams", ",".join(map(str, cams)),
+                                 "selects no training image", "check the 0-based camera "
+                                 "indices (reid data check shows the cameras)")
     if max_images is not None and 0 < max_images < len(frame):
         rng = np.random.default_rng([int(subsample_seed), 5])
         keep = np.sort(rng.choice(len(frame), size=int(max_images), replace=False))
@@ -56,7 +58,7 @@ def training_records(dataset: str, root=None, options: dict[str, Any] | None = N
     frame = frame.sort_values("path", kind="stable").reset_index(drop=True)
     if frame.empty:
         raise UsageError(f"dataset {dataset} has no training images",
-                         "check --root and the dataset --option values")
+                         f"check {param('root')} and the dataset options")
     return frame
 
 

@@ -32,18 +32,17 @@ import torch
 
 from reidcli.data.image_dataset import ImageRecordDataset, make_loader
 from reidcli.data.samplers import EpochTaggedSampler
+from reidcli.device import amp_dtype, autocast, resolve_device, use_channels_last
 from reidcli.errors import InputFileError, OutputExistsError, UsageError
 from reidcli.io import write_json_atomic
 from reidcli.models.checkpoint import build_model, save_model
 from reidcli.models.weights import initialize_trunk
+from reidcli.naming import param
 from reidcli.progress import StepBar
 from reidcli.provenance import make_provenance
-from reidcli.training.bot_trainer import BoTTrainer
-from reidcli.training.config import TrainConfig
+from reidcli.training.config import TrainConfig, method_info
 from reidcli.training.data import SeededAugmentDataset, training_options, training_records
-from reidcli.training.pcb_trainer import PCBTrainer
 
-TRAINERS = {"pcb": PCBTrainer, "bot": BoTTrainer}
 RUN_FILES = ("config.json", "metrics.csv", "checkpoint.pt", "model.pt", "train_records.csv")
 BASE_COLUMNS = ["epoch", "iteration", "lr", "loss", "images_per_s", "seconds"]
 
@@ -61,41 +60,6 @@ class TrainResult:
     seconds: float
     images_per_s: float
     init: dict
-
-
-def resolve_device(name: str = "auto", local_rank: int | None = None) -> torch.device:
-    """``auto`` → cuda when available; ``cuda`` without a GPU is a one-line error."""
-    if name == "auto":
-        name = "cuda" if torch.cuda.is_available() else "cpu"
-    if name.startswith("cuda"):
-        if not torch.cuda.is_available():
-            raise UsageError("--device cuda: no CUDA device is available",
-                             "use --device cpu (or auto)")
-        if local_rank is not None and name == "cuda":
-            name = f"cuda:{local_rank}"
-    elif name != "cpu":
-        raise UsageError(f"--device {name!r} is unknown", "use auto, cpu or cuda")
-    return torch.device(name)
-
-
-def amp_dtype(amp: str, device: torch.device) -> torch.dtype | None:
-    """Autocast dtype for ``--amp`` on ``device`` (None = fp32).
-
-    On CPU only an explicit ``bf16`` turns autocast on (2.6-3x faster extraction on 2 cores,
-    benchmarks/extract_speed.py); ``auto`` stays fp32 there so default runs keep fp32 numbers,
-    and ``fp16`` is refused (CPU fp16 kernels are slower than fp32).
-    """
-    if amp not in ("off", "auto", "bf16", "fp16"):
-        raise UsageError(f"--amp {amp!r} is unknown", "use off, auto, bf16 or fp16")
-    if amp == "off":
-        return None
-    if device.type != "cuda":
-        if amp == "fp16":
-            raise UsageError("--amp fp16 needs a CUDA device", "use --amp bf16 on CPU")
-        return torch.bfloat16 if amp == "bf16" else None
-    if amp == "auto":
-        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
-    return {"bf16": torch.bfloat16, "fp16": torch.float16}[amp]
 
 
 def _seed_all(seed: int) -> None:
@@ -139,16 +103,17 @@ class _Distributed:
 
 
 def prepare_run_dir(run_dir: Path, force: bool, resume: bool) -> None:
-    """Refuse to mix runs: an existing run needs ``--force`` (start over) or ``--resume``."""
+    """Refuse to mix runs: an existing run needs ``force`` (start over) or ``resume``."""
     if resume:
         if not (run_dir / "checkpoint.pt").exists():
-            raise InputFileError(f"--resume {run_dir}: no checkpoint.pt in it",
-                                 "give the run directory of an interrupted reid train run")
+            raise InputFileError(f"run directory {run_dir} has no checkpoint.pt to resume from",
+                                 "give the run directory of an interrupted training run")
         return
     if run_dir.exists() and any((run_dir / f).exists() for f in RUN_FILES):
         if not force:
-            raise OutputExistsError(f"--out {run_dir} already holds a training run",
-                                    "pass --force to start over, or --resume to continue it")
+            raise OutputExistsError(f"run directory {run_dir} already holds a training run",
+                                    f"start over ({param('force')}) or continue it "
+                                    f"({param('resume')})")
         for name in RUN_FILES:
             (run_dir / name).unlink(missing_ok=True)
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -211,11 +176,12 @@ def train_model(cfg: TrainConfig, run_dir: str | os.PathLike, *, resume: bool = 
         saved = TrainConfig.from_dict(checkpoint["config"])
         saved.device, saved.workers = cfg.device, cfg.workers
         cfg = saved
-    device = resolve_device(cfg.device, dist.local_rank if dist.active else None)
-    autocast_dtype = amp_dtype(cfg.amp, device)       # bad --device/--amp: no run dir left
+    device = resolve_device(cfg.device, dist.local_rank if dist.active else None,
+                            owner="training")
+    autocast_dtype = amp_dtype(cfg.amp, device, owner="training")   # bad device/amp: no run dir
     if not resume and dist.main:
         prepare_run_dir(run_dir, force, resume=False)
-    trainer = TRAINERS[cfg.method]()
+    trainer = method_info(cfg.method).extras["trainer"]()
     dist.setup(device)
     _seed_all(cfg.seed)
 
@@ -227,7 +193,8 @@ def train_model(cfg: TrainConfig, run_dir: str | os.PathLike, *, resume: bool = 
                               return_index=False)
     if base.num_classes < 2:
         raise UsageError(f"dataset {cfg.dataset}: {base.num_classes} training identity",
-                         "training needs at least 2 identities; check --train-cams/--max-images")
+                         "training needs at least 2 identities; check "
+                         f"{param('train_cams')}/{param('max_images')}")
     sampler = EpochTaggedSampler(trainer.batch_sampler(cfg, base.labels, dist.world, dist.rank),
                                  len(base))
     loader = make_loader(SeededAugmentDataset(base, cfg.seed), batch_sampler=sampler,
@@ -248,8 +215,7 @@ def train_model(cfg: TrainConfig, run_dir: str | os.PathLike, *, resume: bool = 
             if bounds[idx] <= min(start_epoch, total_epochs - 1):
                 phase.prepare(model)
         model.load_state_dict(checkpoint["model_state"])
-    channels_last = cfg.channels_last == "on" or (cfg.channels_last == "auto"
-                                                  and device.type == "cuda")
+    channels_last = use_channels_last(cfg.channels_last, device)
     model.to(device, memory_format=torch.channels_last if channels_last else
              torch.preserve_format)
     scaler = torch.amp.GradScaler("cuda", enabled=autocast_dtype == torch.float16)
@@ -321,8 +287,7 @@ def train_model(cfg: TrainConfig, run_dir: str | os.PathLike, *, resume: bool = 
                     if channels_last:
                         images = images.contiguous(memory_format=torch.channels_last)
                     labels = batch["label"].to(device, non_blocking=True)
-                    with torch.autocast(device.type, dtype=autocast_dtype or torch.float32,
-                                        enabled=autocast_dtype is not None):
+                    with autocast(device, autocast_dtype):
                         output = ddp_model(images)
                     loss, parts = trainer.loss(output, labels, cfg)
                     optimizer.zero_grad(set_to_none=True)
@@ -333,7 +298,8 @@ def train_model(cfg: TrainConfig, run_dir: str | os.PathLike, *, resume: bool = 
                     value = float(loss.detach())
                     if not np.isfinite(value):
                         raise UsageError(f"the {cfg.method} loss became {value} at iteration "
-                                         f"{iteration}", "lower --lr, or use --amp off")
+                                         f"{iteration}",
+                                         f"lower {param('lr')}, or use {param('amp', 'off')}")
                     first_loss = value if first_loss is None else first_loss
                     last_loss = value
                     n = int(images.shape[0]) * dist.world
@@ -389,5 +355,4 @@ def train_model(cfg: TrainConfig, run_dir: str | os.PathLike, *, resume: bool = 
                        images_per_s=images_seen / max(seconds, 1e-9), init=init_report)
 
 
-__all__ = ["train_model", "TrainResult", "TRAINERS", "resolve_device", "amp_dtype",
-           "prepare_run_dir"]
+__all__ = ["train_model", "TrainResult", "prepare_run_dir"]

@@ -1,5 +1,5 @@
 """Training losses: PCB's summed part cross-entropies, label-smoothed softmax and the
-batch-hard triplet loss (dmgnet.md §3.4)."""
+batch-hard triplet loss (docs/methods/bot.md)."""
 from __future__ import annotations
 
 from typing import Sequence
@@ -9,13 +9,13 @@ import torch.nn.functional as F
 
 
 def part_cross_entropy(logits: Sequence[torch.Tensor], labels: torch.Tensor) -> torch.Tensor:
-    """PCB loss: Σ_i CE(logits_i, y) over the p part classifiers, each weight 1 (pcb.md §2)."""
+    """PCB loss: Σ_i CE(logits_i, y) over the p part classifiers, each weight 1 (docs/methods/pcb.md)."""
     return sum(F.cross_entropy(z.float(), labels) for z in logits)
 
 
 def label_smoothing_cross_entropy(logits: torch.Tensor, labels: torch.Tensor,
                                   epsilon: float = 0.1) -> torch.Tensor:
-    """L_soft = −(1/B) Σ_j Σ_c q_jc log softmax(z_j)_c, q = (1−ε)[c=y] + ε/K (dmgnet.md §3.4)."""
+    """L_soft = −(1/B) Σ_j Σ_c q_jc log softmax(z_j)_c, q = (1−ε)[c=y] + ε/K (docs/methods/bot.md)."""
     logp = F.log_softmax(logits.float(), dim=1)
     k = logits.shape[1]
     target = torch.full_like(logp, epsilon / k)
@@ -33,7 +33,7 @@ def pairwise_euclidean(x: torch.Tensor) -> torch.Tensor:
 
 def batch_hard_triplet(features: torch.Tensor, labels: torch.Tensor,
                        margin: float = 0.3) -> torch.Tensor:
-    """L_tri = (1/B) Σ_a max(0, max_p d(a,p) − min_n d(a,n) + m) (dmgnet.md §3.4).
+    """L_tri = (1/B) Σ_a max(0, max_p d(a,p) − min_n d(a,n) + m) (docs/methods/bot.md).
 
     Anchors without a positive or a negative in the batch contribute 0.
     """

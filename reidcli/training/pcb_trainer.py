@@ -1,4 +1,4 @@
-"""PCB training recipe (pcb.md §2) and RPP induced training (pcb.md §4)."""
+"""PCB training recipe and RPP induced training (docs/methods/pcb.md)."""
 from __future__ import annotations
 
 import dataclasses
@@ -9,6 +9,7 @@ import torch
 from reidcli.data.samplers import UniformBatchSampler
 from reidcli.data.transforms import train_transform
 from reidcli.models.checkpoint import ModelSpec
+from reidcli.registry import register_info
 from reidcli.training.config import TrainConfig
 from reidcli.training.losses import part_cross_entropy
 from reidcli.training.schedule import step_factor
@@ -49,7 +50,7 @@ def _rpp_classifier_only(model) -> None:
 
 class PCBTrainer:
     """Uniform batches of 64, sum of 6 part cross-entropies, SGD (Nesterov) with the
-    backbone at 0.1× the new layers' rate, ×0.1 from epoch 40 of 60 (pcb.md §2)."""
+    backbone at 0.1× the new layers' rate, ×0.1 from epoch 40 of 60 (docs/methods/pcb.md)."""
 
     name = "pcb"
 
@@ -73,7 +74,7 @@ class PCBTrainer:
                      lambda e, c: step_factor(e, c.lr_steps, c.lr_gamma))
         if not cfg.rpp:
             return [main]
-        # pcb.md §4 [D]: 10 epochs part classifier only at 0.01, then 10 epochs jointly at
+        # docs/methods/pcb.md: 10 epochs part classifier only at 0.01, then 10 epochs jointly at
         # 0.01 (new layers and part classifier) / 0.001 (backbone)
         classifier = Phase("rpp-classifier", cfg.rpp_classifier_epochs, _rpp_classifier_only,
                            lambda m, c: [{"name": "rpp", "params": list(m.rpp.parameters()),
@@ -110,5 +111,21 @@ class _PerRankUniform(UniformBatchSampler):
         for batch in self.all_batches():
             yield batch[self.rank_ * self.per_rank:(self.rank_ + 1) * self.per_rank]
 
+
+register_info(
+    "pcb", stage="train-net", paper="Sun et al., ECCV 2018",
+    summary="PCB: 6 stripes, shared 1×1 reduction, 6 classifiers; optional RPP.",
+    # the paper's defaults (docs/methods/pcb.md)
+    defaults=dict(epochs=60, batch_size=64, optimizer="sgd", lr=0.1, backbone_lr_mult=0.1,
+                  momentum=0.9, nesterov=True, weight_decay=5e-4, lr_steps=[40], lr_gamma=0.1,
+                  warmup_epochs=0, input_size=(384, 128), dropout=0.5, seed=1,
+                  label_smooth=0.0, random_erasing=0.0),
+    extras={"trainer": PCBTrainer, "presets": {
+        # ``tiny`` trains in well under two minutes on 2 CPU cores
+        "tiny": dict(backbone="tiny", input_size=(96, 32), epochs=6, batch_size=32,
+                     backbone_lr_mult=1.0, lr=0.05, lr_steps=[4], init="scratch", workers=0,
+                     log_every=5),
+        "quick": dict(backbone="resnet18", input_size=(192, 64), epochs=20, batch_size=32,
+                      lr_steps=[14])}})
 
 __all__ = ["PCBTrainer", "Phase"]

@@ -1,4 +1,4 @@
-"""Builders of the adaptation tests' inputs: dart3.md §8.1 biased stores and a tiny BN model
+"""Builders of the adaptation tests' inputs: docs/methods/dart3.md biased stores and a tiny BN model
 (the session fixtures ``biased_stores`` and ``tiny_model_store`` in tests/conftest.py)."""
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import torch
 
 from reidcli.testing.synthetic_bias import synthetic_bias
 
-#: dart3.md §8.2 T1: the LITE settings that beat Norm on the biased embeddings
+#: docs/methods/dart3.md T1: the LITE settings that beat Norm on the biased embeddings
 STRONG_LITE = dict(lr=1e-2, steps=5, batch_size=16)
 
 

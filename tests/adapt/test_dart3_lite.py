@@ -1,4 +1,4 @@
-"""DART3 LITE, Norm and No-adapt on the biased embeddings: dart3.md §8.2 T1–T7."""
+"""DART3 LITE, Norm and No-adapt on the biased embeddings: docs/methods/dart3.md T1–T7."""
 from __future__ import annotations
 
 import numpy as np

@@ -1,4 +1,4 @@
-"""Full DART3, TENT and TEMP on a tiny BN model: dart3.md §8.2 T11 and T13."""
+"""Full DART3, TENT and TEMP on a tiny BN model: docs/methods/dart3.md T11 and T13."""
 from __future__ import annotations
 
 import numpy as np
@@ -123,14 +123,14 @@ def test_no_external_trains_bn_on_the_raw_gallery(tiny_model_store):
                          model=model_path, images_root=images)
     np.testing.assert_array_equal(out.gallery, inputs.gallery)
     assert "M_q" not in out.arrays and any(k.startswith("bn/") for k in out.arrays)
-    with pytest.raises(UsageError, match="--no-external"):
+    with pytest.raises(UsageError, match="external=False with mode=lite"):
         AdaptConfig("dart3", external=False).resolved()
 
 
 def test_model_methods_need_a_model_and_the_right_feature(tiny_model_store):
     _, store, images = tiny_model_store
-    with pytest.raises(UsageError, match="needs --model"):
+    with pytest.raises(UsageError, match="needs model"):
         adapt_features(read_inputs(store), AdaptConfig("tent"))
-    with pytest.raises(UsageError, match="--images-root"):
+    with pytest.raises(UsageError, match="images_root=DIR"):
         adapt_features(read_inputs(store), AdaptConfig("tent", batch_size=4),
                        model=tiny_model_store[0], images_root=None)

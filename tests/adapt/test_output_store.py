@@ -1,4 +1,4 @@
-"""T12: the adapted store — layout, row order, and `reid eval` on it (dart3.md §2.2)."""
+"""T12: the adapted store — layout, row order, and `reid eval` on it (docs/methods/dart3.md)."""
 from __future__ import annotations
 
 import json

@@ -1,4 +1,4 @@
-"""T10: camera statistics (dart3.md §3.2) and camera normalisation."""
+"""T10: camera statistics (docs/methods/dart3.md) and camera normalisation."""
 from __future__ import annotations
 
 import numpy as np

@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pytest
 
 from reidcli.store import open_store
 from tests.cli.helpers import run_cli
@@ -43,6 +44,23 @@ def test_import_refuses_existing_output(capsys, tmp_path):
     code, _, err = run_cli(capsys, "store", "import", tmp_path / "s.h5", "--npz",
                            tmp_path / "e.npz", "--force")
     assert code == 0
+
+
+def test_import_errors_name_the_flags_the_library_names_the_parameters(capsys, tmp_path):
+    from reidcli.errors import UsageError
+    from reidcli.store.importer import import_store
+
+    np.save(tmp_path / "f.npy", np.zeros((3, 2), np.float32))
+    code, _, err = run_cli(capsys, "store", "import", tmp_path / "s.h5", "--features",
+                           tmp_path / "f.npy")
+    assert code == 2 and "--features needs labels — add --labels labels.csv or" in err
+    code, _, err = run_cli(capsys, "store", "import", tmp_path / "s.h5", "--features",
+                           tmp_path / "f.npy", "--metric", "manhattan")
+    assert code == 2 and err.startswith("error: --metric 'manhattan' is not one of")
+    with pytest.raises(UsageError, match="features needs labels — add labels_csv=labels.csv"):
+        import_store(tmp_path / "s.h5", features=tmp_path / "f.npy")
+    with pytest.raises(UsageError, match="store import parameter metric='manhattan'"):
+        import_store(tmp_path / "s.h5", features=tmp_path / "f.npy", metric="manhattan")
 
 
 def test_info_refuses_non_store(capsys, tmp_path):

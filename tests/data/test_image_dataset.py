@@ -52,7 +52,7 @@ def test_label_options_index_and_modality(tiny, tmp_path):
         ImageRecordDataset(records, labels=[1, 2])
     with pytest.raises(UsageError, match="labels='pid'"):
         ImageRecordDataset(records, labels="pid")
-    # a single-channel infrared image becomes 3 equal channels (datasets.md §1)
+    # a single-channel infrared image becomes 3 equal channels (docs/datasets.md)
     gray = tmp_path / "ir.png"
     Image.fromarray(np.arange(32 * 16, dtype=np.uint8).reshape(32, 16), "L").save(gray)
     records.loc[records.index[1], ["path", "modality"]] = [str(gray), "infrared"]

@@ -1,4 +1,4 @@
-"""Seeded and derived protocols (reidcli.data.protocols; datasets.md §5.15-5.16)."""
+"""Seeded and derived protocols (reidcli.data.protocols; docs/datasets.md)."""
 from __future__ import annotations
 
 import dataclasses
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import reidcli.data as data
-from reidcli.data import protocols, registry
+from reidcli.data import compositions, protocols, registry
 from reidcli.data.records import identity_keys
 from reidcli.errors import DatasetError, UsageError
 
@@ -126,7 +126,7 @@ def test_train_ids_limit_subsets(cdpcf_root):
     other = _ssh(cdpcf_root, trial=8, train_ids_limit=10, repeats=5)
     assert set(other.train["pid"]) != set(split.train["pid"])
     assert _paths(other.query) == _paths(base.query)
-    # the draw of cdpcf.md §5, as reid fit-pooling --train-ids makes it
+    # the draw of docs/methods/cdpcf.md, as reid fit-pooling --train-ids makes it
     ids = np.unique(base.train["pid"].to_numpy(np.int64))
     rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([0, 11, 1, 2, 10])))
     assert set(split.train["pid"]) == set(rng.choice(ids, size=10, replace=False).tolist())
@@ -324,35 +324,61 @@ def test_domain_holdout(dg_root):
                   target_domain="d3", train_domains="d2,d3")
 
 
+def test_reduced_id_subset_draws_positions_of_the_sorted_ids():
+    ids = np.array([7, 3, 3, -1, 9, 12, 7, 20, -1])
+    keep = protocols.reduced_id_subset(ids, 2, seed=4, trial=1, repeat=3)
+    rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([4, 11, 1, 3, 2])))
+    chosen = rng.choice(np.array([3, 7, 9, 12, 20]), size=2, replace=False)
+    assert keep.tolist() == np.isin(ids, chosen).tolist() and not keep[ids < 0].any()
+    # ids that sort the persons the same way draw the same persons
+    same = protocols.reduced_id_subset(ids * 10 + 1, 2, seed=4, trial=1, repeat=3)
+    assert same.tolist() == keep.tolist()
+    with pytest.raises(UsageError, match=r"parameter train_ids=6 exceeds the 5 training ids"):
+        protocols.reduced_id_subset(ids, 6, seed=0, trial=0, repeat=0, parameter="train_ids")
+
+
+def test_one_camera_parser():
+    from reidcli.cameras import parse_cameras
+    assert parse_cameras("0,6, 7", "query_cams") == [0, 6, 7]
+    assert parse_cameras("0-2,5", "train_cams") == [0, 1, 2, 5]
+    assert parse_cameras([3, 1.0, 3], "train_cams") == [1, 3]
+    assert parse_cameras(None, "x") is None and parse_cameras(" ", "x") is None
+    assert parse_cameras("c3,6", "ir_cameras", first=1, repeats=False) == [3, 6]
+    with pytest.raises(UsageError, match="train_cams='-1' holds camera -1"):
+        parse_cameras("-1", "train_cams")
+    with pytest.raises(UsageError, match="ir_cameras='3,3' names a camera twice"):
+        parse_cameras("3,3", "ir_cameras", first=1, repeats=False)
+
+
 # -- Mixed A / Mixed B compositions --------------------------------------------------------------
 def test_compose_sources_keeps_identities_apart(tmp_path):
     from tests.data.fake_trees import prid450s as prid450s_tree, viper as viper_tree
     viper_tree.build(tmp_path)
     prid450s_tree.build(tmp_path)
-    mixed = protocols.compose_sources([("viper", {"test_ids": 4}),
-                                       ("prid450s", {"test_ids": 3})], tmp_path)
+    mixed = compositions.compose_sources([("viper", {"test_ids": 4}),
+                                          ("prid450s", {"test_ids": 3})], tmp_path)
     assert len(mixed.train) == 16 + 16 and set(mixed.train["split"]) == {"train"}
     assert identity_keys(mixed.train).nunique() == 16    # viper 8 + prid 8, never merged
     assert set(mixed.train["dataset"]) == {"viper", "prid450s"}
     assert len(mixed.query) == 0 == len(mixed.gallery)
-    train_only = protocols.compose_sources(
-        [protocols.Source("viper", (("test_ids", 4),), split="train"),
-         ("prid450s", {"test_ids": 3}, "train"), protocols.Source("nope", optional=True)],
+    train_only = compositions.compose_sources(
+        [compositions.Source("viper", (("test_ids", 4),), split="train"),
+         ("prid450s", {"test_ids": 3}, "train"), compositions.Source("nope", optional=True)],
         tmp_path)
     assert len(train_only.train) == 4 * 2 + 5 * 2 and train_only.options["skipped"] == ["nope"]
-    assert len(protocols.compose_sources([("viper", {"test_ids": 4})], tmp_path,
-                                         source_split="train").train) == 8
+    assert len(compositions.compose_sources([("viper", {"test_ids": 4})], tmp_path,
+                                            source_split="train").train) == 8
     with pytest.raises(UsageError, match="unknown composition"):
-        protocols.compose_sources("mixed_c")
+        compositions.compose_sources("mixed_c")
 
 
 def test_mixed_presets():
-    a = {s.dataset: s for s in protocols.MIXED_A}
-    b = {s.dataset: s for s in protocols.MIXED_B}
+    a = {s.dataset: s for s in compositions.MIXED_A}
+    b = {s.dataset: s for s in compositions.MIXED_B}
     assert set(a) == {"cuhk02", "cuhk03", "market1501", "dukemtmc", "cuhksysu"}
     assert {s.split for s in a.values()} == {"all"} and a["cuhksysu"].optional
     assert dict(a["cuhk02"].options) == {"protocol": "all_train"}
     assert set(b) == {"msmt17", "cuhk03", "market1501", "dukemtmc"}
     assert {s.split for s in b.values()} == {"train"}
-    assert protocols.COMPOSITIONS == {"mixed_a": protocols.MIXED_A,
-                                      "mixed_b": protocols.MIXED_B}
+    assert compositions.COMPOSITIONS == {"mixed_a": compositions.MIXED_A,
+                                         "mixed_b": compositions.MIXED_B}

@@ -1,4 +1,4 @@
-"""The procedural synthetic dataset (datasets.md §8): parameters, tree, loader and the
+"""The procedural synthetic dataset (docs/datasets.md): parameters, tree, loader and the
 acceptance checks of §8.8 (1)–(6)."""
 from __future__ import annotations
 
@@ -101,7 +101,7 @@ def test_overrides_seed_and_domain_overrides():
     ({"view_bias_strength": 2}, "view_bias_strength=2 is above 1.25"),
     ({"cams_per_id_min": 7}, "cams_per_id_min=7 is above num_cameras=6"),
     ({"ir_cameras": "3,7"}, "ir_cameras names camera 7 but the domain has 6 cameras"),
-    ({"ir_cameras": "3,x"}, "ir_cameras='3,x' holds 'x'"),
+    ({"ir_cameras": "3,x"}, "ir_cameras='3,x' is not a list of camera ids \\('x'"),
     ({"ir_cameras": "1,2,3,4,5,6"}, "every camera is infrared"),
     ({"vi_split": True}, "vi_split=True needs infrared cameras"),
     ({"vi_split": "maybe"}, "vi_split='maybe' is not true, false or auto"),
@@ -261,7 +261,7 @@ def test_existing_tree_is_reused_refused_or_forced(tmp_path, monkeypatch):
     monkeypatch.setattr(synthetic, "_render_all", fail)
     assert generate(tmp_path, "tiny", progress=False) == path
     assert (path / "meta.json").stat().st_mtime_ns == stamp
-    with pytest.raises(OutputExistsError, match="exists with other parameters — pass --force"):
+    with pytest.raises(OutputExistsError, match=r"exists with other parameters — allow regenerating it \(force\)"):
         generate(tmp_path, "tiny", seed=1, progress=False)
     monkeypatch.undo()
     forced = generate(tmp_path, "tiny", seed=1, force=True, progress=False)

@@ -1,4 +1,4 @@
-"""A literal, per-query reading of datasets.md §4 — slow on purpose, for checking the engine.
+"""A literal, per-query reading of docs/datasets.md — slow on purpose, for checking the engine.
 
 Each query: ``np.argsort(row, kind="stable")``, drop what the rule drops, then CMC / AP /
 INP straight from the ranked list (the Market official trapezoid AP as its loop).

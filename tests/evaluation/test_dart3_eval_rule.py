@@ -1,4 +1,4 @@
-"""T14 (dart3.md §6.1): the evaluation rule on a hand-made example with known values."""
+"""T14 (docs/methods/dart3.md): the evaluation rule on a hand-made example with known values."""
 from __future__ import annotations
 
 import numpy as np

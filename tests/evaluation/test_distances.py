@@ -41,7 +41,7 @@ def test_feature_normalisation_global_and_parts():
     np.testing.assert_allclose(normalize_features(x, "global"), x / np.sqrt(29), rtol=1e-6)
     np.testing.assert_allclose(normalize_features(x, "parts", 2), [[0.6, 0.8, 0.0, 1.0]],
                                rtol=1e-6)
-    with pytest.raises(EvaluationError, match="n-parts"):
+    with pytest.raises(EvaluationError, match="n_parts=3"):
         normalize_features(x, "parts", 3)
 
 
@@ -58,5 +58,6 @@ def test_device_resolution(monkeypatch):
     assert backend.resolve_device("cpu") == "cpu"
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     assert backend.resolve_device("auto") == "cpu"
-    with pytest.raises(EvaluationError, match="--device"):
+    from reidcli.errors import ParameterError
+    with pytest.raises(ParameterError, match="device='tpu'"):
         backend.resolve_device("tpu")

@@ -5,17 +5,18 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from reidcli import fitted
+from reidcli import fitted, registry
 from reidcli.data.records import normalize_frame
 from reidcli.evaluation.arrays import evaluate_arrays
 from reidcli.evaluation.run import StoreEvalRequest, evaluate_store
 from reidcli.store import StoreWriter
 
 
-class MeanPooledMaps:
+class MeanPooledMaps(fitted.TrialModel):
     """Averages a conv-map layer over space: inputs [n, C]; euclidean distance."""
 
-    metric = "euclidean"
+    reads = "convmaps"
+    metric = "mean-pool-euclidean"
     higher_is_better = False
 
     def __init__(self, layer: str, scale: np.ndarray):
@@ -25,12 +26,13 @@ class MeanPooledMaps:
         maps = store.convmaps(self.layer, rows).astype(np.float64)
         return maps.mean(axis=(2, 3)) * self.scale
 
-    def distance(self, q, g):
+    def embedded_distance(self, q, g):
         return np.sqrt(((q[:, None, :] - g[None, :, :]) ** 2).sum(-1))
 
 
-fitted.register_method("test-mean-pool",
-                       lambda arrays, hp: MeanPooledMaps(hp["layer"], arrays["scale"]))
+registry.register_loader("test-mean-pool",
+                         lambda arrays, hp: MeanPooledMaps(hp["layer"], arrays["scale"]),
+                         paper="—", summary="test model", reads="convmaps")
 
 
 def test_eval_through_model_reading_conv_maps(tmp_path):

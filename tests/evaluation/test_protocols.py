@@ -1,4 +1,4 @@
-"""Each protocol's special rule (datasets.md E1–E5, DART3 camera split)."""
+"""Each protocol's special rule (docs/datasets.md E1–E5, DART3 camera split)."""
 from __future__ import annotations
 
 import numpy as np
@@ -134,7 +134,7 @@ def test_camera_split_weighted_mean_equals_union():
 def test_unseen_camera_selection():
     assert unseen_query_cameras([0, 1, 2, 5], None, [1, 2]) == [0, 5]
     assert unseen_query_cameras([0, 1, 2], [2], None) == [2]
-    with pytest.raises(EvaluationError, match="--query-cams"):
+    with pytest.raises(EvaluationError, match="query_cams"):
         unseen_query_cameras([0, 1], None, None)
     with pytest.raises(EvaluationError, match="camera"):
         unseen_query_cameras([0, 1], [7], None)

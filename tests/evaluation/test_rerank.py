@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from reidcli.fitted import TrialModel
 from reidcli.evaluation.backend import NumpyBackend
 from scipy.spatial.distance import cdist
 
@@ -72,12 +73,12 @@ def test_matches_dense_reference(seed, nq, ng, k1, k2, lam, metric):
     np.testing.assert_allclose(rr.block(np.arange(5), cols), want[:5, cols], atol=1e-6)
 
 
-class _EuclideanModel:
-    """A fitted-model stand-in with only distance() (no paired distances)."""
+class _EuclideanModel(TrialModel):
+    """A fitted model defining only its own distance (no paired distances)."""
 
-    metric = "euclidean"
+    metric = "model-euclidean"
 
-    def distance(self, q, g):
+    def embedded_distance(self, q, g):
         return cdist(q, g)
 
 

@@ -1,4 +1,4 @@
-"""``reid extract --model``: embeddings and pooled conv maps into a store (pcb.md P8, P9)."""
+"""``reid extract --model``: embeddings and pooled conv maps into a store (docs/methods/pcb.md P8, P9)."""
 from __future__ import annotations
 
 import numpy as np
@@ -120,7 +120,7 @@ def test_large_map_guard_counts_the_whole_dataset_so_a_shard_is_refused_too(
     # the bytes limit: a third of the dataset fits, the whole dataset does not
     monkeypatch.setattr(model_extract, "LARGE_MAPS_BYTES", one_image * (n // 2))
     for out, shard in (("x.h5", None), ("s.h5", (0, 3))):
-        with pytest.raises(UsageError, match="--allow-large") as err:
+        with pytest.raises(UsageError, match="allow_large") as err:
             extract_model_store(layout, tmp_path / out, tiny_model, maps=["conv5_x"],
                                 map_size=(6, 2), shard=shard, progress=False)
         assert f"for {n} images" in str(err.value) and "--shard" not in str(err.value)
@@ -128,7 +128,7 @@ def test_large_map_guard_counts_the_whole_dataset_so_a_shard_is_refused_too(
     # the image-count limit (MSMT17-scale), independent of the bytes
     monkeypatch.setattr(model_extract, "LARGE_MAPS_BYTES", 2**40)
     monkeypatch.setattr(model_extract, "LARGE_MAPS_IMAGES", n - 1)
-    with pytest.raises(UsageError, match="MSMT17-scale.*--allow-large"):
+    with pytest.raises(UsageError, match="MSMT17-scale.*allow_large"):
         extract_model_store(layout, tmp_path / "c.h5", tiny_model, maps=["conv5_x"],
                             map_size=(6, 2), shard=(2, 3), progress=False)
     extract_model_store(layout, tmp_path / "f.h5", tiny_model, features=["pcb_h"],
@@ -161,7 +161,7 @@ def test_an_rpp_model_stores_rpp_g_and_rpp_h(tiny_synthetic_root, tmp_path):
 
 def test_map_and_feature_name_checks():
     assert parse_map_names(["layer4", "conv2", "conv3_x"]) == ["conv2_x", "conv3_x", "conv5_x"]
-    with pytest.raises(UsageError, match="--maps"):
+    with pytest.raises(UsageError, match="parameter maps='conv7_x' is not a network stage"):
         parse_map_names(["conv7_x"])
     with pytest.raises(UsageError, match="bnneck"):
         parse_feature_names(["bnneck"], "pcb")

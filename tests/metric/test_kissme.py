@@ -1,4 +1,4 @@
-"""KISSME baseline (warca.md §7): M = Σ_S⁻¹ − Σ_D⁻¹ after PCA, PSD clip, 10× negatives."""
+"""KISSME baseline (docs/methods/warca.md): M = Σ_S⁻¹ − Σ_D⁻¹ after PCA, PSD clip, 10× negatives."""
 from __future__ import annotations
 
 import numpy as np
@@ -7,32 +7,10 @@ import pytest
 from reidcli import fitted
 from reidcli.errors import UsageError
 from reidcli.metric.kernels import count_pairs, negative_pairs, positive_pairs
-from reidcli.metric.kissme import (HYPERPARAMETERS, KISSME, MahalanobisModel, fit_kissme_arrays,
+from reidcli.metric.kissme import (KISSME, MahalanobisModel,
                                    kissme_metric, same_pair_scatter)
-
-
-def _toy(seed=0, train_ids=150, test_ids=100, dim=60, signal=6, spread=1.0):
-    """warca.md §8 T5 generator: identity signal in ``signal`` dims (× ``spread``), camera
-    offsets + noise 2.0 in the rest; 2 cameras × 2 images per id. Returns train (x, pids),
-    test (query, gallery) = first cam-0 / first cam-1 image of each test id."""
-    rng = np.random.default_rng(seed)
-    offsets = rng.standard_normal((2, dim - signal))
-
-    def make(ids):
-        centres = rng.standard_normal((ids, signal))
-        pids, cams = np.repeat(np.arange(ids), 4), np.tile([0, 0, 1, 1], ids)
-        x = np.concatenate([centres[pids] + 0.35 * rng.standard_normal((4 * ids, signal)),
-                            offsets[cams] + 2.0 * rng.standard_normal((4 * ids, dim - signal))],
-                           1)
-        x[:, :signal] *= spread
-        return x, pids
-
-    (xtr, ptr), (xte, _) = make(train_ids), make(test_ids)
-    return xtr, ptr, xte[0::4], xte[2::4]
-
-
-def _rank1(d):
-    return float((np.asarray(d).argmin(1) == np.arange(len(d))).mean())
+from tests.metric.helpers import camera_offset_toy as _toy
+from tests.metric.helpers import rank1_of_distances as _rank1
 
 
 def _sq(q, g):
@@ -122,8 +100,9 @@ def test_distance_shape_invariance_and_transform():
 
 
 def test_defaults_and_errors():
-    assert HYPERPARAMETERS["variance"] == 0.95 and HYPERPARAMETERS["neg_ratio"] == 10
-    assert HYPERPARAMETERS["psd"] == "clip"
+    defaults = KISSME.default_params()
+    assert defaults["variance"] == 0.95 and defaults["neg_ratio"] == 10
+    assert defaults["psd"] == "clip"
     x = np.random.default_rng(0).standard_normal((12, 20))
     with pytest.raises(UsageError):                               # no positive pairs
         KISSME(dim=2).fit(x, np.arange(12))
@@ -135,7 +114,7 @@ def test_defaults_and_errors():
 
 def test_fitted_round_trip(tmp_path):
     xtr, ptr, q, g = _toy(train_ids=40, spread=3.0)
-    arrays = fit_kissme_arrays(xtr, ptr, None, dim=8)
+    arrays = KISSME(dim=8).fit(xtr, ptr, None).fitted_arrays()
     assert set(arrays) == {"P", "M", "mean"}
     path = fitted.save(tmp_path / "k.h5", "kissme", {0: arrays, 2: arrays}, hyperparameters={})
     model = fitted.load(path).for_trial(2)

@@ -1,4 +1,4 @@
-"""LFDA / kernel LFDA (warca.md §7, §4 [8] settings) and the shared kernels of
+"""LFDA / kernel LFDA (docs/methods/warca.md [8] settings) and the shared kernels of
 reidcli.metric.kernels."""
 from __future__ import annotations
 
@@ -8,9 +8,10 @@ import pytest
 from reidcli import fitted
 from reidcli.errors import FittedModelError, UsageError
 from reidcli.metric import kernels
-from reidcli.metric.lfda import (HYPERPARAMETERS, LFDA, KernelLFDA, fit_klfda_arrays,
-                                 fit_lfda_arrays, lfda_scatters, local_scales, regularise,
+from reidcli.metric.lfda import (LFDA, KernelLFDA, lfda_scatters, local_scales, regularise,
                                  top_generalized_eigenvectors)
+from tests.metric.helpers import camera_offset_toy as _toy
+from tests.metric.helpers import rank1_of_embeddings as _rank1
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -24,32 +25,8 @@ def _one_torch_thread():
     torch.set_num_threads(before)
 
 
-def _toy(seed=0, train_ids=150, test_ids=100, dim=60, signal=6):
-    """warca.md §8 T5 generator: identity signal in ``signal`` dims, camera offsets + noise 2.0
-    in the rest; 2 cameras × 2 images per id. Returns train (x, pids) and test (query,
-    gallery) = first cam-0 / first cam-1 image of each test id."""
-    rng = np.random.default_rng(seed)
-    offsets = rng.standard_normal((2, dim - signal))
-
-    def make(ids):
-        centres = rng.standard_normal((ids, signal))
-        pids, cams = np.repeat(np.arange(ids), 4), np.tile([0, 0, 1, 1], ids)
-        x = np.concatenate([centres[pids] + 0.35 * rng.standard_normal((4 * ids, signal)),
-                            offsets[cams] + 2.0 * rng.standard_normal((4 * ids, dim - signal))],
-                           1)
-        return x, pids
-
-    (xtr, ptr), (xte, _) = make(train_ids), make(test_ids)
-    return xtr, ptr, xte[0::4], xte[2::4]
-
-
-def _rank1(zq, zg):
-    d = ((zq[:, None, :] - zg[None, :, :]) ** 2).sum(-1)
-    return float((d.argmin(1) == np.arange(len(zq))).mean())
-
-
 def _xiong_scatters(K, pids, knn, beta):
-    """Dense transcription of the [8] kernel-LFDA formulas (warca.md §7), for checking."""
+    """Dense transcription of the [8] kernel-LFDA formulas (docs/methods/warca.md), for checking."""
     n = len(K)
     d2 = np.diag(K)[:, None] + np.diag(K)[None, :] - 2 * K
     sigma = np.sqrt(np.sort(d2, axis=0)[knn])                     # (knn+1)-th incl. self
@@ -114,7 +91,7 @@ def test_linear_kernel_lfda_equals_the_dual_lfda_and_collapses_to_w():
     xtr, ptr, q, _ = _toy(train_ids=12)                            # N = 48 < D = 60 → dual
     lfda = LFDA(dim=5).fit(xtr, ptr)
     assert lfda.solver_ == "dual"
-    arrays = fit_klfda_arrays(xtr, ptr, None, dim=5, kernel="linear")
+    arrays = KernelLFDA(dim=5, kernel="linear").fit(xtr, ptr, None).fitted_arrays()
     assert set(arrays) == {"W", "eigenvalues"}
     np.testing.assert_allclose(arrays["W"], lfda.projection_, rtol=1e-7, atol=1e-9)
     z = KernelLFDA(dim=5, kernel="linear").fit(xtr, ptr).transform(q)
@@ -162,7 +139,7 @@ def test_kernel_lfda_chi2rbf_on_histograms(tmp_path):
     centres = rng.dirichlet(np.ones(16) * 0.5, size=30)
     pids = np.repeat(np.arange(30), 3)
     x = np.abs(centres[pids] + 0.02 * rng.standard_normal((90, 16)))
-    arrays = fit_klfda_arrays(x, pids, None, dim=5, kernel="chi2rbf")
+    arrays = KernelLFDA(dim=5, kernel="chi2rbf").fit(x, pids, None).fitted_arrays()
     assert arrays["A"].shape == (5, 90) and arrays["support"].shape == (90, 16)
     path = fitted.save(tmp_path / "kl.h5", "klfda", [arrays], hyperparameters={})
     model = fitted.load(path).for_trial(0)
@@ -179,14 +156,15 @@ def test_kernel_lfda_chi2rbf_on_histograms(tmp_path):
 
 # -- integration -------------------------------------------------------------------------------
 def test_hyperparameters_and_fitted_round_trip(tmp_path):
-    assert HYPERPARAMETERS["lfda"] == {"dim": 40, "beta": 0.01, "knn": 6, "solver": "auto"}
-    assert HYPERPARAMETERS["klfda"]["kernel"] == "chi2rbf"
-    from reidcli.metric.fit import metric_fitter
-    _, resolved = metric_fitter("klfda", "reidcli.metric.lfda",
-                                {"dim": 4, "lambda": 0.05, "kernel": "rbf", "seed": 1})
+    assert LFDA.default_params() == {"dim": 40, "beta": 0.01, "knn": 6, "solver": "auto"}
+    assert KernelLFDA.default_params()["kernel"] == "chi2rbf"
+    from reidcli import registry
+    klfda = registry.get("klfda")
+    assert klfda.flags()["beta"] == "--lambda"                   # `--lambda` sets β
+    resolved = klfda.resolve_params({"dim": 4, "beta": 0.05, "kernel": "rbf", "seed": 1})
     assert (resolved["dim"], resolved["beta"], resolved["kernel"]) == (4, 0.05, "rbf")
     xtr, ptr, q, _ = _toy(train_ids=30)
-    arrays = fit_lfda_arrays(xtr, ptr, None, dim=4)
+    arrays = LFDA(dim=4).fit(xtr, ptr, None).fitted_arrays()
     path = fitted.save(tmp_path / "l.h5", "lfda", [arrays], hyperparameters={"dim": 4})
     model = fitted.load(path).for_trial(0)
     np.testing.assert_allclose(model.transform(q), LFDA(dim=4).fit(xtr, ptr).transform(q),

@@ -1,4 +1,4 @@
-"""Closed-form cross-camera pair covariances (cdpcf.md §3.3, §8.3 invariant 1)."""
+"""Closed-form cross-camera pair covariances (docs/methods/cdpcf.md invariant 1)."""
 from __future__ import annotations
 
 import numpy as np
@@ -90,7 +90,7 @@ def test_single_row_is_the_vector_case_and_balanced_offsets_cancel():
     cov = cross_camera_pair_covariances(x[:, None, :], pids, camids)
     want_s, want_d, _, _ = brute_force(x[:, None, :], pids, camids)
     assert _rel(cov.sigma_same, want_s) < 1e-10 and _rel(cov.sigma_diff, want_d) < 1e-10
-    # balanced: a per-camera offset cancels in Σ_D − Σ_S (cdpcf.md §3.3)
+    # balanced: a per-camera offset cancels in Σ_D − Σ_S (docs/methods/cdpcf.md)
     shifted = x + np.where(camids == 1, 1.0, 0.0)[:, None] * rng.standard_normal(6)
     other = cross_camera_pair_covariances(shifted[:, None, :], pids, camids)
     base = cov.sigma_diff - cov.sigma_same

@@ -1,4 +1,4 @@
-"""PCA baseline (warca.md §7 "Euclidean / PCA"): basis, k selection, fitted round trip."""
+"""PCA baseline (docs/methods/warca.md "Euclidean / PCA"): basis, k selection, fitted round trip."""
 from __future__ import annotations
 
 import numpy as np
@@ -6,7 +6,7 @@ import pytest
 
 from reidcli import fitted
 from reidcli.errors import UsageError
-from reidcli.metric.pca import HYPERPARAMETERS, PCA, fit_pca_arrays, pca_basis
+from reidcli.metric.pca import PCA, pca_basis
 
 
 def _denoise_toy(seed=0, train_ids=100, test_ids=100, signal=4, dim=200):
@@ -77,7 +77,7 @@ def test_variance_fraction_picks_the_smallest_k():
 
 
 def test_errors_and_defaults():
-    assert HYPERPARAMETERS == {"dim": 40, "variance": None}
+    assert PCA.default_params() == {"dim": 40, "variance": None}
     x = np.random.default_rng(0).standard_normal((10, 4))
     with pytest.raises(UsageError):
         pca_basis(x, variance=1.5)
@@ -90,7 +90,7 @@ def test_errors_and_defaults():
 
 def test_fitted_round_trip(tmp_path):
     (xtr, pids), (xte, _) = _denoise_toy(train_ids=30, test_ids=5, dim=20)
-    arrays = fit_pca_arrays(xtr, pids, None, dim=3)
+    arrays = PCA(dim=3).fit(xtr, pids, None).fitted_arrays()
     path = fitted.save(tmp_path / "pca.h5", "pca", [arrays], hyperparameters={"dim": 3})
     model = fitted.load(path).for_trial(0)
     assert model.metric == "euclidean" and model.input_dim == 20

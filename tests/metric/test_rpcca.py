@@ -1,4 +1,4 @@
-"""rPCCA baseline (warca.md §7, §4 [8] settings): objective, gradients, optimisers, model."""
+"""rPCCA baseline (docs/methods/warca.md [8] settings): objective, gradients, optimisers, model."""
 from __future__ import annotations
 
 import numpy as np
@@ -7,8 +7,14 @@ import pytest
 from reidcli import fitted
 from reidcli.errors import UsageError
 from reidcli.metric import kernels
-from reidcli.metric.rpcca import (HYPERPARAMETERS, RPCCA, fit_rpcca_arrays, gradient, objective,
+from reidcli.metric.rpcca import (RPCCA, gradient, objective,
                                   preconditioned_gradient, training_pairs)
+from tests.metric.helpers import camera_offset_toy, rank1_of_embeddings as _rank1
+
+
+def _toy(seed=0, train_ids=100, test_ids=100, dim=30, signal=6):
+    """The shared toy problem with D = 30 (rPCCA works on a kernel of N rows)."""
+    return camera_offset_toy(seed, train_ids, test_ids, dim, signal)
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -20,30 +26,6 @@ def _one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
-
-
-def _toy(seed=0, train_ids=100, test_ids=100, dim=30, signal=6):
-    """warca.md §8 T5 generator with D = 30: identity signal in 6 dims, camera offsets + noise
-    2.0 in the rest; 2 cameras × 2 images per id. Returns train (x, pids) and test (query,
-    gallery) = first cam-0 / first cam-1 image of each test id."""
-    rng = np.random.default_rng(seed)
-    offsets = rng.standard_normal((2, dim - signal))
-
-    def make(ids):
-        centres = rng.standard_normal((ids, signal))
-        pids, cams = np.repeat(np.arange(ids), 4), np.tile([0, 0, 1, 1], ids)
-        x = np.concatenate([centres[pids] + 0.35 * rng.standard_normal((4 * ids, signal)),
-                            offsets[cams] + 2.0 * rng.standard_normal((4 * ids, dim - signal))],
-                           1)
-        return x, pids
-
-    (xtr, ptr), (xte, _) = make(train_ids), make(test_ids)
-    return xtr, ptr, xte[0::4], xte[2::4]
-
-
-def _rank1(zq, zg):
-    d = ((zq[:, None, :] - zg[None, :, :]) ** 2).sum(-1)
-    return float((d.argmin(1) == np.arange(len(zq))).mean())
 
 
 # -- objective and gradients -------------------------------------------------------------------
@@ -103,7 +85,7 @@ def test_linear_rpcca_beats_euclidean_and_the_adaptive_rule_descends():
     assert log["objective"][-1] < 0.1 * log["objective"][0]
     assert int(log["attempts"]) == 150 and log["lr"][-1] < 0.1   # some steps were rejected
     assert model.kernel_.scale == pytest.approx(len(xtr) / np.trace(xtr @ xtr.T))
-    arrays = model.arrays()                                       # rPCCA-L is collapsed to W
+    arrays = model.fitted_arrays()                                       # rPCCA-L is collapsed to W
     assert arrays["W"].shape == (30, 6) and "A" not in arrays
     np.testing.assert_allclose(q @ arrays["W"], model.transform(q), rtol=1e-8, atol=1e-10)
 
@@ -132,8 +114,8 @@ def test_fitted_round_trip_with_log_and_snapshots(tmp_path):
     rng = np.random.default_rng(2)
     x = rng.random((40, 8))
     pids = np.repeat(np.arange(10), 4)
-    arrays = fit_rpcca_arrays(x, pids, None, dim=4, kernel="chi2rbf", optimizer="adam",
-                              max_iter=30, batch_size=16, snapshot_every=10, log_every=15)
+    arrays = RPCCA(dim=4, kernel="chi2rbf", optimizer="adam", max_iter=30, batch_size=16,
+                   snapshot_every=10, log_every=15).fit(x, pids, None).fitted_arrays()
     assert arrays["A"].shape == (4, 40) and arrays["support"].shape == (40, 8)
     assert sorted(arrays["snapshots"], key=int) == ["10", "20", "30"]
     assert list(arrays["log"]["iter"]) == [0, 10, 15, 20, 30]
@@ -147,19 +129,21 @@ def test_fitted_round_trip_with_log_and_snapshots(tmp_path):
 
 
 def test_defaults_and_errors():
-    assert (HYPERPARAMETERS["beta"], HYPERPARAMETERS["lam"], HYPERPARAMETERS["neg_ratio"]) == \
+    defaults = RPCCA.default_params()
+    assert (defaults["beta"], defaults["lam"], defaults["neg_ratio"]) == \
         (3.0, 0.01, 10)
-    assert HYPERPARAMETERS["optimizer"] == "adaptive" and HYPERPARAMETERS["init_std"] == 1e-4
-    from reidcli.metric.fit import metric_fitter
-    _, resolved = metric_fitter("rpcca", "reidcli.metric.rpcca",
-                                {"lambda": 0.5, "iterations": 7, "kernel": "rbf"})
+    assert defaults["optimizer"] == "adaptive" and defaults["init_std"] == 1e-4
+    from reidcli import registry
+    rpcca = registry.get("rpcca")
+    assert (rpcca.flags()["lam"], rpcca.flags()["max_iter"]) == ("--lambda", "--iterations")
+    resolved = rpcca.resolve_params({"lam": 0.5, "max_iter": 7, "kernel": "rbf"})
     assert (resolved["lam"], resolved["max_iter"], resolved["beta"]) == (0.5, 7, 3.0)
     x = np.random.default_rng(0).standard_normal((8, 3))
     pids = np.repeat(np.arange(4), 2)
     with pytest.raises(UsageError, match="non-negative"):
-        fit_rpcca_arrays(x, pids, None, kernel="chi2rbf")
-    with pytest.raises(UsageError, match="no option"):
-        fit_rpcca_arrays(x, pids, None, kernel="rbf", bogus=1)
+        RPCCA(kernel="chi2rbf").fit(x, pids, None)
+    with pytest.raises(UsageError, match="no parameter"):
+        RPCCA(kernel="rbf", bogus=1).fit(x, pids, None)
     with pytest.raises(UsageError):
         RPCCA(kernel="rbf", optimizer="sgd").fit(x, pids)
     with pytest.raises(UsageError):

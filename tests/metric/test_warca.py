@@ -1,6 +1,6 @@
-"""WARCA (shared/specs/warca.md §2, tests T1–T9 of §8): gradients, preconditioning, sampler,
-rank weights, accuracy on the spec's synthetic generator, AON vs Frobenius, per-iteration
-cost independent of N, fitted-model round trip, Adam modes. CPU, float64."""
+"""WARCA (Jose & Fleuret, ECCV 2016; docs/methods/warca.md): gradients, preconditioning
+(Eqs. 23–24), sampler, rank weights, accuracy on a synthetic generator, AON vs Frobenius,
+per-iteration cost independent of N, fitted-model round trip, Adam modes. CPU, float64."""
 from __future__ import annotations
 
 import math
@@ -14,9 +14,11 @@ import torch
 
 from reidcli import fitted
 from reidcli.errors import UsageError
-from reidcli.metric.warca import (HYPERPARAMETERS, WARCA, AdamState, WARCAModel, WARCATrainer,
-                                  fit_warca_arrays, kernel_matrix, minibatch_objective,
-                                  rank_weights, triplet_terms)
+from reidcli.metric.kernels import Kernel
+from reidcli.metric.warca import WARCA
+from reidcli.metric.warca_model import WARCAModel
+from reidcli.metric.warca_objective import (AdamState, minibatch_objective, rank_weights,
+                                            triplet_terms)
 
 F64 = dict(dtype="float64")
 
@@ -32,7 +34,7 @@ def _one_thread():
     torch.set_num_threads(before)
 
 
-# -- §8 T5/T6 generator ------------------------------------------------------------------------
+# -- synthetic generator -----------------------------------------------------------------------
 def _synthetic(seed=0, disc=6, noise=0.35, dim=60, train_ids=150, test_ids=100):
     """D = ``dim``; ``disc`` discriminative dims μ_q + noise·ε; two cameras with fixed offsets
     o_c ~ N(0, I) on the other dims plus 2.0·ε; 2 images per camera and id. Returns training
@@ -66,7 +68,7 @@ def _pca(x, dim):
     return lambda z: (z - mean) @ vt[:dim].T
 
 
-# -- T1 / T2: gradients ------------------------------------------------------------------------
+# -- gradients ---------------------------------------------------------------------------------
 def _grad_problem(seed=3):
     rng = np.random.default_rng(seed)
     x = torch.as_tensor(rng.standard_normal((12, 30)))
@@ -107,7 +109,7 @@ def test_primal_gradient_matches_finite_differences(anchor, reg):
 
 
 def test_kernel_preconditioned_gradient_equals_primal_step():
-    """T2: K = XXᵀ, W = AX: G̃_A = (∇_A J_B)K⁻¹ and (A − ηG̃_A)X = W − η∇_W J_B."""
+    """K = XXᵀ, W = AX: G̃_A = (∇_A J_B)K⁻¹ and (A − ηG̃_A)X = W − η∇_W J_B."""
     rng, x, trip, weights = _grad_problem()
     K = x @ x.T
     A = torch.as_tensor(rng.standard_normal((4, 12)) / math.sqrt(12) / 5)
@@ -131,10 +133,10 @@ def test_kernel_preconditioned_gradient_equals_primal_step():
                                                  ("rbf", 64, True)])
 def test_step_is_the_reference_update(kernel, batch, table):
     """One SGD step (all-row projection, touched rows, distance table; primal and
-    preconditioned kernel) equals −η × the §2.5/§2.6 gradient of the sampled triplets."""
+    preconditioned kernel) equals −η × the gradient of the sampled triplets (Eqs. 20–24)."""
     x, pids, camids, _, _ = _synthetic(train_ids=50)
-    tr = WARCATrainer(x, pids, camids, dim=4, batch_size=batch, max_draws=64, lr=0.05,
-                      lam=0.2, optimizer="sgd", rank_weight="harmonic", kernel=kernel, **F64)
+    tr = WARCA(dim=4, batch_size=batch, max_draws=64, lr=0.05, lam=0.2, optimizer="sgd",
+               rank_weight="harmonic", kernel=kernel, **F64).trainer(x, pids, camids)
     tr.run(3)
     if table:
         tr._draw_estimate = 1e4                      # force the anchors × rows tables
@@ -159,13 +161,13 @@ def test_step_is_the_reference_update(kernel, batch, table):
     np.testing.assert_allclose(tr.params.numpy(), (before - 0.05 * grad).numpy(), atol=1e-12)
 
 
-# -- T3 / T4: sampler and rank weights ---------------------------------------------------------
+# -- sampler and rank weights ------------------------------------------------------------------
 def test_pairs_are_uniform_over_unordered_same_pid_pairs():
     from scipy.stats import chisquare
     counts = [2, 3, 4, 5, 1, 1, 1]
     pids = np.repeat(np.arange(len(counts)), counts)
     x = np.random.default_rng(0).standard_normal((len(pids), 3))
-    tr = WARCATrainer(x, pids, None, dim=2, seed=1, **F64)
+    tr = WARCA(dim=2, seed=1, **F64).trainer(x, pids, None)
     i, j = (t.numpy() for t in tr.sample_pairs(200_000))
     assert (pids[i] == pids[j]).all() and (i != j).all()
     lo, hi = np.minimum(i, j), np.maximum(i, j)
@@ -184,7 +186,7 @@ def test_cross_camera_positives_are_uniform_over_cross_camera_pairs():
     cams = np.array([0, 0, 0, 1] + [0, 0, 1, 1] + [0, 1] + [2, 2, 2])   # 3 + 4 + 1 + 0 pairs
     pids = np.repeat(np.arange(4), [4, 4, 2, 3])
     x = np.random.default_rng(0).standard_normal((len(pids), 3))
-    tr = WARCATrainer(x, pids, cams, dim=2, positives="cross-camera", **F64)
+    tr = WARCA(dim=2, positives="cross-camera", **F64).trainer(x, pids, cams)
     i, j = (t.numpy() for t in tr.sample_pairs(40_000))
     assert (pids[i] == pids[j]).all() and (cams[i] != cams[j]).all()
     key = np.minimum(i, j) * 100 + np.maximum(i, j)
@@ -197,7 +199,7 @@ def _trainer(margin, anchor="both", n_ids=60, **kw):
     pids = np.repeat(np.arange(n_ids), 3)
     x = rng.standard_normal((len(pids), 5))
     kw = {"dim": 3, "batch_size": 300, "max_draws": 512, **F64, **kw}
-    return WARCATrainer(x, pids, None, margin=margin, anchor=anchor, **kw), pids
+    return WARCA(margin=margin, anchor=anchor, **kw).trainer(x, pids, None), pids
 
 
 def test_sampler_extreme_margins_and_negatives():
@@ -226,7 +228,7 @@ def test_half_violating_negatives_give_mean_two_draws():
     x[2:52, 0] = 0.5
     x[52:, 0] = 2.0
     pids = np.r_[0, 0, np.arange(1, 101)]
-    tr = WARCATrainer(x, pids, None, dim=2, anchor="first", batch_size=4096, **F64)
+    tr = WARCA(dim=2, anchor="first", batch_size=4096, **F64).trainer(x, pids, None)
     tr.params = torch.eye(2, dtype=torch.float64)
     i, j = tr.sample_pairs(4096)
     found, n, k, _ = tr.sample_negatives(i, j, tr._project(i), tr._project(j))
@@ -248,7 +250,7 @@ def test_rank_weight_formulas():
     assert tr.s_eff == 30
 
 
-# -- T5 / T6: accuracy -------------------------------------------------------------------------
+# -- accuracy ----------------------------------------------------------------------------------
 def test_warca_beats_euclidean_and_pca():
     x, pids, camids, q, g = _synthetic()
     euclid = _rank1(q, g)
@@ -281,15 +283,15 @@ def test_aon_keeps_conditioning_where_frobenius_collapses():
     assert r_aon >= r_fro + 0.10, (r_aon, r_fro)
 
 
-# -- T7: per-iteration cost independent of N ---------------------------------------------------
+# -- per-iteration cost independent of N -------------------------------------------------------
 def test_iteration_time_does_not_grow_with_n():
     rng = np.random.default_rng(0)
     trainers = []
     for n in (2_000, 200_000):
         x = rng.standard_normal((n, 64))
         pids = np.repeat(np.arange(n // 4), 4)
-        trainers.append(WARCATrainer(x, pids, None, dim=16, batch_size=128, max_draws=32,
-                                     margin=-1e9, **F64))
+        trainers.append(WARCA(dim=16, batch_size=128, max_draws=32, margin=-1e9,
+                              **F64).trainer(x, pids, None))
     times = [[], []]
     for r in range(23):                           # interleaved; the first 3 are warm-up
         for t, tr in enumerate(trainers):
@@ -304,14 +306,14 @@ def test_iteration_time_does_not_grow_with_n():
     assert large / small <= 4.0, (small, large)
 
 
-# -- T8: fitted round trip ---------------------------------------------------------------------
+# -- fitted round trip -------------------------------------------------------------------------
 def test_fitted_round_trip_linear(tmp_path):
     x, pids, camids, q, g = _synthetic(train_ids=40, test_ids=10)
-    arrays = fit_warca_arrays(x, pids, camids, dim=5, iterations=20, batch_size=64,
-                              snapshot_every=10, **F64)
+    arrays = WARCA(dim=5, iterations=20, batch_size=64, snapshot_every=10,
+                   **F64).fit(x, pids, camids).fitted_arrays()
     assert arrays["W"].shape == (5, 60) and arrays["singular_values"].shape == (5,)
     assert list(arrays["log"]["iter"]) == [10, 20] and set(arrays["snapshots"]) == {"10", "20"}
-    path = fitted.save(tmp_path / "m.h5", "warca", [arrays], HYPERPARAMETERS)
+    path = fitted.save(tmp_path / "m.h5", "warca", [arrays], WARCA.default_params())
     model = fitted.load(path).for_trial(0)
     assert model.metric == "sqeuclidean" and model.input_dim == 60
     z = model.transform(q)
@@ -330,13 +332,12 @@ def test_fitted_round_trip_kernel_chi2(tmp_path):
     pids = np.repeat(np.arange(20), 3)
     x = rng.gamma(0.5, 1.0, (60, 12)) + rng.gamma(2.0, 1.0, (20, 12))[pids]
     x[:, 0] = 0.0                                  # a bin empty everywhere (a+b = 0 skipped)
-    arrays = fit_warca_arrays(x, pids, np.zeros(60), dim=4, kernel="chi2rbf", iterations=15,
-                              batch_size=32, normalize="l2", **F64)
+    arrays = WARCA(dim=4, kernel="chi2rbf", iterations=15, batch_size=32, normalize="l2",
+                   **F64).fit(x, pids, np.zeros(60)).fitted_arrays()
     assert arrays["A"].shape == (4, 60) and arrays["support"].shape == (60, 12)
     model = fitted.load(fitted.save(tmp_path / "k.h5", "warca", [arrays],
                                     {"kernel": "chi2rbf"})).for_trial(0)
-    sup = torch.as_tensor(arrays["support"])
-    K = kernel_matrix(sup, sup, "chi2rbf", float(arrays["gamma"])).numpy()
+    K = Kernel("chi2rbf", float(arrays["gamma"])).matrix(arrays["support"])
     np.testing.assert_allclose(model.transform(x), (arrays["A"] @ K).T, rtol=1e-9, atol=1e-12)
     # γ auto = 1 / median χ² over the distinct pairs (all 1770 of them here)
     s = arrays["support"]
@@ -346,7 +347,7 @@ def test_fitted_round_trip_kernel_chi2(tmp_path):
     ev = np.sqrt(np.clip(np.linalg.eigvalsh(arrays["A"] @ K @ arrays["A"].T), 0, None))
     np.testing.assert_allclose(np.sort(arrays["singular_values"]), np.sort(ev), rtol=1e-8)
     with pytest.raises(UsageError):
-        fit_warca_arrays(-x, pids, None, kernel="chi2rbf", iterations=1)
+        WARCA(kernel="chi2rbf", iterations=1).fit(-x, pids, None)
 
 
 def test_hyperparameter_errors():
@@ -355,12 +356,12 @@ def test_hyperparameter_errors():
     with pytest.raises(UsageError):
         WARCA(no_such=1)
     with pytest.raises(UsageError):
-        WARCA(rank_weight="cubic")
+        WARCA(rank_weight="cubic").fit(x, pids)
     with pytest.raises(UsageError):
-        WARCATrainer(x, np.arange(8), None)          # no positive pair
+        WARCA().trainer(x, np.arange(8), None)       # no positive pair
     with pytest.raises(UsageError):
-        WARCATrainer(x, pids, None, kernel="rbf", max_kernel_n=4)
-    assert WARCA(kernel=None, normalize=None).hyper["kernel"] == "none"
+        WARCA(kernel="rbf", max_kernel_n=4).trainer(x, pids, None)
+    assert WARCA(kernel=None, normalize=None)._validated_params()["kernel"] == "none"
 
 
 def test_options_and_cross_validation():
@@ -374,10 +375,10 @@ def test_options_and_cross_validation():
                 cv_lrs=[0.1], **F64).fit(x, pids, camids)
     assert est.cv_["rank1"].shape == (2, 1) and len(est.cv_["val_ids"]) == 8
     assert est.hyper_["lam"] in (1e-3, 1e3) and est.hyper_["lr"] == 0.1
-    assert est.to_arrays()["cv"]["rank5"].shape == (2, 1)
+    assert est.fitted_arrays()["cv"]["rank5"].shape == (2, 1)
 
 
-# -- T9: Adam modes ----------------------------------------------------------------------------
+# -- Adam modes --------------------------------------------------------------------------------
 def test_adam_bias_modes():
     g = torch.tensor([3.0, -0.5, 2e-3], dtype=torch.float64)
     steps = {}

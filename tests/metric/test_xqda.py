@@ -1,4 +1,4 @@
-"""XQDA (cdpcf.md §4, §8.3 invariant 3) and its fitted-model integration."""
+"""XQDA (docs/methods/cdpcf.md invariant 3) and its fitted-model integration."""
 from __future__ import annotations
 
 import numpy as np
@@ -40,7 +40,7 @@ def _brute_vector_covariances(x, pids, camids):
 
 
 def _release_covariances(x, pids, camids):
-    """The public release's C = 2 formula (cdpcf.md §4.2), unordered pairs, class sums."""
+    """The public release's C = 2 formula (docs/methods/cdpcf.md), unordered pairs, class sums."""
     g, z = x[camids == 0], x[camids == 1]
     yg, yz = pids[camids == 0], pids[camids == 1]
     classes = np.unique(pids)
@@ -90,7 +90,7 @@ def _full_space_xqda(x, pids, camids, lam=0.001):
 
 def test_span_reduction_equals_full_space():
     x, pids, camids = _data(0, persons=20, dim=100)            # d = 100 > N = 40
-    model = XQDA().fit(x, pids, camids)
+    model = XQDA(normalize="none").fit(x, pids, camids)
     assert model.projection_.shape == (100, model.rank_)
     assert model.eigenvalues_.shape[0] < 100                  # it worked in the span
     assert model.rank_ == int((model.eigenvalues_ > 1).sum())
@@ -101,13 +101,13 @@ def test_span_reduction_equals_full_space():
     got = model.distance(q, g)
     np.testing.assert_allclose(got, want, rtol=1e-8, atol=1e-8 * np.abs(want).max())
     # the same with the paper's solver: the generalized eigenvalues > 1 define r
-    e = XQDA(solver="eigh").fit(x, pids, camids)
+    e = XQDA(normalize="none", solver="eigh").fit(x, pids, camids)
     assert e.rank_ == int((e.eigenvalues_ > 1).sum())
 
 
 def test_distance_is_invariant_to_the_basis_of_the_subspace():
     x, pids, camids = _toy(2, persons=60)
-    model = XQDA().fit(x, pids, camids)
+    model = XQDA(normalize="none").fit(x, pids, camids)
     q, g = x[camids == 0], x[camids == 1]
     d = model.distance(q, g)
     assert d.shape == (60, 60)
@@ -122,7 +122,7 @@ def test_distance_is_invariant_to_the_basis_of_the_subspace():
         np.testing.assert_allclose(quadratic_distances(q @ w, g @ w, m), d, rtol=1e-8,
                                    atol=1e-8 * np.abs(d).max())
     # flipping the sign of every feature changes nothing either
-    flipped = XQDA().fit(-x, pids, camids)
+    flipped = XQDA(normalize="none").fit(-x, pids, camids)
     np.testing.assert_allclose(flipped.distance(-q, -g), d, rtol=1e-8,
                                atol=1e-8 * np.abs(d).max())
     # pairwise_terms are the two factors of the one-GEMM distance
@@ -135,8 +135,9 @@ def test_distance_is_invariant_to_the_basis_of_the_subspace():
 def test_svd_and_eigh_solvers_are_close_but_not_identical():
     x, pids, camids = _toy(3)
     train = pids < 100
-    svd = XQDA(max_dims=8).fit(x[train], pids[train], camids[train])
-    eigh = XQDA(solver="eigh", max_dims=8).fit(x[train], pids[train], camids[train])
+    svd = XQDA(normalize="none", max_dims=8).fit(x[train], pids[train], camids[train])
+    eigh = XQDA(normalize="none", solver="eigh", max_dims=8).fit(x[train], pids[train],
+                                                                  camids[train])
     q, g = x[~train & (camids == 0)], x[~train & (camids == 1)]
     d_svd, d_eigh = svd.distance(q, g), eigh.distance(q, g)
     rel = np.linalg.norm(d_svd - d_eigh) / np.linalg.norm(d_svd)
@@ -151,7 +152,7 @@ def test_svd_and_eigh_solvers_are_close_but_not_identical():
 def test_beats_euclidean_on_a_discriminative_toy_problem():
     x, pids, camids = _toy(5)
     train, test = pids < 100, pids >= 100
-    model = XQDA().fit(x[train], pids[train], camids[train])
+    model = XQDA(normalize="none").fit(x[train], pids[train], camids[train])
     q, g = x[test & (camids == 0)], x[test & (camids == 1)]
     eucl = ((q[:, None] - g[None]) ** 2).sum(-1)
     assert _rank1(model.distance(q, g)) > _rank1(eucl) + 0.2
@@ -166,38 +167,38 @@ def test_rank_fallback_warns_and_max_dims_caps():
     anti = np.repeat(x[::2], 2, axis=0) * np.where(camids == 0, 1.0, -1.0)[:, None]
     for solver in ("svd", "eigh"):
         with pytest.warns(UserWarning, match="exceeds 1.*not discriminative"):
-            model = XQDA(solver=solver).fit(anti, pids, camids)
+            model = XQDA(normalize="none", solver=solver).fit(anti, pids, camids)
         assert model.rank_ == 1 and model.projection_.shape == (5, 1)
-    good = XQDA().fit(*_toy(1, persons=60))
+    good = XQDA(normalize="none").fit(*_toy(1, persons=60))
     assert good.rank_ > 2
-    capped = XQDA(max_dims=2).fit(*_toy(1, persons=60))
+    capped = XQDA(normalize="none", max_dims=2).fit(*_toy(1, persons=60))
     assert capped.rank_ == 2 and capped.metric_.shape == (2, 2)
 
 
 def test_input_errors_name_the_problem():
     x, pids, camids = _data(0, persons=5, dim=4)
-    with pytest.raises(UsageError, match="--xqda-solver 'qr'"):
-        XQDA(solver="qr")
-    with pytest.raises(UsageError, match="--xqda-lambda"):
-        XQDA(lam=-1)
-    with pytest.raises(UsageError, match="--xqda-dims"):
-        XQDA(max_dims=0)
+    with pytest.raises(UsageError, match="solver='qr'"):
+        XQDA(solver="qr").fit(x, pids, camids)
+    with pytest.raises(UsageError, match="lam=-1"):
+        XQDA(lam=-1).fit(x, pids, camids)
+    with pytest.raises(UsageError, match="max_dims=0"):
+        XQDA(normalize="none", max_dims=0).fit(x, pids, camids)
     with pytest.raises(UsageError, match="NaN"):
-        XQDA().fit(np.where(np.arange(4) == 1, np.nan, x), pids, camids)
+        XQDA(normalize="none").fit(np.where(np.arange(4) == 1, np.nan, x), pids, camids)
     with pytest.raises(UsageError, match=r"shape \[N ≥ 2, d ≥ 1\], got \(10,\)"):
-        XQDA().fit(x[:, 0], pids, camids)
+        XQDA(normalize="none").fit(x[:, 0], pids, camids)
     with pytest.raises(UsageError, match="10 feature rows but pids of shape"):
-        XQDA().fit(x, pids[:-1], camids)
+        XQDA(normalize="none").fit(x, pids[:-1], camids)
     with pytest.raises(UsageError, match="1 camera"):
-        XQDA().fit(x, pids, np.zeros_like(camids))
+        XQDA(normalize="none").fit(x, pids, np.zeros_like(camids))
     with pytest.raises(UsageError, match="no same-person cross-camera pairs"):
-        XQDA().fit(x, np.arange(10), camids)
+        XQDA(normalize="none").fit(x, np.arange(10), camids)
     with pytest.raises(UsageError, match="no different-person cross-camera pairs"):
-        XQDA().fit(x, np.zeros(10, int), camids)
+        XQDA(normalize="none").fit(x, np.zeros(10, int), camids)
     with pytest.raises(UsageError, match="not fitted"):
-        XQDA().transform(x)
+        XQDA(normalize="none").transform(x)
     with pytest.raises(UsageError, match=r"expected features \[n, 4\]"):
-        XQDA().fit(x, pids, camids).distance(x[:, :3], x)
+        XQDA(normalize="none").fit(x, pids, camids).distance(x[:, :3], x)
 
 
 def test_fitted_round_trip(tmp_path):
@@ -212,7 +213,8 @@ def test_fitted_round_trip(tmp_path):
     np.testing.assert_allclose(arrays["mean"], x[train].mean(0))
     # by hand: centre with the train mean, L2-normalise, XQDA
     mean = x[train].mean(0)
-    model = XQDA().fit(preprocess(x[train], "center-l2", mean), pids[train], camids[train])
+    model = XQDA(normalize="none").fit(preprocess(x[train], "center-l2", mean), pids[train],
+                                       camids[train])
     want = model.distance(preprocess(q, "center-l2", mean), preprocess(g, "center-l2", mean))
     path = fitted.save(tmp_path / "m.h5", "xqda", [arrays, xqda_arrays(model, mean)],
                        hyperparameters={"normalize": "center-l2"}, feature="f")
@@ -230,7 +232,7 @@ def test_fitted_round_trip(tmp_path):
     assert "mean" not in l2
     raw = fit_xqda_arrays(x[train], pids[train], camids[train], normalize="none")
     d_raw = XQDAModel(raw["proj"], raw["metric"], normalize=False).distance(q, g)
-    direct = XQDA().fit(x[train], pids[train], camids[train]).distance(q, g)
+    direct = XQDA(normalize="none").fit(x[train], pids[train], camids[train]).distance(q, g)
     np.testing.assert_allclose(d_raw, direct, rtol=1e-4, atol=1e-4 * np.abs(direct).max())
     d_l2 = XQDAModel(l2["proj"], l2["metric"], normalize="l2").distance(q, g)
     assert np.allclose(d_l2, XQDAModel(l2["proj"], l2["metric"], normalize=True).distance(q, g))
@@ -242,7 +244,7 @@ def test_fitted_round_trip(tmp_path):
         loaded.for_trial(0).distance(q[:, :5], g)
     with pytest.raises(FittedModelError, match="no stored mean"):
         XQDAModel(raw["proj"], raw["metric"], normalize="center-l2")
-    with pytest.raises(UsageError, match="--normalize 'zscore'"):
+    with pytest.raises(UsageError, match="normalize='zscore'"):
         fit_xqda_arrays(x[train], pids[train], camids[train], normalize="zscore")
 
 
@@ -283,8 +285,8 @@ def test_torch_device_path_matches_numpy(solver):
     pytest.importorskip("torch")
     x, pids, camids = _data(3, persons=20, dim=60)            # span reduction too
     q, g = x[camids == 0], x[camids == 1]
-    want = XQDA(solver=solver).fit(x, pids, camids)
-    got = XQDA(solver=solver, device="cpu").fit(x, pids, camids)
+    want = XQDA(normalize="none", solver=solver).fit(x, pids, camids)
+    got = XQDA(normalize="none", solver=solver, device="cpu").fit(x, pids, camids)
     assert got.rank_ == want.rank_
     np.testing.assert_allclose(got.eigenvalues_, want.eigenvalues_, rtol=1e-8, atol=1e-10)
     d = want.distance(q, g)

@@ -1,5 +1,5 @@
 """Shapes, last stride, stripes, initialisation of the ResNet trunks, PCB, RPP and BoT
-(pcb.md §7 P1–P4, P11; dmgnet.md §2)."""
+(docs/methods/pcb.md P1–P4, P11; the DMGNET paper)."""
 from __future__ import annotations
 
 import pytest
@@ -42,7 +42,7 @@ def test_last_stride_is_one_and_configurable():
     with torch.no_grad():
         t, taps = build_backbone("resnet18", 1).eval()(torch.randn(1, 3, 64, 32), ["conv4_x"])
     assert t.shape[2:] == taps["conv4_x"].shape[2:] == (4, 2)
-    with pytest.raises(UsageError, match="--backbone"):
+    with pytest.raises(UsageError, match="backbone='vgg16' is unknown"):
         build_backbone("vgg16")
 
 

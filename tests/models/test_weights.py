@@ -59,7 +59,7 @@ def test_wrong_architecture_and_bad_files(tmp_path, resnet18_state):
     junk.write_text("not torch")
     with pytest.raises(InputFileError, match="not a torch state dict"):
         initialize_trunk(build_backbone("resnet18"), str(junk))
-    with pytest.raises(InputFileError, match="--init imagenet .* or --init scratch"):
+    with pytest.raises(InputFileError, match="init=imagenet .* or init=scratch"):
         initialize_trunk(build_backbone("resnet18"), str(tmp_path / "missing.pth"))
     with pytest.raises(UsageError, match="tiny backbone"):
         initialize_trunk(build_backbone("tiny"), "imagenet")
@@ -77,7 +77,7 @@ def test_imagenet_offline_without_cache_names_the_three_choices(tmp_path):
     with pytest.raises(OfflineError) as info:
         fetch_imagenet_state("resnet18", cache_dir=tmp_path, offline=True)
     message = info.value.message
-    assert "--init imagenet" in message and "--init PATH" in message and "scratch" in message
+    assert "init=imagenet" in message and "init=PATH" in message and "scratch" in message
 
 
 @pytest.fixture
@@ -127,7 +127,7 @@ def test_imagenet_download_with_a_wrong_hash_is_refused(tmp_path, served):
                              offline=False)
     message = info.value.message
     assert "\n" not in message and f"not {wrong}" in message and sha[:16] in message
-    assert "--init PATH" in message
+    assert "init=PATH" in message
     assert list(cache.iterdir()) == []                     # nothing cached, no .partial
 
 
@@ -138,7 +138,7 @@ def test_imagenet_download_times_out_on_a_silent_network(tmp_path, monkeypatch):
     monkeypatch.setattr(weights, "DOWNLOAD_TIMEOUT_S", 0.3)
     try:
         started = time.perf_counter()
-        with pytest.raises(OfflineError, match="cannot download .*Timeout.* — --init imagenet"):
+        with pytest.raises(OfflineError, match="cannot download .*Timeout.* — init=imagenet"):
             fetch_imagenet_state("resnet18", cache_dir=tmp_path, offline=False,
                                  url=f"http://127.0.0.1:{listener.getsockname()[1]}/r.pth")
         assert time.perf_counter() - started < 3

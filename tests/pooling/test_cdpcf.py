@@ -1,4 +1,4 @@
-"""C-DPCF / DPCF / AvgP fitting and distances (cdpcf.md §3, §8.2–8.3)."""
+"""C-DPCF / DPCF / AvgP fitting and distances (docs/methods/cdpcf.md)."""
 from __future__ import annotations
 
 import numpy as np
@@ -53,7 +53,7 @@ def test_grid_areas():
     assert areas.shape == (192,) and areas[:32].tolist() == [0] * 32 and areas[-1] == 5
     assert [len(a) for a in area_positions(areas)] == [32] * 6
     assert position_areas(4, 2, (2, 2)).tolist() == [0, 1, 0, 1, 2, 3, 2, 3]
-    with pytest.raises(UsageError, match="--grid"):
+    with pytest.raises(UsageError, match="grid"):
         parse_grid("6by1")
 
 
@@ -137,8 +137,8 @@ def test_avgp_pad_and_cosine_variants_and_unseen_camera():
 def test_config_validation():
     with pytest.raises(UsageError, match="unknown pooling method"):
         PoolingConfig(method="maxp")
-    with pytest.raises(UsageError, match="--metric"):
+    with pytest.raises(UsageError, match="metric='l1'"):
         PoolingConfig(metric="l1")
     train, _ = toy_problem(0, train_persons=10, test_persons=2)
-    with pytest.raises(UsageError, match="--E 64 exceeds"):
+    with pytest.raises(UsageError, match="E=64 exceeds"):
         _fit(train, PoolingConfig(method="dpcf", K=2, E=64, grid=(3, 1)))

@@ -88,7 +88,7 @@ def test_user_errors(capsys, tmp_path, toy_store):
     code, _, err = run_cli(capsys, "fit-pooling", "cdpcf", "--store", toy_store, "--out",
                            tmp_path / "x.h5", "--layers", "conv9_x")
     assert code == 2 and "no conv maps of layer 'conv9_x'" in err
-    with pytest.raises(UsageError, match="--train-ids 100 exceeds the 60 training ids"):
+    with pytest.raises(UsageError, match="train_ids=100 exceeds the 60 training ids"):
         fit_pooling_store(toy_store, tmp_path / "y.h5", PoolingConfig(K=2, E=16, grid=(3, 1)),
                           train_ids_limit=100, repeats=1, progress=False)
     code, _, err = run_cli(capsys, "fit-pooling", "cdpcf", "--store", toy_store, "--out",

@@ -1,4 +1,4 @@
-"""Closed-form cross-camera pair statistics and weight maps (cdpcf.md §3.3–3.4, §8.3)."""
+"""Closed-form cross-camera pair statistics and weight maps (docs/methods/cdpcf.md)."""
 from __future__ import annotations
 
 import numpy as np
@@ -118,5 +118,5 @@ def test_errors_name_the_problem():
         CrossCameraScatter(np.array([1, 1]), np.array([0, 1]), 4)
     cov = camera_block_covariances(np.ones((4, 1, 3)), np.array([1, 1, 2, 2]),
                                         np.array([0, 1, 0, 1]))
-    with pytest.raises(UsageError, match="--K 4 is out of range"):
+    with pytest.raises(UsageError, match="K=4 is out of range"):
         top_eigenvectors(cov, 4)

@@ -126,7 +126,7 @@ def test_refuses_overwrite_without_force(tmp_path):
     out = tmp_path / "s.h5"
     with StoreWriter(out, make_records(3)) as w:
         w.set_feature("emb", np.zeros((3, 2)))
-    with pytest.raises(OutputExistsError, match="--force"):
+    with pytest.raises(OutputExistsError, match=r"already exists — allow overwriting \(force\)"):
         StoreWriter(out, make_records(3))
     with StoreWriter(out, make_records(3), force=True) as w:
         w.set_feature("emb", np.ones((3, 2)))
@@ -154,7 +154,7 @@ def test_missing_groups_give_clear_errors(tmp_path):
     with StoreWriter(out, make_records(3)) as w:
         w.set_feature("emb", np.zeros((3, 2)))
     with open_store(out) as st:
-        with pytest.raises(StoreError, match="has no conv maps.*reid extract with --maps"):
+        with pytest.raises(StoreError, match="has no conv maps.*extraction with maps"):
             st.require_convmaps()
         with pytest.raises(StoreError, match=r"no feature 'other' \(has: emb\)"):
             st.features("other")
@@ -176,7 +176,7 @@ def test_protocol_indices_validated(tmp_path):
 def test_parse_shard_and_rows():
     assert parse_shard("1/4") == (1, 4)
     for bad in ("4/4", "x", "1/0", "-1/3"):
-        with pytest.raises(UsageError, match="--shard"):
+        with pytest.raises(UsageError, match="parameter shard="):
             parse_shard(bad)
     parts = [shard_rows(10, (i, 3)) for i in range(3)]
     assert np.concatenate([np.arange(10)[p] for p in parts]).tolist() == list(range(10))

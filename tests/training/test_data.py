@@ -1,5 +1,5 @@
 """Training rows: MSMT17 trains on list_train + list_val unless --option says otherwise
-(pcb.md §2, §9.8; dart3.md §6.3)."""
+(docs/methods/pcb.md; docs/methods/dart3.md)."""
 from __future__ import annotations
 
 import json

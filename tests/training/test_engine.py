@@ -1,5 +1,5 @@
 """The training engine on the ``tiny`` synthetic preset (CPU): one epoch lowers the loss, files,
-bit-for-bit resume, checkpoint round trip, RPP induced training (pcb.md P7, P11)."""
+bit-for-bit resume, checkpoint round trip, RPP induced training (docs/methods/pcb.md P7, P11)."""
 from __future__ import annotations
 
 import csv
@@ -82,7 +82,7 @@ def test_resume_reproduces_the_uninterrupted_run(tiny_synthetic_root, tmp_path, 
     with pytest.raises(KeyboardInterrupt):
         train_model(cfg, tmp_path / "cut", progress=False, on_epoch_end=interrupt)
     assert not (tmp_path / "cut" / "model.pt").exists()       # no half-finished model
-    with pytest.raises(OutputExistsError, match="--resume"):
+    with pytest.raises(OutputExistsError, match=r"continue it \(resume\)"):
         train_model(cfg, tmp_path / "cut", progress=False)
     train_model(cfg, tmp_path / "cut", resume=True, progress=False)
     a = torch.load(tmp_path / "straight" / "model.pt", weights_only=False)["model_state"]
@@ -123,7 +123,7 @@ def test_rpp_induced_training_freezes_all_but_the_part_classifier(tiny_synthetic
         if not key.endswith(("running_mean", "running_var", "num_batches_tracked")):
             assert torch.equal(value, rpp_state[key]), key
     assert load_model(run).spec.rpp
-    assert load_model(run).feature_names == ["rpp_g", "rpp_h"]               # pcb.md §4
+    assert load_model(run).feature_names == ["rpp_g", "rpp_h"]               # docs/methods/pcb.md
     phases = {r["phase"] for r in _rows(run)}
     assert phases == {"pcb", "rpp-classifier"}
 
@@ -134,7 +134,7 @@ def test_train_cams_and_max_images_restrict_the_rows(tiny_synthetic_root, tmp_pa
     with open(run / "train_records.csv") as f:
         cams = {r["camid"] for r in csv.DictReader(f)}
     assert cams == {"0"}
-    with pytest.raises(UsageError, match="--train-cams"):
+    with pytest.raises(UsageError, match="train_cams='7' selects no training image"):
         train_model(_cfg(tiny_synthetic_root, epochs=1, train_cams=[7]), tmp_path / "x",
                     progress=False)
     run = tmp_path / "max"
@@ -172,6 +172,6 @@ def test_ddp_two_processes_with_torchrun(tiny_synthetic_root, tmp_path):
 
 
 def test_fp16_on_cpu_is_refused_before_the_run_dir_is_made(tiny_synthetic_root, tmp_path):
-    with pytest.raises(UsageError, match="--amp fp16"):
+    with pytest.raises(UsageError, match="amp='fp16' needs a CUDA device"):
         train_model(_cfg(tiny_synthetic_root, amp="fp16", device="cpu"), tmp_path / "run")
     assert not (tmp_path / "run").exists()

@@ -1,4 +1,4 @@
-"""Losses (pcb.md P6, dmgnet.md §3.4), optimiser groups and LR schedules (pcb.md P5)."""
+"""Losses (docs/methods/pcb.md P6, the DMGNET paper), optimiser groups and LR schedules (docs/methods/pcb.md P5)."""
 from __future__ import annotations
 
 import math
@@ -11,7 +11,7 @@ from reidcli.errors import UsageError
 from reidcli.models.checkpoint import build_model
 from reidcli.training.bot_trainer import BoTTrainer
 from reidcli.training.config import make_config
-from reidcli.training.engine import amp_dtype
+from reidcli.device import amp_dtype
 from reidcli.training.losses import (batch_hard_triplet, label_smoothing_cross_entropy,
                                      part_cross_entropy)
 from reidcli.training.pcb_trainer import PCBTrainer
@@ -85,16 +85,16 @@ def test_bot_defaults_warmup_and_steps():
 
 def test_epoch_rescaling_presets_and_validation():
     cfg = make_config("bot", epochs=12)
-    assert cfg.lr_steps == [4, 7] and cfg.warmup_epochs == 1            # dmgnet.md §4
+    assert cfg.lr_steps == [4, 7] and cfg.warmup_epochs == 1            # the DMGNET paper
     assert make_config("pcb", epochs=30).lr_steps == [20]
     assert make_config("pcb", epochs=30, lr_steps=[25]).lr_steps == [25]
     tiny = make_config("pcb", preset="tiny", batch_size=8)
     assert (tiny.backbone, tiny.init, tiny.batch_size) == ("tiny", "scratch", 8)
-    with pytest.raises(UsageError, match="--amp"):
+    with pytest.raises(UsageError, match="amp='fp8'"):
         make_config("pcb", amp="fp8")
-    with pytest.raises(UsageError, match="fewer than --parts"):
+    with pytest.raises(UsageError, match="fewer than parts=6"):
         make_config("pcb", input_size=(64, 32))
-    with pytest.raises(UsageError, match="--preset"):
+    with pytest.raises(UsageError, match="preset='huge'"):
         make_config("pcb", preset="huge")
 
 
@@ -106,10 +106,10 @@ def test_bot_batch_size_is_the_total_p_times_k():
     assert (cfg.p, cfg.k, cfg.batch_size) == (8, 4, 32)
     cfg = make_config("bot", preset="tiny", batch_size=24, k=6, p=4)   # consistent: fine
     assert (cfg.p, cfg.k, cfg.batch_size) == (4, 6, 24)
-    with pytest.raises(UsageError, match=r"--batch-size 30 is not a multiple of --K 4.* — "
-                                         r"use e.g. --batch-size 32"):
+    with pytest.raises(UsageError, match=r"batch_size=30 is not a multiple of k=4.* — "
+                                         r"use e.g. batch_size=32"):
         make_config("bot", batch_size=30)
-    with pytest.raises(UsageError, match="disagrees with --P 3"):
+    with pytest.raises(UsageError, match="disagrees with p=3"):
         make_config("bot", batch_size=32, p=3)
     assert make_config("pcb", batch_size=30).batch_size == 30    # PCB: plain batch size
 
@@ -118,7 +118,7 @@ def test_amp_dtype_on_cpu_honours_only_an_explicit_bf16():
     cpu = torch.device("cpu")
     assert amp_dtype("off", cpu) is None and amp_dtype("auto", cpu) is None
     assert amp_dtype("bf16", cpu) is torch.bfloat16
-    with pytest.raises(UsageError, match="--amp fp16 needs a CUDA device"):
+    with pytest.raises(UsageError, match="amp='fp16' needs a CUDA device"):
         amp_dtype("fp16", cpu)
-    with pytest.raises(UsageError, match="--amp 'fp8'"):
+    with pytest.raises(UsageError, match="amp='fp8'"):
         amp_dtype("fp8", cpu)

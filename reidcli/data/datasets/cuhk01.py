@@ -1,4 +1,4 @@
-"""CUHK01 (datasets.md §5.5): ``campus/PPPPNNN.png`` — pid = PPPP (1..971), image number NNN
+"""CUHK01 (docs/datasets.md): ``campus/PPPPNNN.png`` — pid = PPPP (1..971), image number NNN
 (001..004); ``camid = (NNN − 1) // 2`` (001-002 = view A → 0, 003-004 = view B → 1),
 ``frame = NNN``.
 
@@ -12,7 +12,7 @@ Protocols (10 seeded trials, eval E3 = rule ``market``):
   train with all 4 images; per trial and test person one random view-A image is the probe and
   one random view-B image the gallery entry.
 * ``multi_shot``: same persons; probe = both view-A images, gallery = both view-B images.
-* ``warca`` (warca.md §5, A8): P = ``test_ids`` per split, ``draws`` draws per split,
+* ``warca`` (docs/datasets.md): P = ``test_ids`` per split, ``draws`` draws per split,
   ``warca_draw`` = ``gallery_single`` (one gallery image, 3 probes) | ``probe_single``. WARCA
   does not say whether same-view matches are excluded; the E1 rule (applied anyway) ignores
   gallery images of the probe's own view.

@@ -1,4 +1,4 @@
-"""CUHK02 (datasets.md §5.6): ``Dataset/P1..P5/{cam1,cam2}/*.png``, five camera pairs.
+"""CUHK02 (docs/datasets.md): ``Dataset/P1..P5/{cam1,cam2}/*.png``, five camera pairs.
 
 The person id is the first ``_``-separated token of the file name and is unique only within a
 pair folder, so ``pid = pair·10000 + token``; each pair has its own two cameras, ``camid =
@@ -6,7 +6,7 @@ pair folder, so ``pid = pair·10000 + token``; each pair has its own two cameras
 
 Protocols (fixed, not seeded; one trial): ``p5_test`` (default) — P1-P4 train, P5 cam1 → query,
 P5 cam2 → gallery (E1 = rule ``market``); ``all_train`` — every image is train (a source of
-the DG "Mixed A" benchmark, datasets.md §5.15).
+the DG "Mixed A" benchmark, docs/datasets.md).
 """
 from __future__ import annotations
 

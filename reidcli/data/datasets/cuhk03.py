@@ -1,4 +1,4 @@
-"""CUHK03 (datasets.md §5.4).
+"""CUHK03 (docs/datasets.md).
 
 ``cuhk03_release/cuhk-03.mat`` is MATLAB v7.3 (HDF5, read with h5py): ``detected`` and
 ``labeled`` hold 5 camera-pair cells, each an M×10 cell array of H×W×3 images (columns 1-5 =

@@ -1,4 +1,4 @@
-"""DukeMTMC-reID (datasets.md §5.2): Market layout, Duke file names, 8 cameras, no junk."""
+"""DukeMTMC-reID (docs/datasets.md): Market layout, Duke file names, 8 cameras, no junk."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -27,7 +27,7 @@ def _looks_like_duke(path: Path) -> bool:
 
 
 def load_dukemtmc(root=None, trial: int = 0):
-    """Load DukeMTMC-reID from the data root; see datasets.md §5.2."""
+    """Load DukeMTMC-reID from the data root; see docs/datasets.md."""
     folder = resolve_dataset_dir("dukemtmc", root)
     return load_market_layout(folder, dataset="dukemtmc", pattern=DUKE_NAME, cam_range=(1, 8))
 

@@ -1,4 +1,4 @@
-"""GRID (QMUL underground re-id, datasets.md §5.8).
+"""GRID (QMUL underground re-id, docs/datasets.md).
 
 Tree: ``probe/*.jpeg`` (250) and ``gallery/*.jpeg`` (1,025 incl. 775 ``0000_*`` images of
 people never seen in ``probe/``) plus the official 10 partitions in

@@ -1,4 +1,4 @@
-"""QMUL iLIDS, single-shot (datasets.md §5.13): ``Persons/PPPPNNN.jpg`` — pid = PPPP, image
+"""QMUL iLIDS, single-shot (docs/datasets.md): ``Persons/PPPPNNN.jpg`` — pid = PPPP, image
 number NNN (``frame``). The release has no camera labels: ``camid = NNN − 1`` is a pseudo
 camera (torchreid's convention, ``x_pseudo_cam = True``) that only guarantees that a probe
 and a gallery image of one person differ.
@@ -9,7 +9,7 @@ test persons):
 * ``dg`` (default; DIMN, DualNorm, DMG-Net test): per trial ``test_ids`` (60) random persons;
   for each, 2 random distinct images: the probe and the gallery entry. No training images
   (DG test only).
-* ``warca`` (warca.md §5, A8): P = ``test_ids`` (60) per split, every other person trains;
+* ``warca`` (docs/datasets.md): P = ``test_ids`` (60) per split, every other person trains;
   ``draws`` draws per split, ``warca_draw`` = ``gallery_single`` | ``probe_single``.
 
 Not iLIDS-VID (the video dataset, out of scope).

@@ -1,4 +1,4 @@
-"""Market-1501 (datasets.md §5.1): Market layout, 6 cameras, junk ``-1`` dropped by default."""
+"""Market-1501 (docs/datasets.md): Market layout, 6 cameras, junk ``-1`` dropped by default."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -35,7 +35,7 @@ def _looks_like_market(path: Path) -> bool:
 
 def load_market1501(root=None, trial: int = 0, keep_junk: bool = False,
                     with_500k: bool = False):
-    """Load Market-1501 from the data root; see datasets.md §5.1."""
+    """Load Market-1501 from the data root; see docs/datasets.md."""
     folder = resolve_dataset_dir("market1501", root)
     split = load_market_layout(folder, dataset="market1501", pattern=MARKET_NAME,
                                cam_range=(1, 6), max_pid=1501, keep_junk=keep_junk,

@@ -1,5 +1,5 @@
 """Parser of the Market-1501 folder layout, shared by ``market1501``, ``dukemtmc`` and
-``synthetic`` (datasets.md §5.1, §5.2, §8.1).
+``synthetic`` (docs/datasets.md).
 
 Layout: ``bounding_box_train/`` → train, ``query/`` → query, ``bounding_box_test/`` →
 gallery. File names carry the pid, the 1-based camera and a frame index; the regular
@@ -61,7 +61,7 @@ def parse_market_folder(
     split: the split its records get (``train``/``query``/``gallery``).
     pattern: file-name regex with named groups ``pid``, ``cam``, ``frame`` (+ ``seq``, ``bbox``).
     cam_range: allowed 1-based camera numbers, inclusive.
-    keep_junk: keep ``-1`` (junk) files; dropped by default (datasets.md E1).
+    keep_junk: keep ``-1`` (junk) files; dropped by default (docs/datasets.md).
     modality_of_cam: 0-based camid → ``visible``/``infrared`` (default all visible).
 
     Returns a record table with ``frame`` from the name and ``x_sequence``/``x_bbox`` when the

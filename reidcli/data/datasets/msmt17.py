@@ -1,4 +1,4 @@
-"""MSMT17 V1/V2 (datasets.md §5.3).
+"""MSMT17 V1/V2 (docs/datasets.md).
 
 The images are listed in ``list_{train,val,query,gallery}.txt`` (``<relpath> <label>`` per
 line), relative to ``train/`` (train, val lists) or ``test/`` (query, gallery lists); V2 names
@@ -6,7 +6,7 @@ those folders ``mask_train_v2/`` and ``mask_test_v2/``. Image name tokens
 ``PPPP_NNN_CC_DDDDtod_FFFF_K.jpg``: camid = CC - 1, frame = FFFF, ``x_date_time`` = DDDDtod.
 
 Train and test labels both start at 0 and are different people (``x_pid_scope`` ``train`` /
-``test``, datasets.md §1). pid 0 means "distractor" everywhere in reidcli (evaluation skips
+``test``, docs/datasets.md). pid 0 means "distractor" everywhere in reidcli (evaluation skips
 such queries, training drops them), so records carry ``pid = label + 1`` and keep the list's
 label in ``x_native_pid``.
 """
@@ -47,14 +47,14 @@ INFO = DatasetInfo(
                 "MSMT17/MSMT17_V1", "MSMT17/MSMT17_V2", "msmt17", "MSMT17", "."),
     cameras="15",
     # default train = list_train.txt only, whose size is unconfirmed (≈30,248 images); with
-    # train_includes_val=True train is 32,621 / 1,041 (datasets.md §6)
+    # train_includes_val=True train is 32,621 / 1,041 (docs/datasets.md)
     counts={"query": (11659, 3060), "gallery": (82161, 3060)},
     options={"version": "auto", "train_includes_val": False},
     protocol="standard (train = list_train.txt, val = list_val.txt; version auto = V1 if "
              "present, else V2)",
     notes=("train = list_train.txt (torchreid convention); with train_includes_val=True "
            "train = train + val = 32,621 images / 1,041 ids; reid train pcb|bot default to "
-           "train_includes_val=True (pcb.md §9.8; --option train_includes_val=false to opt out)",
+           "train_includes_val=True (pcb.md §9.8; option train_includes_val=false opts out)",
            "pid = list label + 1 (pid 0 is reserved for distractors); x_native_pid keeps the "
            "label, x_pid_scope = train|test (train and test labels both start at 0)",
            "a listed .jpg that is missing is retried once as .jpeg (and vice versa)"),

@@ -1,4 +1,4 @@
-"""Person30K (datasets.md §5.14) through reidcli's manifest contract.
+"""Person30K (docs/datasets.md) through reidcli's manifest contract.
 
 No public download, file layout or query/gallery division of Person30K is known
 (**unconfirmed**), so a copy is described by ``person30k/manifest.csv`` with the columns

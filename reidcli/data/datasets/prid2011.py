@@ -1,4 +1,4 @@
-"""PRID2011, single-shot version (datasets.md §5.10): ``single_shot/cam_a/person_NNNN.png``
+"""PRID2011, single-shot version (docs/datasets.md): ``single_shot/cam_a/person_NNNN.png``
 (0001..0385) and ``single_shot/cam_b/person_NNNN.png`` (0001..0749). Persons 0001-0200 are
 seen by both cameras (same number = same person); above 0200 each camera shows its own people
 although the numbers repeat. Records: ``camid`` 0 = cam_a, 1 = cam_b; ``pid`` = NNNN for the
@@ -30,6 +30,7 @@ from reidcli.data.datasets.single_shot import (Pool, check_choice, check_int, ch
 from reidcli.data.records import DatasetSplit
 from reidcli.data.registry import DatasetInfo, register, resolve_dataset_dir
 from reidcli.errors import DatasetError
+from reidcli.naming import param
 
 NAME = re.compile(r"^person_(\d{4})\.png$")
 VIEWS = {"cam_a": 0, "cam_b": 1}
@@ -98,8 +99,8 @@ def read_prid2011(folder: Path, shared_ids: int = SHARED_IDS) -> pd.DataFrame:
                 f"prid2011: {folder / other / f'person_{missing[0]:04d}.png'} is missing "
                 f"(persons 0001-{shared_ids:04d} appear in both cameras; "
                 f"{folder / view / f'person_{missing[0]:04d}.png'} exists)",
-                "restore the file, or pass --option shared_ids=N if the copy shares only "
-                "the first N persons")
+                f"restore the file, or pass {param('shared_ids', 'N')} if the copy shares "
+                "only the first N persons")
     return records
 
 

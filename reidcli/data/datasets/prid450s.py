@@ -1,10 +1,10 @@
-"""PRID450S (datasets.md §5.9): ``cam_a/`` and ``cam_b/`` with ``img_NNNN.png`` (same number =
+"""PRID450S (docs/datasets.md): ``cam_a/`` and ``cam_b/`` with ``img_NNNN.png`` (same number =
 same person, pid = NNNN); every other file in the folders (the segmentation masks, whose names
 are unconfirmed) is ignored.
 
 Protocols (10 seeded trials, eval E3 = rule ``market``): ``half`` (default; C-DPCF) —
 ``test_ids`` (225) random test persons, probe = their cam_a image, gallery = their cam_b image,
-the other 225 train with both images; ``warca`` (warca.md §5, A8) — P = ``test_ids`` per split,
+the other 225 train with both images; ``warca`` (docs/datasets.md) — P = ``test_ids`` per split,
 ``draws`` draws per split, ``warca_draw`` = ``gallery_single`` | ``probe_single``.
 """
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""RegDB (datasets.md §5.12, evaluation rule E5 ``regdb``).
+"""RegDB (docs/datasets.md, evaluation rule E5 ``regdb``).
 
 Tree: ``Visible/<pid>/*.bmp``, ``Thermal/<pid>/*.bmp`` (pid folders 1..412, 10 + 10 images
 each) and ``idx/{train,test}_{visible,thermal}_{t}.txt`` for t = 1..10, lines

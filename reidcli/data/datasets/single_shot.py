@@ -1,5 +1,5 @@
-"""Trial builders shared by the small single-shot loaders (datasets.md §5.5-5.13, §5.16;
-cdpcf.md §5; warca.md §5, A8, A9).
+"""Trial builders shared by the small single-shot loaders (docs/datasets.md;
+docs/methods/cdpcf.md).
 
 Every loader parses *all* images of its dataset into one record table, wraps it in a
 :class:`Pool` and asks one of the builders below for its trials. All trials of a protocol are
@@ -30,11 +30,12 @@ import pandas as pd
 from reidcli.data.records import DatasetSplit, normalize_frame
 from reidcli.data.splits import (Trial, cached_trials, choose_ids, protocol_rng,
                                  relative_paths, split_from_trial)
-from reidcli.errors import DatasetError, UsageError
+from reidcli.errors import DatasetError, ParameterError, UsageError
+from reidcli.naming import param
 
 #: seeded trials (half/half splits, WARCA splits, DG draws) of every protocol here
 NUM_SPLITS = 10
-#: WARCA probe/gallery draws (warca.md A8): [8]'s one gallery image per id (default) or the
+#: WARCA probe/gallery draws (docs/datasets.md): [8]'s one gallery image per id (default) or the
 #: paper text's one probe image per id
 WARCA_DRAWS = ("gallery_single", "probe_single")
 
@@ -43,8 +44,8 @@ WARCA_DRAWS = ("gallery_single", "probe_single")
 def check_choice(dataset: str, option: str, value: Any, allowed: tuple[str, ...]) -> str:
     """``value`` if it is one of ``allowed``, else a UsageError naming the option."""
     if value not in allowed:
-        raise UsageError(f"{dataset} option {option}={value!r} is unknown",
-                         f"use {option}=" + " or ".join(allowed))
+        raise ParameterError(dataset, option, value, "is unknown",
+                             "use " + " or ".join(param(option, a) for a in allowed))
     return str(value)
 
 
@@ -57,8 +58,8 @@ def check_int(dataset: str, option: str, value: Any, minimum: int = 1) -> int:
     except (TypeError, ValueError):
         number = None
     if number is None or number < minimum:
-        raise UsageError(f"{dataset} option {option}={value!r} is not an integer ≥ {minimum}",
-                         f"pass e.g. --option {option}={max(minimum, 1)}")
+        raise ParameterError(dataset, option, value, f"is not an integer ≥ {minimum}",
+                             f"pass e.g. {param(option, max(minimum, 1))}")
     return number
 
 
@@ -115,7 +116,7 @@ def check_test_ids(pool: Pool, protocol: str, test_ids: int, eligible: np.ndarra
             f"{pool.dataset}: protocol {protocol} asked {test_ids} test ids but {pool.folder} "
             f"has only {len(eligible)} {what}",
             f"check the copy (see `reid data info {pool.dataset}`) or pass "
-            f"--option test_ids=N with N ≤ {len(eligible)}")
+            f"{param('test_ids', 'N')} with N ≤ {len(eligible)}")
 
 
 # -- half/half two-view trials (C-DPCF, torchreid, DG tests) ----------------------------------
@@ -157,7 +158,7 @@ def two_view_trials(pool: Pool, *, test_ids: int, seed: int, eligible: np.ndarra
     return trials
 
 
-# -- WARCA (warca.md §5, A8, A9) --------------------------------------------------------------
+# -- WARCA (docs/datasets.md) --------------------------------------------------------------
 def warca_trials(pool: Pool, *, test_ids: int, seed: int, draws: int, warca_draw: str,
                  eligible: np.ndarray, num_splits: int = NUM_SPLITS) -> list[Trial]:
     """WARCA's splits: ``num_splits`` × ``draws`` trials, trial ``t`` = split ``t // draws``,

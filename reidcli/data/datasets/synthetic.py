@@ -1,4 +1,4 @@
-"""The built-in ``synthetic`` dataset (datasets.md §8): generated on first use, loaded through
+"""The built-in ``synthetic`` dataset (docs/datasets.md): generated on first use, loaded through
 the Market-1501 folder parser, one Market tree per domain (``d0/``, ``d1/``, …)."""
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from reidcli.data.synthetic import (META_FILE, PRESETS, camera_modalities, make_
                                     read_meta, same_parameters)
 from reidcli.data.synthetic import generate as generate_dataset
 from reidcli.errors import DatasetError, OutputExistsError, UsageError
+from reidcli.naming import param
 
 DATASET = "synthetic"
 
@@ -37,7 +38,7 @@ INFO = DatasetInfo(
            f"presets: {', '.join(PRESETS)}"),
 )
 
-#: 1-based camera numbers allowed in file names (datasets.md §8.1)
+#: 1-based camera numbers allowed in file names (docs/datasets.md)
 CAM_RANGE = (1, 9)
 
 
@@ -112,8 +113,8 @@ def load_synthetic(root=None, trial: int = 0, name: str = "default", preset: str
     if folder is None:
         if not generate:
             raise DatasetError(f"no synthetic dataset {name!r} under {data_root(root)}",
-                               f"create it with `reid data synth --preset {chosen} --name "
-                               f"{name}`, or load with generate=True")
+                               f"generate it first (preset {chosen!r}, name {name!r}), or "
+                               f"load with {param('generate', True)}")
         folder = generate_dataset(data_root(root), chosen, name=name, seed=seed)
     elif preset is not None or seed is not None:
         wanted = make_params(chosen, seed=seed)
@@ -121,8 +122,8 @@ def load_synthetic(root=None, trial: int = 0, name: str = "default", preset: str
             raise OutputExistsError(
                 f"synthetic dataset {folder} was generated with other parameters than "
                 f"preset {chosen!r}, seed {wanted.seed}",
-                f"use another name=, or regenerate it with `reid data synth --preset {chosen} "
-                f"--name {name} --force`")
+                f"use another {param('name')}, or regenerate it (preset {chosen!r}, "
+                f"name {name!r}, overwriting)")
     meta = read_meta(folder)
     indices = _select_domains(_domain_indices(folder, meta), domains)
     parts: dict[str, list[pd.DataFrame]] = {split: [] for split in MARKET_SPLIT_FOLDERS.values()}

@@ -1,4 +1,4 @@
-"""SYSU-MM01 (datasets.md §5.11, evaluation rule E4 ``sysu``).
+"""SYSU-MM01 (docs/datasets.md, evaluation rule E4 ``sysu``).
 
 Tree: ``cam1/``..``cam6/`` each with ``PPPP/NNNN.jpg`` (a person folder only where that camera
 saw the person) and ``exp/{available,train,val,test}_id.txt`` (one comma line of ids).

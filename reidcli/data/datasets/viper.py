@@ -1,4 +1,4 @@
-"""VIPeR (datasets.md §5.7): ``cam_a/`` and ``cam_b/`` with ``NNN_A.bmp`` (pair index NNN,
+"""VIPeR (docs/datasets.md): ``cam_a/`` and ``cam_b/`` with ``NNN_A.bmp`` (pair index NNN,
 viewpoint angle A); the same NNN in both folders is the same person.
 
 The pair index starts at ``000`` while pid 0 means "distractor" everywhere in reidcli (§1;
@@ -11,7 +11,7 @@ Protocols (10 seeded trials, eval E3 = rule ``market``):
   the other 316 train with both images; probe = the cam_a images of the test persons, gallery
   = their cam_b images; ``probe_cam=b`` swaps the views (same persons per trial — torchreid's
   splits 10-19).
-* ``warca`` (warca.md §5, A8): P = ``test_ids`` test persons per split, the rest train;
+* ``warca`` (docs/datasets.md): P = ``test_ids`` test persons per split, the rest train;
   ``draws`` probe/gallery draws per split, ``warca_draw`` = ``gallery_single`` | ``probe_single``.
 """
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""CUHK01 loader on fake trees (datasets.md §5.5, §7; cdpcf.md §5; warca.md A8)."""
+"""CUHK01 loader on fake trees (docs/datasets.md; docs/methods/cdpcf.md; docs/methods/warca.md A8)."""
 from __future__ import annotations
 
 import json

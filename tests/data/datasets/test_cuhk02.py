@@ -1,4 +1,4 @@
-"""CUHK02 loader on fake trees (datasets.md §5.6, §7)."""
+"""CUHK02 loader on fake trees (docs/datasets.md)."""
 from __future__ import annotations
 
 import os

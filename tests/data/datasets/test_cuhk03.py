@@ -1,4 +1,4 @@
-"""CUHK03 loader on a fake v7.3 mat (datasets.md §5.4, §7)."""
+"""CUHK03 loader on a fake v7.3 mat (docs/datasets.md)."""
 from __future__ import annotations
 
 import os

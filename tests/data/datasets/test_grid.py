@@ -1,4 +1,4 @@
-"""GRID loader on a fake tree (datasets.md §5.8, §6, §7)."""
+"""GRID loader on a fake tree (docs/datasets.md)."""
 from __future__ import annotations
 
 import json

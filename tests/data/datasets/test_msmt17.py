@@ -1,4 +1,4 @@
-"""MSMT17 loader on fake V1/V2 trees (datasets.md §5.3, §7)."""
+"""MSMT17 loader on fake V1/V2 trees (docs/datasets.md)."""
 from __future__ import annotations
 
 import os

@@ -1,4 +1,4 @@
-"""Person30K manifest loader on a fake copy (datasets.md §5.14, §9)."""
+"""Person30K manifest loader on a fake copy (docs/datasets.md)."""
 from __future__ import annotations
 
 from pathlib import Path

@@ -1,4 +1,4 @@
-"""PRID2011 single-shot loader on fake trees (datasets.md §5.10, §7)."""
+"""PRID2011 single-shot loader on fake trees (docs/datasets.md)."""
 from __future__ import annotations
 
 import json

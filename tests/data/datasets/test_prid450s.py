@@ -1,4 +1,4 @@
-"""PRID450S loader on fake trees (datasets.md §5.9, §7; warca.md A8)."""
+"""PRID450S loader on fake trees (docs/datasets.md; docs/methods/warca.md A8)."""
 from __future__ import annotations
 
 import json

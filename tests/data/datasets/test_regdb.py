@@ -1,4 +1,4 @@
-"""RegDB loader on a fake tree (datasets.md §4 E5, §5.12, §7)."""
+"""RegDB loader on a fake tree (docs/datasets.md E5, §5.12, §7)."""
 from __future__ import annotations
 
 import os

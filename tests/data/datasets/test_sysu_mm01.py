@@ -1,4 +1,4 @@
-"""SYSU-MM01 loader on a fake tree and E4 on its splits (datasets.md §4 E4, §5.11, §7)."""
+"""SYSU-MM01 loader on a fake tree and E4 on its splits (docs/datasets.md E4, §5.11, §7)."""
 from __future__ import annotations
 
 import json

@@ -1,4 +1,4 @@
-"""VIPeR loader on fake trees (datasets.md §5.7, §7; warca.md A8)."""
+"""VIPeR loader on fake trees (docs/datasets.md; docs/methods/warca.md A8)."""
 from __future__ import annotations
 
 import json

@@ -1,4 +1,4 @@
-"""Builders of tiny, layout-exact fake copies of every real dataset (datasets.md §7).
+"""Builders of tiny, layout-exact fake copies of every real dataset (docs/datasets.md).
 
 One module per dataset (``fake_trees.viper.build(root) -> Path`` etc.); each writes real but
 tiny image files (8x4 pixels, the dataset's own format) with the documented folder names,

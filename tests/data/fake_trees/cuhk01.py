@@ -1,4 +1,4 @@
-"""Fake CUHK01 tree (datasets.md §5.5): ``cuhk01/campus/PPPPNNN.png`` (4 images per person),
+"""Fake CUHK01 tree (docs/datasets.md): ``cuhk01/campus/PPPPNNN.png`` (4 images per person),
 or only ``cuhk01/CUHK01.zip``."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Fake CUHK02 tree (datasets.md §5.6): ``cuhk02/Dataset/P1..P5/{cam1,cam2}/<id>_<...>.png``,
+"""Fake CUHK02 tree (docs/datasets.md): ``cuhk02/Dataset/P1..P5/{cam1,cam2}/<id>_<...>.png``,
 2 images per person per camera; person ids restart in every pair folder."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Fake CUHK03 (datasets.md §5.4, §7).
+"""Fake CUHK03 (docs/datasets.md).
 
 ``cuhk03/cuhk03_release/cuhk-03.mat`` is written with h5py the way MATLAB v7.3 stores cell
 arrays: object references into ``#refs#``, transposed storage (a pair cell stored (10, M), an

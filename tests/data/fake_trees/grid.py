@@ -1,4 +1,4 @@
-"""Fake GRID tree (datasets.md §5.8): ``probe/`` and ``gallery/`` JPEGs named
+"""Fake GRID tree (docs/datasets.md): ``probe/`` and ``gallery/`` JPEGs named
 ``PPPP_C_<frame>_<x>_<y>_<w>.jpeg`` plus ``features_and_partitions.mat`` (MATLAB v5) whose
 ``trainIdxAll`` is a 1×10 cell of 1×1 structs with three fields, the third holding the
 training person indices (as doubles, like MATLAB writes them)."""

@@ -1,4 +1,4 @@
-"""Fake QMUL iLIDS tree (datasets.md §5.13): ``i-LIDS_Pedestrian/Persons/PPPPNNN.jpg``."""
+"""Fake QMUL iLIDS tree (docs/datasets.md): ``i-LIDS_Pedestrian/Persons/PPPPNNN.jpg``."""
 from __future__ import annotations
 
 from pathlib import Path

@@ -1,4 +1,4 @@
-"""Fake MSMT17 trees (datasets.md §5.3, §7): V1 (``train/``, ``test/``) or V2
+"""Fake MSMT17 trees (docs/datasets.md): V1 (``train/``, ``test/``) or V2
 (``mask_train_v2/``, ``mask_test_v2/``, ``posture.txt``) with the four list files.
 
 Content (labels as in the lists; records carry pid = label + 1):

@@ -1,4 +1,4 @@
-"""Fake Person30K copy in reidcli's manifest contract (datasets.md §5.14):
+"""Fake Person30K copy in reidcli's manifest contract (docs/datasets.md):
 ``person30k/manifest.csv`` (``path,pid,camid,site,scenario,subset``, paths relative to the
 manifest) plus the listed images. Rows are deliberately not in path order."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Fake PRID2011 single-shot tree (datasets.md §5.10):
+"""Fake PRID2011 single-shot tree (docs/datasets.md):
 ``prid_2011/single_shot/cam_{a,b}/person_NNNN.png`` plus the unused ``multi_shot/``."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Fake PRID450S tree (datasets.md §5.9): ``cam_a/``, ``cam_b/`` with ``img_NNNN.png`` plus
+"""Fake PRID450S tree (docs/datasets.md): ``cam_a/``, ``cam_b/`` with ``img_NNNN.png`` plus
 mask files that the loader must ignore."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Fake RegDB tree (datasets.md §5.12): ``Visible/<pid>/*.bmp``, ``Thermal/<pid>/*.bmp`` and
+"""Fake RegDB tree (docs/datasets.md): ``Visible/<pid>/*.bmp``, ``Thermal/<pid>/*.bmp`` and
 the idx files of two trials (``idx/{train,test}_{visible,thermal}_{1,2}.txt``, lines
 ``<relpath> <label>`` with labels renumbered 0.. per file set; trial 2's files use CRLF)."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Fake SYSU-MM01 tree (datasets.md §5.11): ``cam1..cam6/PPPP/NNNN.jpg`` (cams 3 and 6 as
+"""Fake SYSU-MM01 tree (docs/datasets.md): ``cam1..cam6/PPPP/NNNN.jpg`` (cams 3 and 6 as
 single-channel IR images) and ``exp/*_id.txt`` (one comma line each, plus ``.mat`` twins).
 
 Ids: train 1, 2; val 3; test 4..7 spread over all six cameras (7 is never seen indoors)."""

@@ -1,4 +1,4 @@
-"""Fake VIPeR tree (datasets.md §5.7): ``cam_a/``, ``cam_b/`` with ``NNN_A.bmp``."""
+"""Fake VIPeR tree (docs/datasets.md): ``cam_a/``, ``cam_b/`` with ``NNN_A.bmp``."""
 from __future__ import annotations
 
 from pathlib import Path

@@ -1,0 +1,367 @@
+"""The WARCA iteration loop: pair and negative sampling, one minibatch update, the training
+log (Jose & Fleuret, ECCV 2016, Sect. 3.3–3.4).
+
+Per iteration:
+
+1. B positive pairs (i, j), uniform over unordered same-pid pairs (optionally cross-camera);
+2. negatives k drawn uniformly from all rows (same-pid draws rejected and not counted) until
+   the first draw n ≤ S_eff = min(S, N) violating γ + d_ij − d_ik > 0 (Eq. 14; with
+   ``anchor="both"`` also γ + d_ij − d_jk > 0), vectorised in chunks of candidates per pair;
+3. the rank weight of n (:func:`~reidcli.metric.warca_objective.rank_weights`);
+4. the gradient of J_B (:mod:`reidcli.metric.warca_objective`), then Adam or SGD (kernel SGD
+   is exactly Eq. 25).
+
+The parameters are a torch tensor ``params``: W [D', D] (primal) or A [D', N] (kernel).
+"""
+from __future__ import annotations
+
+import logging
+import math
+import time
+import warnings
+from typing import Any, Mapping
+
+import numpy as np
+
+from reidcli.errors import UsageError
+from reidcli.metric import kernels
+from reidcli.metric.warca_kernel import distinct_row_pairs, preprocess, training_kernel
+from reidcli.metric.warca_objective import (EPS_DIST, AdamState, distance, rank_weights,
+                                            regulariser, triplet_terms)
+
+log = logging.getLogger(__name__)
+
+#: anchors × rows distance tables up to this many entries
+TABLE_MAX = 1 << 22
+#: row pairs behind the logged median training distance
+MEDIAN_DISTANCE_PAIRS = 10_000
+
+
+def _torch():
+    import torch
+    return torch
+
+
+class WARCATrainer:
+    """The WARCA iteration loop on one training set.
+
+    ``WARCATrainer(x [N, D], pids [N], camids [N] | None, hyper)`` with ``hyper`` the complete,
+    validated parameters of :class:`reidcli.metric.warca.WARCA` (``WARCA(...).trainer(x, pids,
+    camids)`` builds one): rows with pid < 0 are dropped, ``normalize`` applied, the kernel
+    matrix built (kernel variants) and the pair sampler set up, all once. ``step()`` runs one
+    iteration and returns its statistics; ``run()`` runs ``iterations`` steps with the
+    training log. ``params`` is W [D', D] (primal) or A [D', N] (kernel), a torch tensor on
+    ``device``; ``kernel`` the resolved :class:`~reidcli.metric.kernels.Kernel` (None for the
+    primal) and ``gamma`` its γ (None when the kernel has none).
+
+    Primal steps cost no O(N) work: only touched rows are projected, unless projecting all
+    N rows is cheaper (N < B·(2 + draws per pair, running estimate)); results do not depend
+    on the choice.
+    """
+
+    def __init__(self, x, pids, camids, hyper: Mapping[str, Any]):
+        torch = _torch()
+        self.hyper = h = dict(hyper)
+        x = np.asarray(x)
+        pids = np.asarray(pids).reshape(-1)
+        camids = np.zeros(len(pids), np.int64) if camids is None else np.asarray(camids).reshape(-1)
+        if x.ndim != 2 or len(x) != len(pids) or len(camids) != len(pids):
+            raise UsageError(f"warca needs features [N, D] with one pid and camid per row, got "
+                             f"{x.shape}, {pids.shape}, {camids.shape}",
+                             "pass one feature row per image")
+        keep = pids >= 0
+        x, pids, camids = x[keep], pids[keep], camids[keep]
+        if not np.isfinite(x).all():
+            raise UsageError("warca training features hold NaN or Inf", "fix the features")
+        self.is_kernel = h["kernel"] != "none"
+        x = preprocess(x, h["normalize"])
+        kernels.check_kernel_input(h["kernel"], torch.as_tensor(x), "training features")
+        n, d = x.shape
+        if self.is_kernel and n > h["max_kernel_n"]:
+            raise UsageError(f"warca kernel {h['kernel']} on {n} training rows needs an "
+                             f"{n}×{n} kernel matrix (max_kernel_n={h['max_kernel_n']})",
+                             "use the primal (kernel=none) or raise max_kernel_n")
+        self.dtype = getattr(torch, h["dtype"])
+        try:
+            self.device = torch.device(h["device"])
+            torch.empty(1, device=self.device)
+        except (RuntimeError, AssertionError) as exc:
+            raise UsageError(f"warca device {h['device']!r} is not available ({exc})",
+                             "use device=cpu") from None
+        self.gen = torch.Generator(device=self.device)
+        self.gen.manual_seed(h["seed"])
+        self.n, self.d = n, d
+        self.batch, self.margin, self.anchor = h["batch_size"], h["margin"], h["anchor"]
+        self.s_eff = min(h["max_draws"], n)                       # S_eff = min(S, N)
+        self._labels(pids, camids)
+        self.support = x
+        xt = torch.as_tensor(np.ascontiguousarray(x), dtype=self.dtype, device=self.device)
+        self.kernel, self.gamma = None, None
+        if self.is_kernel:                                        # K [N, N]
+            self.F, self.kernel = training_kernel(xt, h["kernel"], h["gamma"], h["degree"],
+                                                  h["coef0"], h["seed"])
+            if self.kernel.name in kernels.GAMMA_KERNELS:
+                self.gamma = self.kernel.gamma
+            self.X = None
+        else:
+            self.F = self.X = xt                                  # X [N, D]
+        dim = h["dim"]
+        if dim > (n if self.is_kernel else d):
+            warnings.warn(f"warca dim={dim} exceeds the {'rows' if self.is_kernel else 'input'}"
+                          f" dimension {n if self.is_kernel else d}; WWᵀ cannot reach I",
+                          UserWarning, stacklevel=2)
+        cols = self.F.shape[1]                                    # D (primal) or N (kernel)
+        scale = 1.0 / math.sqrt(n if self.is_kernel else d)       # N(0, 1/N) | N(0, 1/D)
+        self.params = torch.randn(dim, cols, generator=self.gen, dtype=self.dtype,
+                                  device=self.device) * scale
+        self.eye = torch.eye(dim, dtype=self.dtype, device=self.device)
+        self.opt = AdamState(self.params, h["lr"], h["adam_bias"]) if h["optimizer"] == "adam" \
+            else None
+        self.t = 0
+        self._draw_estimate = 1.0                                 # counted draws per pair (EMA)
+        self._chunk0 = 4                                          # first chunk of candidates
+        self.median_distance = self._median_distance(xt)
+        log.info("warca: %d training rows, %s, median pairwise training distance %.4g",
+                 n, "primal" if not self.is_kernel else f"kernel {h['kernel']}",
+                 self.median_distance)
+        if not 0.1 <= self.median_distance <= 10:
+            warnings.warn(f"warca: median pairwise training distance {self.median_distance:.3g} "
+                          f"is outside [0.1, 10] while the margin is {self.margin:g} in absolute "
+                          "units; consider normalize=l2 or rescaling", UserWarning, stacklevel=2)
+
+    # -- setup (O(N), once) --------------------------------------------------------------------
+    def _labels(self, pids: np.ndarray, camids: np.ndarray) -> None:
+        torch = _torch()
+        uniq, lab = np.unique(pids, return_inverse=True)
+        counts = np.bincount(lab, minlength=len(uniq)).astype(np.int64)
+        order = np.argsort(lab, kind="stable")
+        starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+        if self.hyper["positives"] == "cross-camera":
+            _, cam = np.unique(camids, return_inverse=True)
+            n_cams = int(cam.max()) + 1
+            per = np.bincount(lab * n_cams + cam, minlength=len(uniq) * n_cams)
+            same_cam = (per.reshape(len(uniq), n_cams).astype(np.float64) ** 2).sum(1)
+            pair_w = (counts.astype(np.float64) ** 2 - same_cam) / 2
+        else:
+            pair_w = counts * (counts - 1) / 2.0
+        if pair_w.sum() <= 0:
+            what = "two images of one camera pair" if self.hyper["positives"] == "cross-camera" \
+                else "two images"
+            raise UsageError(f"warca training set has no identity with {what}",
+                             "train on identities with several images")
+        if len(uniq) < 2:
+            raise UsageError("warca training set has a single identity", "add negatives")
+        dev = self.device
+        self.labels = torch.as_tensor(lab, dtype=torch.long, device=dev)
+        self.cams = torch.as_tensor(camids, dtype=torch.long, device=dev)
+        self.order = torch.as_tensor(order, dtype=torch.long, device=dev)
+        self.starts = torch.as_tensor(starts, dtype=torch.long, device=dev)
+        self.counts = torch.as_tensor(counts, dtype=torch.long, device=dev)
+        self.cdf = torch.as_tensor(np.cumsum(pair_w), dtype=torch.float64, device=dev)
+        self.total_pairs = float(pair_w.sum())
+        self.negatives = torch.as_tensor(len(lab) - counts[lab], dtype=torch.long, device=dev)
+        self.num_ids = len(uniq)
+
+    def _median_distance(self, xt) -> float:
+        """Median pairwise training distance (input space; kernel-space for kernels)."""
+        a, b = distinct_row_pairs(self.n, MEDIAN_DISTANCE_PAIRS, self.hyper["seed"])
+        if not len(a):
+            return float("nan")
+        torch = _torch()
+        ta = torch.as_tensor(a, device=self.device)
+        tb = torch.as_tensor(b, device=self.device)
+        if self.is_kernel:
+            K = self.F
+            sq = (K[ta, ta] + K[tb, tb] - 2 * K[ta, tb]).clamp_min(0)
+        else:
+            sq = ((xt[ta] - xt[tb]) ** 2).sum(1)
+        return float(sq.sqrt().median())
+
+    # -- sampling (Sect. 3.3) --------------------------------------------------------------------
+    def sample_pairs(self, count: int):
+        """``count`` positive pairs (i, j), uniform over unordered same-pid pairs (or
+        cross-camera pairs); the order within a pair is random. Two long tensors [count]."""
+        torch = _torch()
+        dev = self.device
+        u = torch.rand(count, generator=self.gen, dtype=torch.float64, device=dev)
+        q = torch.searchsorted(self.cdf, u * self.total_pairs, right=True)
+        q = q.clamp_(max=self.num_ids - 1)                        # identity ∝ its pair count
+        i = torch.empty(count, dtype=torch.long, device=dev)
+        j = torch.empty_like(i)
+        todo = torch.arange(count, device=dev)
+        for _ in range(10_000):
+            qt = q[todo]
+            nq = self.counts[qt]
+            m = todo.numel()
+            a = (torch.rand(m, generator=self.gen, dtype=torch.float64, device=dev)
+                 * nq).long().clamp_(max=nq - 1)
+            b = (torch.rand(m, generator=self.gen, dtype=torch.float64, device=dev)
+                 * (nq - 1)).long().clamp_(max=nq - 2)
+            b = b + (b >= a).long()                               # two distinct members
+            ii, jj = self.order[self.starts[qt] + a], self.order[self.starts[qt] + b]
+            i[todo], j[todo] = ii, jj
+            if self.hyper["positives"] != "cross-camera":
+                break
+            todo = todo[self.cams[ii] == self.cams[jj]]           # same camera: redraw in q
+            if todo.numel() == 0:
+                break
+        return i, j
+
+    def _project(self, rows):
+        """Embeddings of the rows ``rows`` (any shape) → [*rows.shape, D']."""
+        return (self.F[rows.reshape(-1)] @ self.params.T).reshape(*rows.shape, -1)
+
+    def sample_negatives(self, i, j, zi, zj, embed=None, table=None):
+        """First margin-violating negative of each pair (Eq. 14), vectorised in chunks.
+
+        i, j [B], zi, zj [B, D'] → (found bool [B], n long [B] counted draws up to the
+        violator (S_eff when none), k long [B], zk [B, D']). ``embed(rows)`` maps row indices
+        to embeddings (default: project the touched rows). ``table`` = (d_i [B, N], d_j
+        [B, N]) precomputed distances of every pair's anchors to all rows (small N only).
+        Candidates are drawn per unresolved pair in chunks (doubling); only draws with another
+        pid are counted, and the first counted violator ≤ S_eff wins, as in the sequential rule.
+        """
+        torch = _torch()
+        embed = embed or self._project
+        B, S, N = i.numel(), self.s_eff, self.n
+        dev = self.device
+        found = torch.zeros(B, dtype=torch.bool, device=dev)
+        n = torch.full((B,), S, dtype=torch.long, device=dev)
+        k = torch.zeros(B, dtype=torch.long, device=dev)
+        active = torch.arange(B, device=dev)
+        y = self.labels[i]
+        thr_all = self.margin + distance(zi - zj)                 # γ + d_ij
+        a_cnt = torch.zeros(B, dtype=torch.long, device=dev)
+        remaining = S
+        chunk = self._chunk0
+        drawn = 0
+        while active.numel():
+            m = active.numel()
+            c = max(1, min(chunk, remaining))
+            cand = torch.randint(0, N, (m, c), generator=self.gen, device=dev)
+            drawn += m * c
+            valid = self.labels[cand] != y[active][:, None]       # same pid: not counted
+            thr = thr_all[active][:, None]
+            if table is not None:
+                viol = table[0][active[:, None], cand] < thr      # γ + d_ij − d_ik > 0
+                if self.anchor == "both":
+                    viol |= table[1][active[:, None], cand] < thr  # γ + d_ij − d_jk > 0
+            else:
+                zc = embed(cand)                                  # [m, c, D']
+                viol = distance(zi[active][:, None, :] - zc) < thr
+                if self.anchor == "both":
+                    viol |= distance(zj[active][:, None, :] - zc) < thr
+            pos = a_cnt[:, None] + valid.cumsum(1)                # counted-draw number
+            hit = valid & viol & (pos <= S)
+            any_hit = hit.any(1)
+            first = hit.to(torch.uint8).argmax(1)                 # first violator in draw order
+            rows = torch.nonzero(any_hit).reshape(-1)
+            if rows.numel():
+                f = first[rows]
+                dst = active[rows]
+                found[dst] = True
+                n[dst] = pos[rows, f]
+                k[dst] = cand[rows, f]
+            cnt = pos[:, -1].clamp_(max=S)
+            keep = ~any_hit & (cnt < S)
+            active, a_cnt = active[keep], cnt[keep]
+            if not active.numel():
+                break
+            remaining = S - int(a_cnt.min())
+            chunk *= 2
+        self._drawn = drawn / max(B, 1)
+        return found, n, k, embed(k)
+
+    # -- one iteration -------------------------------------------------------------------------
+    def step(self) -> dict:
+        """One minibatch update (Sect. 3.3–3.4). Returns tensors: objective, hinge_mean,
+        violation_rate, mean_draws."""
+        torch = _torch()
+        B, P = self.batch, self.params
+        i, j = self.sample_pairs(B)
+        est = self._draw_estimate                                 # counted draws per pair
+        # project all N rows when that is cheaper than the ≈ B(2 + draws) touched rows
+        project_all = self.is_kernel or self.n <= B * (2 + est)
+        self._chunk0 = int(min(64, max(2, 2 ** math.ceil(math.log2(max(est, 1.0))))))
+        table = None
+        if project_all:
+            Z = self.F @ P.T                                      # [N, D'] (kernel: Z = (AK)ᵀ)
+            embed = Z.__getitem__
+        else:
+            Z, embed = None, self._project
+        zi, zj = embed(i), embed(j)
+        if project_all and B * self.n <= TABLE_MAX and est * 8 > self.n:
+            sq = (Z * Z).sum(1)                                   # anchors × all rows, 2 GEMMs
+            table = tuple(((za * za).sum(1)[:, None] + sq[None] - 2.0 * (za @ Z.T))
+                          .clamp_min_(0).add_(EPS_DIST).sqrt_() for za in (zi, zj))
+        found, n, k, zk = self.sample_negatives(i, j, zi, zj, embed, table)
+        self._draw_estimate = 0.8 * est + 0.2 * float(n.to(torch.float64).mean())
+        sel = torch.nonzero(found).reshape(-1)
+        w = torch.zeros(B, dtype=self.dtype, device=self.device)
+        if sel.numel():
+            kind = self.hyper["rank_weight"]
+            negatives = None if kind == "log" else self.negatives[i[sel]]
+            w[sel] = rank_weights(n[sel], kind, self.s_eff, negatives).to(self.dtype)
+        loss, hinge, gi, gj, gk = triplet_terms(zi[sel], zj[sel], zk[sel], w[sel], B,
+                                                self.margin, self.anchor)
+        # regulariser (Eq. 10 / 18): WWᵀ or AKAᵀ = A Z
+        if self.hyper["reg"] == "fro":
+            gram_trace = (P * Z.T).sum() if self.is_kernel else (P * P).sum()
+            reg_obj, reg_grad = 0.5 * self.hyper["lam"] * gram_trace, self.hyper["lam"] * P
+        else:
+            gram = P @ Z if self.is_kernel else P @ P.T
+            reg_obj, reg_grad = regulariser(P, gram, self.hyper["lam"], "aon", self.eye)
+        rows = torch.cat([i[sel], j[sel], k[sel]])
+        g = torch.cat([gi, gj, gk])                               # [3T, D']
+        if self.is_kernel:                                        # Eq. 23–24: G̃ = reg + G_Z
+            grad = reg_grad.index_add_(1, rows, g.T)
+        elif self.n < rows.numel():                               # scatter to N rows, one GEMM
+            gz = torch.zeros(self.n, P.shape[0], dtype=self.dtype, device=self.device)
+            grad = reg_grad.add_((self.F.T @ gz.index_add_(0, rows, g)).T)
+        else:
+            grad = reg_grad.add_((self.F[rows].T @ g).T)
+        if self.opt is None:                                      # SGD (= Eq. 25 for kernels)
+            P.add_(grad, alpha=-self.hyper["lr"])
+        else:
+            self.opt.step(P, grad)
+        self.t += 1
+        return {"objective": reg_obj + loss, "hinge_mean": hinge.sum() / B,
+                "violation_rate": found.to(self.dtype).mean(),
+                "mean_draws": n.to(self.dtype).mean()}
+
+    def run(self, iterations: int | None = None) -> dict:
+        """Run ``iterations`` steps (default: the hyperparameter); returns the training log
+        ``{iter, wall_s, objective, hinge_mean, violation_rate, mean_draws}`` (numpy arrays,
+        one entry every ``log_every`` iterations and at the end) and ``snapshots``."""
+        iterations = self.hyper["iterations"] if iterations is None else int(iterations)
+        every, snap = self.hyper["log_every"], self.hyper["snapshot_every"]
+        entries: dict[str, list] = {k: [] for k in ("iter", "wall_s", "objective", "hinge_mean",
+                                                      "violation_rate", "mean_draws")}
+        snapshots: dict[str, np.ndarray] = {}
+        start = time.perf_counter()
+        for _ in range(iterations):
+            stats = self.step()
+            if self.t % every == 0 or self.t == iterations:
+                if self.device.type == "cuda":
+                    _torch().cuda.synchronize(self.device)
+                entries["iter"].append(self.t)
+                entries["wall_s"].append(time.perf_counter() - start)
+                for key, value in stats.items():
+                    entries[key].append(float(value))
+            if snap and self.t % snap == 0:
+                snapshots[str(self.t)] = self.params.detach().cpu().numpy().copy()
+        self.wall_s = time.perf_counter() - start
+        out = {k: np.asarray(v, dtype=np.int64 if k == "iter" else np.float64)
+               for k, v in entries.items()}
+        return {"log": out, "snapshots": snapshots}
+
+    def singular_values(self) -> np.ndarray:
+        """Singular values of W [D'] (kernel: sqrt(eigvalsh(AKAᵀ)), descending); σ_max/σ_min
+        is the condition number of the paper's Fig. 2."""
+        torch = _torch()
+        P = self.params
+        if self.is_kernel:
+            gram = P @ (self.F @ P.T)
+            ev = torch.linalg.eigvalsh(0.5 * (gram + gram.T)).clamp_min(0).sqrt()
+            return ev.flip(0).cpu().numpy().astype(np.float64)
+        return torch.linalg.svdvals(P).cpu().numpy().astype(np.float64)

@@ -1,0 +1,217 @@
+"""Declarative parameter constraints (the scikit-learn ``_parameter_constraints`` idea).
+
+A method declares, per constructor parameter, a list of constraints; :func:`validate_params`
+checks the values once (in ``fit``) and raises :class:`~reidcli.errors.ParameterError`, which
+names the *parameter* (``solver='qr'``). The CLI maps the parameter to the flag the user typed
+(``--xqda-solver 'qr'``); library code never names a flag.
+
+Constraints: :class:`Interval` (int or real, bounds open or closed), :class:`Options` (a set of
+strings), :data:`NONE` (``None`` allowed), :class:`FloatList` (comma-separated positive
+numbers), :data:`BOOL`, :data:`TEXT` (any string) — a value passes when it satisfies any
+constraint of its list.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import numbers
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from reidcli.errors import ParameterError
+
+
+class Constraint:
+    """One allowed kind of value. ``accepts(value)``; ``convert(value)`` gives the canonical
+    value (e.g. ``"1e-3"`` → 0.001) and is called only on accepted values; ``describe()`` is
+    the phrase used in errors."""
+
+    def accepts(self, value: Any) -> bool:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def convert(self, value: Any) -> Any:
+        return value
+
+    def describe(self) -> str:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    #: the type a CLI option of this constraint parses to (``str`` when it needs parsing)
+    cli_type: type = str
+
+
+def _as_number(value: Any) -> float | None:
+    if isinstance(value, (bool, np.bool_)):
+        return None
+    if isinstance(value, numbers.Real):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return None
+    return None
+
+
+@dataclasses.dataclass(frozen=True)
+class Interval(Constraint):
+    """A finite number of ``kind`` (``int`` or ``float``) between ``low`` and ``high``
+    (``None`` = unbounded); ``closed`` is ``"both"``, ``"left"``, ``"right"`` or
+    ``"neither"``."""
+
+    kind: type
+    low: float | None = None
+    high: float | None = None
+    closed: str = "both"
+
+    def accepts(self, value: Any) -> bool:
+        number = _as_number(value)
+        if number is None or not math.isfinite(number):
+            return False
+        if self.kind is int and number != int(number):
+            return False
+        if self.low is not None:
+            if number < self.low or (number == self.low and self.closed in ("right", "neither")):
+                return False
+        if self.high is not None:
+            if number > self.high or (number == self.high and self.closed in ("left", "neither")):
+                return False
+        return True
+
+    def convert(self, value: Any) -> Any:
+        number = _as_number(value)
+        return int(number) if self.kind is int else float(number)
+
+    def describe(self) -> str:
+        kind = "an integer" if self.kind is int else "a finite number"
+        left = "[" if self.closed in ("both", "left") else "("
+        right = "]" if self.closed in ("both", "right") else ")"
+        if self.low is None and self.high is None:
+            return kind
+        if self.high is None:
+            return f"{kind} {'≥' if left == '[' else '>'} {self.low:g}"
+        if self.low is None:
+            return f"{kind} {'≤' if right == ']' else '<'} {self.high:g}"
+        return f"{kind} in {left}{self.low:g}, {self.high:g}{right}"
+
+    @property
+    def cli_type(self) -> type:  # type: ignore[override]
+        return int if self.kind is int else float
+
+
+@dataclasses.dataclass(frozen=True)
+class Options(Constraint):
+    """One of the given strings (compared case-insensitively; ``aliases`` map other spellings
+    onto an option)."""
+
+    values: tuple[str, ...]
+    aliases: tuple[tuple[str, str], ...] = ()
+
+    def __init__(self, values: Iterable[str], aliases: Mapping[str, str] | None = None):
+        object.__setattr__(self, "values", tuple(values))
+        object.__setattr__(self, "aliases", tuple((aliases or {}).items()))
+
+    def accepts(self, value: Any) -> bool:
+        return isinstance(value, str) and self.convert(value) in self.values
+
+    def convert(self, value: Any) -> Any:
+        key = str(value).lower()
+        return dict(self.aliases).get(key, key)
+
+    def describe(self) -> str:
+        return "one of " + ", ".join(self.values)
+
+
+class _NoneConstraint(Constraint):
+    def accepts(self, value: Any) -> bool:
+        return value is None or (isinstance(value, str) and value.lower() == "none")
+
+    def convert(self, value: Any) -> Any:
+        return None
+
+    def describe(self) -> str:
+        return "none"
+
+
+class _Bool(Constraint):
+    cli_type = bool
+
+    def accepts(self, value: Any) -> bool:
+        return isinstance(value, (bool, np.bool_)) or (
+            isinstance(value, str) and value.lower() in ("true", "false", "1", "0", "yes", "no"))
+
+    def convert(self, value: Any) -> Any:
+        if isinstance(value, str):
+            return value.lower() in ("true", "1", "yes")
+        return bool(value)
+
+    def describe(self) -> str:
+        return "true or false"
+
+
+class _Text(Constraint):
+    def accepts(self, value: Any) -> bool:
+        return isinstance(value, str)
+
+    def describe(self) -> str:
+        return "a string"
+
+
+@dataclasses.dataclass(frozen=True)
+class FloatList(Constraint):
+    """A non-empty list of positive finite numbers (a list or ``"1e-3,1e-2"``) → list[float]."""
+
+    def _items(self, value: Any) -> list | None:
+        if isinstance(value, str):
+            return [v for v in value.replace(";", ",").split(",") if v.strip()]
+        if isinstance(value, numbers.Real) and not isinstance(value, bool):
+            return [value]
+        if isinstance(value, (list, tuple, np.ndarray)):
+            return list(value)
+        return None
+
+    def accepts(self, value: Any) -> bool:
+        items = self._items(value)
+        if not items:
+            return False
+        numbers_ = [_as_number(v) for v in items]
+        return all(n is not None and math.isfinite(n) and n > 0 for n in numbers_)
+
+    def convert(self, value: Any) -> Any:
+        return [float(_as_number(v)) for v in self._items(value)]
+
+    def describe(self) -> str:
+        return "comma-separated numbers > 0"
+
+
+#: ``None`` is allowed (also the string ``"none"``)
+NONE = _NoneConstraint()
+BOOL = _Bool()
+TEXT = _Text()
+
+
+def _check_one(owner: str, name: str, value: Any, constraints: Sequence[Constraint]) -> Any:
+    for constraint in constraints:
+        if constraint.accepts(value):
+            return constraint.convert(value)
+    requirement = " or ".join(c.describe() for c in constraints)
+    raise ParameterError(owner, name, value, f"must be {requirement}")
+
+
+def validate_params(owner: str, values: Mapping[str, Any],
+                    constraints: Mapping[str, Sequence[Constraint]]) -> dict[str, Any]:
+    """Check every value that has constraints; returns the values in canonical form.
+
+    ParameterError (a one-line UsageError naming ``owner`` and the parameter) on the first
+    value that satisfies none of its constraints. Values without constraints pass unchanged.
+    """
+    out = dict(values)
+    for name, value in values.items():
+        if name in constraints:
+            out[name] = _check_one(owner, name, value, constraints[name])
+    return out
+
+
+def check_param(owner: str, name: str, value: Any, *constraints: Constraint) -> Any:
+    """Validate one value (for parameters of functions rather than estimators)."""
+    return _check_one(owner, name, value, constraints)
