@@ -72,6 +72,11 @@ class OutputExistsError(ReidError):
     """An output exists and ``--force`` was not given."""
 
 
+class OutputError(UsageError):
+    """An output cannot be written: disk full, folder not writable, a folder in the way, the
+    output is one of the inputs, or another process is writing the same output."""
+
+
 class StoreError(InputFileError):
     """A feature store is malformed, of the wrong format/schema, or lacks a needed group."""
 
@@ -90,3 +95,17 @@ class OfflineError(ReidError):
 
 class NotImplementedYetError(ReidError):
     """A pipeline stage that a later release fills in."""
+
+
+class StoreLockedError(StoreError):
+    """A feature store is locked by another process that is writing it."""
+
+
+class TrialArrayMissingError(StoreError, KeyError):
+    """A protocol trial of a store lacks an index array a command needs (e.g. ``train_idx``).
+
+    Also a :class:`KeyError`, so code that probes a trial's arrays with ``try/except KeyError``
+    keeps working."""
+
+    def __str__(self) -> str:
+        return self.message

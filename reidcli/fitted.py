@@ -28,7 +28,7 @@ import numpy as np
 
 from reidcli import __version__, registry
 from reidcli.errors import FittedModelError, UsageError
-from reidcli.io import atomic_output
+from reidcli.io import atomic_output, verify_hdf5
 from reidcli.store.schema import trial_index, trial_name
 
 FITTED_FORMAT = "reidcli.fitted"
@@ -189,7 +189,8 @@ def save(path: str | os.PathLike, method: str,
          trials: Sequence[Mapping[str, Any]] | Mapping[Any, Any],
          hyperparameters: Mapping[str, Any] | None = None,
          provenance: Mapping[str, Any] | None = None, feature: str | None = None,
-         force: bool = False, option: str = "--out") -> Path:
+         force: bool = False, option: str = "--out",
+         inputs: Sequence[str | os.PathLike] = ()) -> Path:
     """Write a fitted model atomically. Refuses an existing ``path`` unless ``force``.
 
     ``trials`` is a list with one dict of arrays per store trial 0..n-1, a dict
@@ -211,7 +212,10 @@ def save(path: str | os.PathLike, method: str,
     if len(repeats) != 1:
         raise UsageError("trials of a fitted model have different numbers of repeats",
                          "fit every trial with the same number of repeats")
-    with atomic_output(path, force=force, option=option) as tmp:
+    # inputs: stores/models read to fit it — never overwritten (reidcli.io.check_output);
+    # the file is flushed, re-opened and checked before the rename
+    with atomic_output(path, force=force, option=option, inputs=inputs,
+                       verify=verify_hdf5(format=FITTED_FORMAT)) as tmp:
         with h5py.File(tmp, "w") as h5:
             h5.attrs["format"] = FITTED_FORMAT
             h5.attrs["method"] = method

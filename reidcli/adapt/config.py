@@ -7,6 +7,7 @@ method's default", declared by the method's own module in the registry
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any, Sequence
 
 from reidcli.errors import ParameterError, UsageError
@@ -14,6 +15,9 @@ from reidcli.naming import param
 
 #: who the parameters below belong to, in error messages
 OWNER = "adaptation"
+
+#: most optimisation steps per batch (the loss history is a [batches, steps] array)
+MAX_STEPS = 10_000
 
 
 def adapt_method(name: str):
@@ -114,16 +118,25 @@ class AdaptConfig:
         _positive("topk", self.topk)
         _positive("temp_k", self.temp_k)
         _positive("temp_gallery_sample", self.temp_gallery_sample)
+        if int(self.seed) < 0:
+            raise ParameterError(OWNER, "seed", self.seed, "must be ≥ 0",
+                                 "give a non-negative integer seed")
         if self.std_ddof not in (0, 1):
             raise ParameterError(OWNER, "std_ddof", self.std_ddof, "must be 0 or 1",
                                  "0 = population std (the paper's formula), 1 = unbiased")
+        if self.steps > MAX_STEPS:
+            raise ParameterError(OWNER, "steps", self.steps, f"must be ≤ {MAX_STEPS}",
+                                 "the paper uses 1 step per batch (docs/methods/dart3.md)")
         for name, value in (("tau", self.tau), ("eps", self.eps)):
-            if not value > 0:
-                raise ParameterError(OWNER, name, value, "must be > 0", "give a positive number")
+            if not (math.isfinite(float(value)) and value > 0):
+                raise ParameterError(OWNER, name, value, "must be a finite number > 0",
+                                     "give a positive number")
         for name, value in (("lr", self.lr), ("temp_reg", self.temp_reg),
                             ("grounding", self.grounding)):
-            if value < 0:
-                raise ParameterError(OWNER, name, value, "must be ≥ 0", "give 0 or more")
+            if not (math.isfinite(float(value)) and value >= 0):
+                raise ParameterError(OWNER, name, value, "must be a finite number ≥ 0",
+                                     "give 0 or more" if name != "lr" else
+                                     "give a small positive learning rate (dart3 1e-4)")
         if self.stats_max_per_camera is not None:
             _positive("stats_max_per_camera", self.stats_max_per_camera)
         if self.method == "dart3" and not self.external and self.mode == "lite":

@@ -19,7 +19,8 @@ import numpy as np
 import torch
 
 from reidcli.adapt.base import Adapter, Batch, make_optimizer
-from reidcli.errors import UsageError
+from reidcli.adapt.config import OWNER
+from reidcli.errors import ParameterError, UsageError
 from reidcli.naming import param
 from reidcli.progress import StepBar, track
 
@@ -147,6 +148,7 @@ def run_loop(adapter: Adapter, plan: BatchPlan, *, selected: np.ndarray,
                           next(image_iter) if image_iter is not None else None)
             for t in range(steps):
                 loss, emitted = adapter.loss_and_embeddings(batch)
+                _check_finite(loss, emitted, b, t, lr)
                 if t == steps - 1 and emit == "pre":
                     out[plan.query_pos[b]] = emitted.float().cpu().numpy()
                 opt.zero_grad(set_to_none=True)
@@ -155,7 +157,9 @@ def run_loop(adapter: Adapter, plan: BatchPlan, *, selected: np.ndarray,
                 adapter.after_step()
                 losses[b, t] = float(loss.detach())
             if emit == "post":
-                out[plan.query_pos[b]] = adapter.embeddings(batch).float().cpu().numpy()
+                emitted = adapter.embeddings(batch)
+                _check_finite(None, emitted, b, steps, lr)
+                out[plan.query_pos[b]] = emitted.float().cpu().numpy()
             batch_id[plan.query_pos[b]] = b
             bar.update(1, loss=float(losses[b, -1]))
             last_of_stream = b == len(plan) - 1 or plan.stream[b + 1] != plan.stream[b]
@@ -167,6 +171,25 @@ def run_loop(adapter: Adapter, plan: BatchPlan, *, selected: np.ndarray,
     return LoopResult(embeddings=out, order=order, batch_id=batch_id, losses=losses,
                       stream_states=states, stream_cameras=list(plan.stream_cameras),
                       seconds=seconds)
+
+
+def _check_finite(loss, emitted, batch: int, step: int, lr: float) -> None:
+    """A one-line user error when the loss or the emitted embeddings stopped being finite
+    (the optimiser diverged: almost always a learning rate far too large), instead of
+    writing NaN features that evaluate to a meaningless score."""
+    bad = None
+    if loss is not None and not bool(torch.isfinite(loss.detach()).all()):
+        bad = f"the loss became {float(loss.detach())}"
+    elif emitted is not None and not bool(torch.isfinite(emitted.detach()).all()):
+        bad = "the adapted features hold NaN or Inf values"
+    if bad is None:
+        return
+    where = f"{bad} at batch {batch + 1}, step {step + 1}"
+    if lr > 0:
+        raise ParameterError(OWNER, "lr", lr, f"made the adaptation diverge ({where})",
+                             "use a smaller learning rate (dart3 1e-4, tent/temp 3.5e-4)")
+    raise UsageError(f"adaptation diverged ({where})",
+                     "check the input features for extreme values")
 
 
 __all__ = ["BatchPlan", "LoopResult", "processing_order", "cut_batches", "plan_batches",

@@ -78,6 +78,34 @@ class PreparedGallery:
         self.block = int(max(256, block))
 
 
+#: gallery rows per GEMM of the gradient accumulation: a fixed reduction length, summed in
+#: gallery order, so the result does not depend on how the BLAS library splits a long
+#: reduction over threads (it may split the gallery axis of one big GEMM differently from run
+#: to run with MKL's dynamic threading, changing the float sums' order)
+REDUCTION_CHUNK = 1024
+
+
+def _accumulate(acc: torch.Tensor, gallery_block: torch.Tensor, expo: torch.Tensor,
+                columns: bool, low: bool) -> None:
+    """``acc += G̃_blockᵀ (exp/D)`` as GEMMs over :data:`REDUCTION_CHUNK` gallery rows each,
+    added in a fixed order. ``gallery_block`` [d, n] (columns) or [n, d] (rows); ``expo``
+    [n, B] (columns) or [B, n] (rows); ``acc`` [d, B] or [B, d]."""
+    n = expo.shape[0] if columns else expo.shape[1]
+    for c in range(0, n, REDUCTION_CHUNK):
+        e = min(c + REDUCTION_CHUNK, n)
+        if columns:
+            g, x = gallery_block[:, c:e], expo[c:e]
+        else:
+            g, x = gallery_block[c:e], expo[:, c:e]
+        if low:
+            acc.add_(torch.mm(g, x.to(torch.bfloat16)) if columns
+                     else torch.mm(x.to(torch.bfloat16), g))
+        elif columns:
+            acc.addmm_(g, x)
+        else:
+            acc.addmm_(x, g)
+
+
 class EuclideanTopKSoftmaxLoss(torch.autograd.Function):
     """DART3's loss with Euclidean δ, loss and gradient w.r.t. ẑ in one pass over the gallery.
 
@@ -149,13 +177,7 @@ class EuclideanTopKSoftmaxLoss(torch.autograd.Function):
                 expo.masked_fill_(dist <= floor, 0.0)
             w.mul_(rescale).add_(expo.sum(gdim))
             acc.mul_(per_query(rescale))
-            if low:                                                    # + G̃_blockᵀ (exp/D)
-                acc.add_(torch.mm(cols, expo.to(torch.bfloat16)) if columns
-                         else torch.mm(expo.to(torch.bfloat16), rows))
-            elif columns:
-                acc.addmm_(cols, expo)
-            else:
-                acc.addmm_(expo, rows)
+            _accumulate(acc, cols if columns else rows, expo, columns, low)   # + G̃ᵀ(exp/D)
             row_min = new_min
         lse = torch.log(s) - row_min / tau
         loss = (top_d.sum(0) / tau + k * lse).sum() / batch

@@ -10,7 +10,8 @@ The output is a full copy of the input store in which
 * ``/adapt/<method>/`` holds the parameters (``cam_ids``, ``M_q``, ``S_q``, ``M_g``, ...,
   ``bn/<param>``), the processing ``order``, ``batch_id``, the ``loss`` trace and timing.
 
-It is written to ``<out>.partial`` and renamed when complete.
+It is written to ``<out>.partial`` and renamed when complete, flushed and re-opened
+(:class:`reidcli.io.AtomicOutput`); the output may not be the input store.
 """
 from __future__ import annotations
 
@@ -21,8 +22,9 @@ from typing import Any, Mapping
 import h5py
 import numpy as np
 
-from reidcli.io import _remove, check_output, partial_path
-from reidcli.store.schema import ADAPT, CONVMAPS, FEATURES, PROTOCOL, trial_name
+from reidcli.io import AtomicOutput, output_errors, raise_if_signalled, verify_hdf5
+from reidcli.store.schema import (ADAPT, CONVMAPS, FEATURES, PROTOCOL, RECORDS, STORE_FORMAT,
+                                  trial_name)
 from reidcli.store.writer import write_adapt_group, write_store_header
 
 
@@ -50,11 +52,12 @@ def write_adapted_store(src_path: str | os.PathLike, out: str | os.PathLike, *, 
     query_rows [Nq'] / gallery_rows [Ng] are store rows; query_values [Nq', d] /
     gallery_values [Ng, d] their new features.
     """
-    final = check_output(out, force=force)
-    tmp = partial_path(final)
-    _remove(tmp)
+    output = AtomicOutput(out, force=force, inputs=[src_path],
+                          verify=verify_hdf5(RECORDS, FEATURES, format=STORE_FORMAT))
+    final, tmp = output.final, output.tmp
     try:
-        with h5py.File(src_path, "r") as src, h5py.File(tmp, "w") as dst:
+        with output_errors(output.what), h5py.File(src_path, "r") as src, \
+                h5py.File(tmp, "w") as dst:
             for key, value in src.attrs.items():
                 dst.attrs[key] = value
             dst.attrs["complete"] = False
@@ -68,6 +71,7 @@ def write_adapted_store(src_path: str | os.PathLike, out: str | os.PathLike, *, 
                             src.copy(src[ADAPT][m], group, name=m)
                     continue
                 src.copy(src[name], dst, name=name)
+                raise_if_signalled()        # Ctrl-C during h5py's copy can be swallowed
             _write_protocol(src, dst, trial, query_rows, gallery_rows)
             ds = dst[FEATURES][feature]
             _write_rows(ds, query_rows, query_values)
@@ -78,11 +82,12 @@ def write_adapted_store(src_path: str | os.PathLike, out: str | os.PathLike, *, 
             dst.attrs["adapted_from"] = str(src_path)
             dst.attrs["adapt_method"] = method
             dst.attrs["complete"] = True
-        os.replace(tmp, final)
+            dst.flush()
+        raise_if_signalled()
     except BaseException:
-        _remove(tmp)
+        output.abort()
         raise
-    return final
+    return output.commit()
 
 
 def _write_protocol(src: h5py.File, dst: h5py.File, trial: int, query_rows: np.ndarray,

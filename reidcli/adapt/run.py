@@ -211,9 +211,9 @@ def adapt_store(store: str | os.PathLike, out: str | os.PathLike, config: AdaptC
     from reidcli.provenance import make_provenance
 
     cfg = config.resolved()
-    check_output(out, force=force)
+    check_output(out, force=force, inputs=[store])
     if save_model is not None:
-        check_output(save_model, force=force, option="save_model")
+        check_output(save_model, force=force, option="save_model", inputs=[store, out])
     inputs = read_inputs(store, feature=cfg.feature, trial=cfg.trial, query_cams=cfg.query_cams,
                          grounding=cfg.grounding, grounding_split=cfg.grounding_split)
     cfg = dataclasses.replace(cfg, feature=inputs.feature)

@@ -34,7 +34,11 @@ def flag_for(parameter: str) -> str:
     """The flag of the running command that sets ``parameter``.
 
     A name that already is a flag or an argument (``--out``, ``OUT``), or a phrase rather than
-    a parameter name, is returned as is."""
-    if parameter.startswith("-") or parameter.isupper() or " " in parameter:
+    a parameter name, is returned as is; one-letter parameters (the papers' ``K``, ``E``,
+    ``G``) are flags like any other."""
+    if parameter in _FLAGS:
+        return _FLAGS[parameter]
+    if parameter.startswith("-") or " " in parameter or (parameter.isupper()
+                                                          and len(parameter) > 1):
         return parameter
-    return _FLAGS.get(parameter, "--" + parameter.replace("_", "-"))
+    return "--" + parameter.replace("_", "-")

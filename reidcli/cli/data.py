@@ -107,7 +107,7 @@ def check(
     console = Console()
     console.print(table)
     for fact in info(name).unconfirmed:
-        console.print(f"[yellow]warning:[/yellow] unconfirmed (datasets.md §9): {fact}")
+        console.print(f"[yellow]warning:[/yellow] unconfirmed (docs/datasets.md): {fact}")
 
 
 @app.command("synth")

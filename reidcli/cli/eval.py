@@ -82,12 +82,10 @@ def evaluate(
                     "block_rows": "--block-size", "lambda_value": "--lambda",
                     "query_cameras": "--query-cams", "json_out": "--json",
                     "csv_out": "--csv"})
-    if query_cams is not None and train_cams is not None:
-        raise EvaluationError("--query-cams and --train-cams both given",
-                              "pass one of them")
+    read_from = [store] + ([model] if model is not None else [])
     for path, option in ((json_out, "--json"), (csv_out, "--csv")):
         if path is not None:
-            check_output(path, force=force, option=option)
+            check_output(path, force=force, option=option, inputs=read_from)
     if json_out is not None and csv_out is not None and json_out.resolve() == csv_out.resolve():
         raise EvaluationError("--json and --csv name the same file", "give two paths")
     options = EvalOptions(max_rank=max_rank, ap_convention=ap, full_curve=full_cmc,
@@ -110,8 +108,8 @@ def evaluate(
     if not quiet:
         render_tables(report, Console())
     if json_out is not None:
-        write_json(json_out, report, force=force)
+        write_json(json_out, report, force=force, inputs=read_from)
         typer.echo(f"wrote {json_out}", err=True)
     if csv_out is not None:
-        write_csv(csv_out, report, force=force)
+        write_csv(csv_out, report, force=force, inputs=read_from)
         typer.echo(f"wrote {csv_out}", err=True)

@@ -3,19 +3,93 @@
 Stages are typer sub-apps or commands registered below. User errors (:class:`ReidError`)
 print ``error: <what> — <what to do>`` on one line and exit 2; ``--debug`` anywhere on the
 command line shows the traceback instead.
+
+SIGINT (Ctrl-C) and SIGTERM — also during start-up, while the modules load — remove the
+temporary files of outputs in progress (:func:`reidcli.io.cleanup_temp_files`), stop child
+processes (they are terminated by the code that started them when the interrupt unwinds it),
+print ``error: interrupted — …`` and exit 130 (SIGINT) or 143 (SIGTERM).
 """
 from __future__ import annotations
 
+import signal
 import sys
-import traceback
-from typing import Optional, Sequence
 
-import typer
 
-from reidcli import __version__
-from reidcli.cli.context import flag_for, reset_flag_names, set_invocation
-from reidcli.errors import ParameterError, ReidError
-from reidcli.naming import set_flag_namer
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised like Ctrl-C so that every ``finally``/``except BaseException`` cleans
+    up; exits 143 instead of 130."""
+
+    signum = signal.SIGTERM
+
+
+#: signals received (an exception raised in a C callback may be swallowed; this is not)
+RECEIVED: list[int] = []
+
+
+def _note(signum: int) -> None:
+    RECEIVED.append(int(signum))
+    io = sys.modules.get("reidcli.io")
+    if io is not None:
+        io.note_signal(signum)
+
+
+def _raise_terminated(signum, frame) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)      # one clean-up, not a second interrupt
+    _note(signum)
+    raise Terminated()
+
+
+def _raise_interrupt(signum, frame) -> None:
+    _note(signum)
+    raise KeyboardInterrupt()
+
+
+def install_signal_handlers() -> None:
+    """SIGTERM → :class:`Terminated`; SIGINT → KeyboardInterrupt (Python's default handler,
+    re-installed in case the parent process ignored it). Main thread only."""
+    try:
+        signal.signal(signal.SIGTERM, _raise_terminated)
+        if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+            signal.signal(signal.SIGINT, _raise_interrupt)
+    except ValueError:                                  # not the main thread
+        pass
+
+
+def interrupted(exc: BaseException, debug: bool = False) -> SystemExit:
+    """Clean up after SIGINT/SIGTERM and return the SystemExit (130 or 143) to raise."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)        # a second Ctrl-C must not cut cleanup
+    term = isinstance(exc, Terminated) or bool(RECEIVED and RECEIVED[-1] == signal.SIGTERM)
+    try:
+        if "reidcli.io" in sys.modules:
+            sys.modules["reidcli.io"].cleanup_temp_files()
+        if debug:
+            import traceback
+            traceback.print_exception(exc)
+        sys.stderr.write(f"error: interrupted ({'SIGTERM' if term else 'SIGINT'}) — outputs in "
+                         "progress were removed; run the command again\n")
+        sys.stderr.flush()
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    return SystemExit(143 if term else 130)
+
+
+# as the ``reid`` command (not when imported by other Python code), handle SIGTERM from the
+# first line on, before the slow imports below
+if __name__ == "__main__" or sys.argv[0].rsplit("/", 1)[-1] in ("reid", "reid.exe"):
+    install_signal_handlers()
+
+try:                                   # Ctrl-C while the (slow) modules load: one line too
+    import traceback
+    from typing import Optional, Sequence
+
+    import typer
+
+    from reidcli import __version__
+    from reidcli.cli.context import flag_for, reset_flag_names, set_invocation
+    from reidcli.errors import ParameterError, ReidError
+    from reidcli.naming import set_flag_namer
+except KeyboardInterrupt as _exc:
+    raise interrupted(_exc, "--debug" in sys.argv) from None
 
 app = typer.Typer(
     name="reid",
@@ -81,24 +155,69 @@ def main(argv: Sequence[str] | None = None) -> int:
     set_invocation(args)
     reset_flag_names()
     set_flag_namer(flag_for)             # library messages name parameters by their flags
+    install_signal_handlers()
+    RECEIVED.clear()
     try:
-        _register()
-        app(args=args, prog_name="reid", standalone_mode=True)
-    except ReidError as exc:
-        if debug:
-            traceback.print_exc()
-        if isinstance(exc, ParameterError):          # library terms → the flag typed
-            exc = exc.for_flag(flag_for(exc.parameter))
-        print_error(exc)
-        raise SystemExit(exc.exit_code) from None
-    except KeyboardInterrupt:
-        if debug:
-            traceback.print_exc()
-        sys.stderr.write("error: interrupted — outputs in progress were removed\n")
-        raise SystemExit(130) from None
+        try:
+            import reidcli.io as io
+            io.clear_signals()
+            _register()
+            try:
+                _run_app(args)
+            except SystemExit as done:
+                # typer turns KeyboardInterrupt into a silent exit 130; an interrupt that h5py
+                # swallowed lets the command finish (exit 0): both are interrupts
+                if RECEIVED or done.code == 130:
+                    raise (Terminated() if RECEIVED and RECEIVED[-1] == signal.SIGTERM
+                           else KeyboardInterrupt()) from None
+                raise
+            if RECEIVED:
+                raise KeyboardInterrupt()
+        except ReidError as exc:
+            if debug:
+                traceback.print_exc()
+            if isinstance(exc, ParameterError):          # library terms → the flag typed
+                exc = exc.for_flag(flag_for(exc.parameter))
+            print_error(exc)
+            _leave_if_hdf5_broken(exc.exit_code, argv)
+            raise SystemExit(exc.exit_code) from None
+    except KeyboardInterrupt as exc:                     # also SIGTERM (Terminated)
+        raise interrupted(exc, debug) from None
     finally:
         set_flag_namer(None)
     return 0
+
+
+def _run_app(args: list[str]) -> None:
+    """Run the typer app; its own usage errors (an unknown option, a value that does not parse)
+    print one line like every other error, except a bare group, which prints its help."""
+    from typer._click.exceptions import ClickException, NoArgsIsHelpError
+
+    try:
+        code = app(args=args, prog_name="reid", standalone_mode=False)
+    except NoArgsIsHelpError as exc:
+        exc.show()
+        raise SystemExit(exc.exit_code) from None
+    except ClickException as exc:
+        ctx = getattr(exc, "ctx", None)
+        command = ctx.command_path if ctx is not None else "reid"
+        sys.stderr.write(f"error: {exc.format_message()} — see `{command} --help`\n")
+        raise SystemExit(exc.exit_code) from None
+    if isinstance(code, int) and code:
+        raise SystemExit(code)
+
+
+def _leave_if_hdf5_broken(code: int, argv: Sequence[str] | None) -> None:
+    """After a full disk, HDF5 may hold a file it could not close; its own exit handler then
+    crashes (SIGSEGV) instead of exiting with ``code``. As a command (not called from Python
+    with ``argv``), exit at once after removing the temporary files."""
+    io = sys.modules.get("reidcli.io")
+    if argv is None and io is not None and getattr(io, "hdf5_close_failed", lambda: False)():
+        io.cleanup_temp_files()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        import os
+        os._exit(code)
 
 
 if __name__ == "__main__":  # pragma: no cover

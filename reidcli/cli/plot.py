@@ -96,7 +96,10 @@ def ranklist(store: Path = typer.Argument(..., help="Feature store (.h5)."), out
              topk: int = typer.Option(10, "--topk", help="Gallery images per query."),
              seed: int = SEED, force: bool = FORCE) -> None:
     """Each query with its top-k gallery images (green = same person, red = other)."""
+    from reidcli.cli.context import set_flag_names
     from reidcli.errors import UsageError
+
+    set_flag_names({"trials": "--trial"})     # the trial goes through the eval trial parser
     from reidcli.plotting.ranklist import plot_ranklist
 
     index = None
@@ -127,6 +130,9 @@ def distances(store: Path = typer.Argument(..., help="Feature store (.h5)."), ou
               bins: int = typer.Option(60, "--bins"), seed: int = SEED,
               force: bool = FORCE) -> None:
     """Intra- vs inter-class (and cross-modality) distance histograms."""
+    from reidcli.cli.context import set_flag_names
+
+    set_flag_names({"trials": "--trial"})     # the trial goes through the eval trial parser
     from reidcli.plotting.distances import plot_distances
 
     _done(plot_distances(store, out, model=model, feature=feature, trial=trial,

@@ -87,6 +87,10 @@ def import_(
     metric: str = typer.Option("euclidean", "--metric", help="euclidean | cosine."),
     dataset: str = typer.Option("", "--dataset", help="Dataset name, if known (picks the "
                                 "evaluation protocol)."),
+    camid_base: Optional[int] = typer.Option(
+        None, "--camid-base", help="How the input numbers cameras: 1 subtracts 1 from every "
+        "camid (stores are 0-based), 0 keeps them. Without it, camids that start at 1 with "
+        "no 0 are refused as probably 1-based."),
     force: bool = typer.Option(False, "--force", help="Overwrite OUT."),
 ) -> None:
     """Build a store from embeddings made by any other tool."""
@@ -95,7 +99,8 @@ def import_(
                                  ("modality", modality)) if v is not None}
     path = import_store(out, npz=npz, features=features, labels_csv=labels,
                         label_arrays=arrays or None, feature_name=name, metric=metric,
-                        dataset=dataset, force=force, command=invoked_command())
+                        dataset=dataset, force=force, camid_base=camid_base,
+                        command=invoked_command())
     with open_store(path) as st:
         n, d = st.num_rows, st.feature_info(name)["dim"]
     typer.echo(f"wrote {path}: {n} rows, feature {name!r} of dimension {d}")

@@ -132,7 +132,7 @@ def pcb(
     reduced_dim: Optional[int] = typer.Option(None, "--reduced-dim", help="256."),
     dropout: Optional[float] = typer.Option(None, "--dropout", help="0.5."),
     rpp: bool = typer.Option(False, "--rpp", help="Refined part pooling, induced training "
-                             "after the PCB epochs (pcb.md §4)."),
+                             "after the PCB epochs (docs/methods/pcb.md)."),
     rpp_classifier_epochs: Optional[int] = typer.Option(None, "--rpp-classifier-epochs"),
     rpp_finetune_epochs: Optional[int] = typer.Option(None, "--rpp-finetune-epochs"),
     rpp_lr: Optional[float] = typer.Option(None, "--rpp-lr"),

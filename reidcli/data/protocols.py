@@ -416,7 +416,7 @@ def camera_holdout(split_or_records: DatasetSplit | pd.DataFrame, *, train_cams:
     if not _has_cross_camera_match(query, gallery):
         raise DatasetError(f"camera_holdout with train_cams {chosen}: no query of the unseen "
                            f"cameras {unseen} has a match from another camera in the "
-                           f"{gallery_cams} gallery", "pass gallery_cams=all (dart3.md §6.4)")
+                           f"{gallery_cams} gallery", "pass gallery_cams=all (docs/methods/dart3.md)")
     query_cams = sorted({int(c) for c in query["camid"]})
     return DatasetSplit(
         name=split.name, train=train, query=query, gallery=gallery, val=split.val,

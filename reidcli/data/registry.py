@@ -156,12 +156,37 @@ def load(dataset: str, /, root: str | os.PathLike | None = None, trial: int = 0,
         name, own = derived
         split = load(canon, root, trial=trial, **options)
         return _protocols.DERIVED[name](split, **own)
-    unknown = sorted(set(options) - set(entry.info.options))
-    if unknown and entry.info.options.get("*") is None:
+    unknown = sorted(set(options) - set(accepted_options(entry.info, generic=False)))
+    if unknown:
         raise UsageError(f"unknown option(s) {', '.join(unknown)} for dataset {canon}",
-                         f"valid options: {', '.join(entry.info.options) or 'none'}")
+                         f"valid options: {', '.join(accepted_options(entry.info))}")
     merged = {**{k: v for k, v in entry.info.options.items() if k != "*"}, **options}
     return entry.loader(root, trial, **merged)
+
+
+def accepted_options(info: DatasetInfo, generic: bool = True) -> list[str]:
+    """Every option key :func:`load` accepts for a dataset: its declared options and, for a
+    loader declaring ``"*"`` (it hands other options to a protocol of
+    :data:`reidcli.data.protocols.PROTOCOLS`), those protocols' keyword parameters; with
+    ``generic``, also the keys :func:`load` handles itself (``protocol``,
+    ``train_ids_limit``/``repeats``, the hold-out protocols' options). A key outside this list
+    is an error, never silently ignored (docs/datasets.md)."""
+    import inspect
+
+    keys = [k for k in info.options if k != "*"]
+    extra: list[str] = []
+    if info.options.get("*") is not None:
+        for fn in _protocols.PROTOCOLS.values():
+            extra += [name for name, p in inspect.signature(fn).parameters.items()
+                      if p.kind is p.KEYWORD_ONLY
+                      and name not in ("trial", "seed", "dataset_root")]
+    if generic:
+        extra += ["protocol", "train_ids_limit", "repeats",
+                  *(k for names in _protocols.DERIVED_OPTIONS.values() for k in names)]
+    for key in extra:
+        if key not in keys:
+            keys.append(key)
+    return keys
 
 
 def _load_limited(canon: str, root, trial: int, options: dict) -> DatasetSplit:

@@ -11,11 +11,11 @@ processes or the order of rendering.
 """
 from __future__ import annotations
 
-import concurrent.futures
 import dataclasses
 import json
 import os
 import re
+import signal
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
 
@@ -30,7 +30,7 @@ from reidcli.data.synthetic_render import (CameraParams, DomainLook, IdentityAtt
                                            sample_camera_subset, sample_domain_look,
                                            sample_identity, sample_image_state, write_jpeg)
 from reidcli.errors import OutputExistsError, UsageError
-from reidcli.io import atomic_output
+from reidcli.io import atomic_folder
 from reidcli.naming import param
 from reidcli.progress import track
 
@@ -192,6 +192,30 @@ def _init_worker(params: SyntheticParams, plans: list[DomainPlan], out_dir: str)
     _WORKER.update(params=params, plans=plans, out_dir=Path(out_dir))
 
 
+def _init_pool_worker(params: SyntheticParams, plans: list[DomainPlan], out_dir: str) -> None:
+    """Worker start-up: die with the parent, leave Ctrl-C to the parent (which terminates the
+    pool), and undo the parent's SIGTERM handler inherited through fork."""
+    _die_with_parent()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    _init_worker(params, plans, out_dir)
+
+
+def _die_with_parent() -> None:
+    """Linux: SIGKILL this process when its parent dies (prctl PR_SET_PDEATHSIG), so a killed
+    ``reid data synth`` never leaves renderers behind. No-op elsewhere."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        pr_set_pdeathsig = 1
+        libc.prctl(pr_set_pdeathsig, int(signal.SIGKILL), 0, 0, 0)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() == 1:                 # the parent died before prctl took effect
+        os._exit(1)
+
+
 def _render_chunk(chunk: list[tuple[int, int]]) -> list[dict[str, Any]]:
     """Render and write the jobs ``(domain, job index)`` of one chunk; their CSV rows."""
     params, plans, out_dir = _WORKER["params"], _WORKER["plans"], _WORKER["out_dir"]
@@ -230,11 +254,23 @@ def _render_all(params: SyntheticParams, plans: list[DomainPlan], out_dir: Path,
                               unit="images"))
         finally:
             _WORKER.clear()
-    with concurrent.futures.ProcessPoolExecutor(
-            max_workers=workers, initializer=_init_worker, initargs=init_args) as pool:
-        return list(track(rows_of(pool.map(_render_chunk, chunks)), total=total,
+    import multiprocessing
+
+    # multiprocessing.Pool, not ProcessPoolExecutor: on an error or Ctrl-C/SIGTERM the
+    # workers are terminated at once (an executor's shutdown waits for every queued chunk)
+    pool = multiprocessing.get_context().Pool(processes=workers, initializer=_init_pool_worker,
+                                              initargs=init_args)
+    try:
+        rows = list(track(rows_of(pool.imap(_render_chunk, chunks)), total=total,
                           description="rendering synthetic images", enabled=enabled,
                           unit="images"))
+    except BaseException:
+        pool.terminate()
+        pool.join()
+        raise
+    pool.close()
+    pool.join()
+    return rows
 
 
 def default_workers() -> int:
@@ -365,7 +401,7 @@ def generate(root: str | os.PathLike, preset: str = "default", *, name: str | No
             f"allow regenerating it ({param('force')}), or choose another {param('name')}")
     target.parent.mkdir(parents=True, exist_ok=True)
     plans = plan(params)
-    with atomic_output(target, force=True, option="root") as tmp:
+    with atomic_folder(target, force=True, option="root") as tmp:
         for p in plans:
             for folder in SPLIT_FOLDERS.values():
                 (tmp / p.params.folder / folder).mkdir(parents=True, exist_ok=True)

@@ -14,14 +14,24 @@ from typing import Any
 import numpy as np
 
 from reidcli.evaluation.errors import EvaluationError, EvaluationParameterError
+from reidcli.naming import param
 
 METRICS = ("euclidean", "sqeuclidean", "cosine")
 FEATURE_NORMS = ("auto", "none", "global", "parts")
 
 
 # -- feature checks and normalisation ----------------------------------------------------------
-def check_features(features: np.ndarray, what: str) -> np.ndarray:
-    """Return ``features`` as a 2-D float array; EvaluationError on NaN/Inf or a bad shape."""
+#: largest squared row norm the float32 distance GEMM can hold: ‖a‖² + ‖b‖² − 2·a·b must stay
+#: below float32's maximum (≈3.4e38) for any two rows, so each ‖x‖² ≤ max/4 (‖x‖ ≲ 9.2e18).
+#: Larger rows overflow to Inf/NaN and their rankings then depend on row order, so they are
+#: rejected rather than silently computed in float64 (normalise them instead: feat_norm).
+MAX_SQNORM = float(np.finfo(np.float32).max) / 4
+
+
+def check_features(features: np.ndarray, what: str, magnitude: bool = True) -> np.ndarray:
+    """Return ``features`` as a 2-D float array; EvaluationError on NaN/Inf, on rows too large
+    for the float32 distance computation (squared norm > :data:`MAX_SQNORM`, checked in float64
+    unless ``magnitude`` is False) or on a bad shape."""
     features = np.asarray(features)
     if features.ndim != 2:
         raise EvaluationError(f"{what} have shape {features.shape}, expected [rows, dim]",
@@ -36,7 +46,29 @@ def check_features(features: np.ndarray, what: str) -> np.ndarray:
         rows = np.flatnonzero(bad)
         raise EvaluationError(f"{what}: {len(rows)} row(s) hold NaN or Inf values (first at "
                               f"position {rows[0]})", "re-extract or fix those features")
+    if magnitude:
+        check_magnitude(features, what)
     return features
+
+
+def check_magnitude(features: np.ndarray, what: str) -> None:
+    """EvaluationError when a row's squared L2 norm (float64) exceeds :data:`MAX_SQNORM`: the
+    float32 GEMM distance would overflow (and a float32 cast of the row may already have)."""
+    if not len(features) or not features.shape[1]:
+        return
+    step = max(1, (1 << 22) // max(features.shape[1], 1))
+    sq = np.concatenate([np.einsum("ij,ij->i", features[s:s + step], features[s:s + step],
+                                   dtype=np.float64)
+                         for s in range(0, len(features), step)])
+    big = ~(sq <= MAX_SQNORM)
+    if big.any():
+        rows = np.flatnonzero(big)
+        raise EvaluationError(f"{what}: {len(rows)} row(s) have values too large for float32 "
+                              f"distances (L2 norm up to {float(np.sqrt(sq[rows].max())):.3g}, "
+                              f"limit {float(np.sqrt(MAX_SQNORM)):.3g}; first at position "
+                              f"{rows[0]})",
+                              "re-extract those features or rescale them (e.g. "
+                              + param("feat_norm", "global") + ")")
 
 
 def l2_normalize(features: np.ndarray, eps: float = 1e-12) -> np.ndarray:

@@ -14,7 +14,8 @@ import numpy as np
 
 from reidcli.evaluation import ranking, sgs
 from reidcli.evaluation.backend import NumpyBackend
-from reidcli.evaluation.errors import EvaluationError, check_eval_param
+from reidcli.evaluation.errors import (EvaluationError, EvaluationParameterError,
+                                      check_eval_param)
 from reidcli.evaluation.protocols import (SKIP_JUNK_QUERY, SKIP_NO_MATCH, Protocol,
                                           TrialLabels, make_groups, scorable_queries)
 from reidcli.evaluation.scores import cmc_auc, pur
@@ -24,6 +25,11 @@ from reidcli.progress import track
 
 #: status of queries left out by the query-camera selection (query_cams) (neither scored nor counted as skipped)
 NOT_SELECTED = "not_selected"
+
+#: longest CMC curve reported past the gallery's own ranks: CMC(k) is flat beyond the full
+#: curve's length, so a ``max_rank`` above both this and that length is an error rather than a
+#: huge flat tail (``--max-rank 2000000000`` would allocate gigabytes)
+MAX_PADDED_RANK = 10_000
 
 #: default distance entries per block (2^24 float32 = 64 MiB per [b, g] array; the ranking
 #: holds about three such arrays)
@@ -58,8 +64,10 @@ class EvalOptions:
         self.block_rows = check_eval_param(owner, "block_rows", self.block_rows,
                                            Interval(int, 0),
                                            todo="use 0 (rows from the default block budget)")
+        # E2 keeps a rank per query and repeat ([Q, repeats] int64): bounded so a typo
+        # cannot allocate terabytes
         self.sgs_repeats = check_eval_param(owner, "sgs_repeats", self.sgs_repeats,
-                                            Interval(int, 1), todo="use the default 10")
+                                            Interval(int, 1, 10_000), todo="use the default 10")
         self.auc_max_rank = check_eval_param(owner, "auc_max_rank", self.auc_max_rank,
                                              Interval(int, 1), NONE,
                                              todo="give a positive rank or none (gallery size)")
@@ -128,6 +136,7 @@ def evaluate_trial(distances, labels: TrialLabels, protocol: Protocol,
     """
     options = options or EvalOptions()
     labels.validate()
+    check_max_rank(options.max_rank, _curve_length(protocol, labels), trial)
     own_backend = backend is None
     backend = backend or NumpyBackend()
     try:
@@ -137,6 +146,17 @@ def evaluate_trial(distances, labels: TrialLabels, protocol: Protocol,
         if own_backend:
             backend.close()
     return summarize_trial(outcomes, labels, protocol, options, trial)
+
+
+def check_max_rank(max_rank: int, length: int, trial: int = 0) -> None:
+    """EvaluationParameterError when ``max_rank`` exceeds both the trial's ``length`` ranks
+    and :data:`MAX_PADDED_RANK` (before anything is ranked or allocated)."""
+    if max_rank > max(length, MAX_PADDED_RANK):
+        raise EvaluationParameterError(
+            "evaluation", "max_rank", max_rank,
+            f"exceeds the {length} ranks of trial {trial}'s gallery",
+            f"give at most {max(length, MAX_PADDED_RANK)} (the CMC curve is flat past rank "
+            f"{length})")
 
 
 def _query_mask(labels: TrialLabels, options: EvalOptions) -> np.ndarray:

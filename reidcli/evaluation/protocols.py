@@ -101,6 +101,46 @@ def auto_protocol(dataset: str | None, store_rule: str | None, num_trials: int) 
     return PROTOCOLS[rule]
 
 
+#: protocols defined only on one dataset's structure (docs/datasets.md E2, E4, E5): the
+#: datasets (or store eval rules) they belong to, and what else a store must hold
+_DATASET_SPECIFIC = {
+    "sysu": (("sysu_mm01", "sysu"), "a SYSU-MM01 store (visible and infrared rows of "
+             "cameras 0–5; E4 drops the query location's cameras)"),
+    "regdb": (("regdb",), "a RegDB store (visible and thermal rows; E5)"),
+    "cuhk03_sgs": (("cuhk03",), "a CUHK03 store (classic single-gallery-shot rule E2)"),
+}
+
+
+def check_protocol_fits(protocol: Protocol, dataset: str | None, store_rule: str | None,
+                        modalities, cameras, auto_name: str | None = None) -> None:
+    """EvaluationError when ``protocol`` needs a dataset's own structure the store lacks.
+
+    ``dataset``/``store_rule``: the store's dataset name and eval rule; ``modalities`` and
+    ``cameras`` (0-based camids) of its evaluated rows. A SYSU or RegDB protocol is also
+    accepted on any store whose rows are cross-modality (SYSU: cameras 0–5 only), e.g. a
+    merged or imported copy; single-gallery-shot only on CUHK03 stores (or their rule)."""
+    if protocol.name not in _DATASET_SPECIFIC:
+        return
+    datasets, needs = _DATASET_SPECIFIC[protocol.name]
+    dataset = (dataset or "").lower()
+    rule = _STORE_RULES.get((store_rule or "").lower())
+    if dataset in datasets or rule == protocol.name:
+        return
+    mods = sorted({str(m) for m in modalities})
+    cams = np.asarray(cameras, dtype=np.int64)
+    if protocol.name == "regdb" and len(mods) >= 2:
+        return
+    if protocol.name == "sysu" and len(mods) >= 2 and (cams.size == 0 or
+                                                       int(cams.max()) <= 5):
+        return
+    hint = f"use {param('protocol', auto_name)} (what {param('protocol', 'auto')} picks)" if auto_name \
+        else f"use {param('protocol', 'auto')}"
+    raise EvaluationError(f"{param('protocol', protocol.name)} needs {needs}; this store holds "
+                          f"dataset {dataset or 'unknown'!r} with modalities "
+                          f"{', '.join(mods) or 'none'}",
+                          hint)
+
+
 # -- labels ----------------------------------------------------------------------------------
 def identity_codes(records: pd.DataFrame) -> np.ndarray:
     """Integer identity per record row from its ``(dataset, domain, pid_scope, pid)`` key.

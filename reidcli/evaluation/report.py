@@ -17,7 +17,7 @@ import numpy as np
 
 from reidcli.evaluation.engine import TrialResult
 from reidcli.evaluation.protocols import Protocol
-from reidcli.io import atomic_output, write_json_atomic
+from reidcli.io import atomic_output, write_json_atomic, write_text_durable
 from reidcli.naming import param
 
 SHOWN_RANKS = (1, 5, 10, 20)
@@ -118,8 +118,10 @@ def build_report(protocol: Protocol, trials: list[TrialResult], meta: dict[str, 
     return report
 
 
-def write_json(path: str | os.PathLike, report: dict[str, Any], force: bool) -> None:
-    write_json_atomic(path, report, force=force, option=param("json_out"))
+def write_json(path: str | os.PathLike, report: dict[str, Any], force: bool,
+               inputs: Sequence[str | os.PathLike] = ()) -> None:
+    """Write the report atomically (verified to parse); never over one of ``inputs``."""
+    write_json_atomic(path, report, force=force, option=param("json_out"), inputs=inputs)
 
 
 def cmc_csv_text(report: dict[str, Any]) -> str:
@@ -136,9 +138,11 @@ def cmc_csv_text(report: dict[str, Any]) -> str:
     return buf.getvalue()
 
 
-def write_csv(path: str | os.PathLike, report: dict[str, Any], force: bool) -> None:
-    with atomic_output(path, force=force, option=param("csv_out")) as tmp:
-        tmp.write_text(cmc_csv_text(report))
+def write_csv(path: str | os.PathLike, report: dict[str, Any], force: bool,
+              inputs: Sequence[str | os.PathLike] = ()) -> None:
+    """Write the CMC CSV atomically (flushed); never over one of ``inputs``."""
+    with atomic_output(path, force=force, option=param("csv_out"), inputs=inputs) as tmp:
+        write_text_durable(tmp, cmc_csv_text(report))
 
 
 # -- terminal ------------------------------------------------------------------------------------

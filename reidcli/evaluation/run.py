@@ -16,10 +16,12 @@ import numpy as np
 
 from reidcli.evaluation.backend import make_backend, resolve_device
 from reidcli.evaluation.distances import (FeatureMetric, ModelMetric, QueryGallery, as_slice,
-                                          check_features, normalize_features)
+                                          check_features, check_magnitude,
+                                          normalize_features)
 from reidcli.evaluation.engine import EvalOptions, TrialResult, evaluate_trial
 from reidcli.evaluation.errors import EvaluationError
-from reidcli.evaluation.protocols import (Protocol, TrialLabels, auto_protocol, get_protocol,
+from reidcli.evaluation.protocols import (Protocol, TrialLabels, auto_protocol,
+                                          check_protocol_fits, get_protocol,
                                           identity_codes, unseen_query_cameras)
 from reidcli.evaluation.rerank import KReciprocalReranker, RerankOptions
 from reidcli.evaluation.scores import nmi_camera_bias
@@ -190,6 +192,9 @@ class EvalPlan:
 
 def _plan(st, request: StoreEvalRequest, model) -> EvalPlan:
     """Protocol, chosen trials, labels and feature of an evaluation; user errors up front."""
+    if request.query_cams is not None and request.train_cams is not None:
+        raise EvaluationError(f"{param('query_cams')} and {param('train_cams')} are both given",
+                              "pass one of them")
     if _reads_own_inputs(model):
         if request.feature is not None:
             raise EvaluationError(f"fitted model {request.model} ({model.method}) reads its "
@@ -204,6 +209,14 @@ def _plan(st, request: StoreEvalRequest, model) -> EvalPlan:
                                  else None, len(all_trials))
     else:
         protocol = get_protocol(request.protocol)
+        rows = np.concatenate([np.concatenate([q, g]) for _, q, g in all_trials])
+        records = st.records
+        check_protocol_fits(protocol, st.dataset, store_protocol.eval_rule if store_protocol
+                            else None, records["modality"].to_numpy()[rows] if "modality" in
+                            records else (), records["camid"].to_numpy(np.int64)[rows],
+                            auto_name=auto_protocol(st.dataset, store_protocol.eval_rule
+                                                    if store_protocol else None,
+                                                    len(all_trials)).name)
     if request.trials not in (None, "all") or len(all_trials) > 1:
         chosen = _parse_trials(request.trials, len(all_trials))
     else:
@@ -245,10 +258,12 @@ def _read_features(st, feature: str, rows: np.ndarray, request: StoreEvalRequest
     """A trial's query or gallery features [len(rows), D], checked and normalised.
 
     A contiguous run of rows is read as one slice (no index copy of a large gallery)."""
-    feats = check_features(st.features(feature, as_slice(rows)),
-                           f"store feature {feature!r} ({role} rows)")
+    what = f"store feature {feature!r} ({role} rows)"
+    feats = check_features(st.features(feature, as_slice(rows)), what, magnitude=False)
     mode, parts = resolve_feat_norm(st, feature, request)
-    return normalize_features(feats, mode, parts)
+    feats = normalize_features(feats, mode, parts)
+    check_magnitude(feats, what)        # after normalisation: it may bring huge rows to 1
+    return feats
 
 
 def _feat_norm_label(st, feature: str, request: "StoreEvalRequest") -> str:

@@ -35,9 +35,9 @@ def cmc_auc(cmc_full: np.ndarray, max_rank: int | None = None) -> float:
     if r < 1:
         raise EvaluationParameterError("CMC-AUC", "auc_max_rank", max_rank, "must be ≥ 1",
                                        "give a positive rank")
-    if r > len(cmc_full):
-        tail = cmc_full[-1] if len(cmc_full) else 0.0
-        cmc_full = np.concatenate([cmc_full, np.full(r - len(cmc_full), tail)])
+    if r > len(cmc_full):          # flat tail past the curve, summed without allocating it
+        tail = float(cmc_full[-1]) if len(cmc_full) else 0.0
+        return float((np.sum(cmc_full) + (r - len(cmc_full)) * tail) / r)
     return float(np.mean(cmc_full[:r]))
 
 

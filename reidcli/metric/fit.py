@@ -41,7 +41,7 @@ def fit_feature_metric_store(store_path: str | Path, out: str | Path, estimator:
     from reidcli.store import open_store
 
     method = estimator.method
-    check_output(Path(out), force)
+    check_output(Path(out), force, inputs=[store_path])
     estimator._validated_params()                  # bad parameters fail before any work
     started = time.perf_counter()
     with open_store(store_path) as st:
@@ -65,6 +65,6 @@ def fit_feature_metric_store(store_path: str | Path, out: str | Path, estimator:
         provenance = make_provenance(command, seed=params.get("seed"), inputs=[store_path],
                                      method=method)
     fitted.save(out, method, fits, hyperparameters={**params, "trials": chosen},
-                provenance=provenance, feature=name, force=force)
+                provenance=provenance, feature=name, force=force, inputs=[store_path])
     return MetricFitSummary(Path(out), method, name, chosen, sizes,
                             round(time.perf_counter() - started, 3))

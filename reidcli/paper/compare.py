@@ -151,7 +151,7 @@ def compare_warca(dataset: str, results: list[tuple[str, Path]], table: str = "2
                   _fmt(res["r5"], res["s5"]), ref(label, "rank5"), _fmt(res.get("auc")),
                   ref(label, "auc"))
     console.print(t)
-    console.print("* the paper does not define its AUC (warca.md A10); ours is the mean CMC "
+    console.print("* the paper does not define its AUC (docs/methods/warca.md); ours is the mean CMC "
                   "over all ranks — compare rank-1/5 first")
     return ours
 

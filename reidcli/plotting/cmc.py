@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 from pathlib import Path
 from typing import Any, Sequence
@@ -36,7 +37,34 @@ def read_result(path: str | os.PathLike) -> dict:
     if not isinstance(report, dict) or not isinstance(report.get("cmc"), list):
         raise InputFileError(f"{path} has no CMC curve",
                              "give a JSON evaluation report (as written by reid eval)")
+    _check_curve(path, "cmc", report["cmc"])
+    trials = report.get("trials", [])
+    if not isinstance(trials, list):
+        raise InputFileError(f"{path}: field 'trials' is not a list",
+                             "give a JSON evaluation report (as written by reid eval)")
+    for i, trial in enumerate(trials):
+        if not isinstance(trial, dict):
+            raise InputFileError(f"{path}: field 'trials[{i}]' is not an object",
+                                 "give a JSON evaluation report (as written by reid eval)")
+        if trial.get("cmc") is not None:
+            _check_curve(path, f"trials[{i}].cmc", trial["cmc"])
     return report
+
+
+def _check_curve(path: Path, field: str, values) -> None:
+    """InputFileError naming the file and field unless ``values`` is a non-empty list of
+    finite fractions in [0, 1] (a CMC curve; NaN would draw nothing and say nothing)."""
+    if not isinstance(values, list) or not values:
+        raise InputFileError(f"{path}: field '{field}' is not a non-empty list",
+                             "give a JSON evaluation report (as written by reid eval)")
+    for i, v in enumerate(values):
+        ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) \
+            and 0.0 <= v <= 1.0
+        if not ok:
+            raise InputFileError(f"{path}: field '{field}[{i}]' is {v!r}, not a fraction in "
+                                 "[0, 1]",
+                                 "re-run reid eval --json for this result (a CMC value must be "
+                                 "a finite number)")
 
 
 #: how the papers write the fitted methods' names
@@ -100,7 +128,8 @@ def plot_cmc(results: Sequence[str | os.PathLike], out: str | os.PathLike | None
                              else ""))
     plot = CMCPlot(curves=curves, labels=legend, figure=fig)
     plot.path = finish_figure(fig, out, force=force,
-                              metadata={"inputs": ",".join(map(str, results))})
+                              metadata={"inputs": ",".join(map(str, results))},
+                              inputs=list(results))
     return plot
 
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from reidcli.errors import UsageError
 from reidcli.io import atomic_output
@@ -34,14 +34,16 @@ def check_figure_path(out: str | os.PathLike, option: str = "out") -> Path:
 
 
 def save_figure(fig, out: str | os.PathLike, *, force: bool = False,
-                metadata: dict[str, Any] | None = None, option: str = "out") -> Path:
-    """Write ``fig`` atomically (temp file + rename) in the format of ``out``'s suffix."""
+                metadata: dict[str, Any] | None = None, option: str = "out",
+                inputs: Sequence[str | os.PathLike] = ()) -> Path:
+    """Write ``fig`` atomically (temp file + rename) in the format of ``out``'s suffix; the
+    output may not be one of ``inputs`` (the stores/reports plotted)."""
     path = check_figure_path(out, option)
     fmt = path.suffix.lower().lstrip(".")
     meta = {"Software": "reidcli"}
     if fmt == "png" and metadata:
         meta.update({k: str(v) for k, v in metadata.items()})
-    with atomic_output(path, force=force, option=param(option)) as tmp:
+    with atomic_output(path, force=force, option=param(option), inputs=inputs) as tmp:
         fig.savefig(tmp, format=fmt, dpi=120, bbox_inches="tight",
                     metadata=meta if fmt == "png" else None)
     pyplot().close(fig)
@@ -49,11 +51,12 @@ def save_figure(fig, out: str | os.PathLike, *, force: bool = False,
 
 
 def finish_figure(fig, out: str | os.PathLike | None, *, force: bool = False,
-                  metadata: dict[str, Any] | None = None) -> Path | None:
+                  metadata: dict[str, Any] | None = None,
+                  inputs: Sequence[str | os.PathLike] = ()) -> Path | None:
     """Save ``fig`` to ``out`` (see :func:`save_figure`) or, without ``out``, release it from
     pyplot's figure manager (the Figure object stays usable). Returns the written path."""
     if out is not None:
-        return save_figure(fig, out, force=force, metadata=metadata)
+        return save_figure(fig, out, force=force, metadata=metadata, inputs=inputs)
     pyplot().close(fig)
     return None
 

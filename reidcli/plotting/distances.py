@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from reidcli.evaluation.protocols import identity_codes
+from reidcli.params import Interval, check_param
 from reidcli.evaluation.run import trial_distances
 from reidcli.plotting.common import finish_figure, pyplot
 from reidcli.store.reader import open_store
@@ -26,9 +27,15 @@ class DistancePlot:
     figure: Any = dataclasses.field(default=None, repr=False)
 
 
+#: most histogram bins (bin edges are allocated up front)
+MAX_BINS = 10_000
+
+
 def distance_groups(store, *, model=None, feature: str | None = None, trial: int = 0,
                     max_pairs: int = 200_000, seed: int = 0) -> dict[str, np.ndarray]:
     """Query–gallery distances grouped by same/different identity (and modality)."""
+    check_param("distance plot", "max_pairs", max_pairs, Interval(int, 1))
+    check_param("distance plot", "seed", seed, Interval(int, 0, 2**32 - 1))
     q_rows, g_rows, dist = trial_distances(store, model=model, feature=feature, trial=trial)
     with open_store(store) as st:
         records = st.records
@@ -60,6 +67,7 @@ def plot_distances(store: str | os.PathLike, out: str | os.PathLike | None = Non
                    max_pairs: int = 200_000, bins: int = 60, seed: int = 0,
                    force: bool = False) -> DistancePlot:
     """Density histograms of the distance groups on one axis."""
+    check_param("distance plot", "bins", bins, Interval(int, 1, MAX_BINS))
     groups = distance_groups(store, model=model, feature=feature, trial=trial,
                              max_pairs=max_pairs, seed=seed)
     plt = pyplot()
@@ -74,7 +82,8 @@ def plot_distances(store: str | os.PathLike, out: str | os.PathLike | None = Non
     what = f"model {Path(model).name}" if model is not None else f"feature {feature or 'default'}"
     ax.set_title(f"query–gallery distances — {Path(store).name}, {what}", fontsize=9)
     plot = DistancePlot(groups=groups, figure=fig)
-    plot.path = finish_figure(fig, out, force=force)
+    plot.path = finish_figure(fig, out, force=force,
+                              inputs=[store] + ([model] if model is not None else []))
     return plot
 
 

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from reidcli.errors import ParameterError, UsageError
+from reidcli.params import Interval, check_param
 from reidcli.evaluation.protocols import (TrialLabels, auto_protocol, identity_codes,
                                           make_groups)
 from reidcli.evaluation.run import trial_distances, trial_rows
@@ -54,6 +55,9 @@ def rank_lists(store: str | os.PathLike, *, model=None, feature: str | None = No
                seed: int = 0) -> RankListPlot:
     """The top-``topk`` gallery rows of ``queries`` seeded random scorable queries (or the
     store rows ``query_index``) under the store's protocol."""
+    check_param("rank-list plot", "queries", queries, Interval(int, 1, 1000))
+    check_param("rank-list plot", "topk", topk, Interval(int, 1, 1000))
+    check_param("rank-list plot", "seed", seed, Interval(int, 0, 2**32 - 1))
     with open_store(store) as st:
         records, dataset = st.records, st.dataset
         proto = st.protocol
@@ -131,7 +135,8 @@ def plot_ranklist(store: str | os.PathLike, out: str | os.PathLike | None = None
         warnings.warn(f"rank list: {len(data.missing)} image file(s) missing or unreadable, "
                       f"drawn as grey tiles (first: {data.missing[0]})", stacklevel=2)
     data.figure = fig
-    data.path = finish_figure(fig, out, force=force)
+    data.path = finish_figure(fig, out, force=force,
+                              inputs=[store] + ([model] if model is not None else []))
     return data
 
 

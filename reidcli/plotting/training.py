@@ -71,7 +71,8 @@ def plot_training(run_dir: str | os.PathLike, out: str | os.PathLike | None = No
         name = f"{cfg.get('method', '?')} on {cfg.get('dataset', '?')} ({cfg.get('backbone', '?')})"
     fig.suptitle(f"training — {name}", fontsize=10)
     plot = TrainingPlot(series=series, figure=fig)
-    plot.path = finish_figure(fig, out, force=force)
+    plot.path = finish_figure(fig, out, force=force,
+                              inputs=[Path(run_dir) / "metrics.csv"])
     return plot
 
 

@@ -14,9 +14,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from reidcli.errors import ParameterError, UsageError
+from reidcli.errors import InputFileError, ParameterError, UsageError
 from reidcli.evaluation.distances import normalize_features
 from reidcli.naming import param
+from reidcli.params import Interval, check_param
 from reidcli.plotting.common import finish_figure, pyplot, short_command
 from reidcli.store.reader import open_store
 
@@ -41,6 +42,12 @@ class TSNEPlot:
 def _store_features(st, feature: str | None, rows: np.ndarray) -> tuple[str, np.ndarray]:
     name = st.require_feature(feature)
     feats = st.features(name, rows)
+    bad = ~np.isfinite(feats).all(axis=1)
+    if bad.any():
+        raise InputFileError(f"store {st.path}: feature {name!r} has {int(bad.sum())} of the "
+                             f"{len(rows)} plotted row(s) holding NaN or Inf values (first: "
+                             f"store row {int(rows[np.flatnonzero(bad)[0]])})",
+                             "re-extract or fix those features (t-SNE needs finite values)")
     attrs = st.h5["features"][name].attrs
     mode = attrs.get("feat_norm", "global")
     mode = mode.decode() if isinstance(mode, bytes) else str(mode)
@@ -79,6 +86,9 @@ def plot_tsne(store: str | os.PathLike, out: str | os.PathLike | None = None, *,
               compare: str | os.PathLike | None = None, splits: Sequence[str] | None = None,
               seed: int = 0, perplexity: float = 30.0, force: bool = False) -> TSNEPlot:
     """One panel per store (``compare`` adds the second), same rows and colours in both."""
+    check_param("t-SNE plot", "max_points", max_points, Interval(int, 5))
+    check_param("t-SNE plot", "perplexity", perplexity, Interval(float, 0, None, "neither"))
+    check_param("t-SNE plot", "seed", seed, Interval(int, 0, 2**32 - 1))
     for name, value in (("color_by", color_by), ("marker_by", marker_by)):
         if value is not None and value not in COLOR_BY:
             raise ParameterError("t-SNE plot", name, value, "is unknown",
@@ -129,7 +139,8 @@ def plot_tsne(store: str | os.PathLike, out: str | os.PathLike | None = None, *,
                      f"{color_by})\n{short_command(st.provenance)}", fontsize=9)
     plot = TSNEPlot(rows=rows, points=panels, colors=colors, markers=markers, titles=titles,
                     figure=fig)
-    plot.path = finish_figure(fig, out, force=force)
+    plot.path = finish_figure(fig, out, force=force,
+                              inputs=stores)
     return plot
 
 

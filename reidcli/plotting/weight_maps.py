@@ -137,7 +137,8 @@ def plot_weight_maps(fitted: str | os.PathLike, out: str | os.PathLike | None = 
     fig.subplots_adjust(top=1 - 0.5 / (2.2 * len(keys)))   # title close to the first row
     fig.suptitle(f"{method.upper()} weight maps — {Path(fitted).name}", fontsize=10)
     data.figure = fig
-    data.path = finish_figure(fig, out, force=force)
+    data.path = finish_figure(fig, out, force=force,
+                              inputs=[fitted])
     return data
 
 

@@ -115,7 +115,7 @@ def fit_pooling_store(store_path: str | Path, out: str | Path, config: PoolingCo
     from reidcli.io import check_output
     from reidcli.store import open_store
 
-    check_output(Path(out), force)
+    check_output(Path(out), force, inputs=[store_path])
     if train_ids_limit is not None and (train_ids_limit < 2 or repeats < 1):
         raise UsageError(f"train_ids={train_ids_limit} with repeats={repeats} is not usable",
                          "use train_ids ≥ 2 (paper: 10, 30, 50, 100) and repeats ≥ 1")
@@ -161,7 +161,7 @@ def fit_pooling_store(store_path: str | Path, out: str | Path, config: PoolingCo
         provenance = make_provenance(command, seed=config.seed, inputs=[store_path],
                                      method=config.method)
     fitted.save(out, config.method, fits, hyperparameters=hyper, provenance=provenance,
-                force=force)
+                force=force, inputs=[store_path])
     return PoolingFitSummary(path=Path(out), method=config.method, trials=chosen,
                              layers=list(layers), cameras=sorted(cameras),
                              num_train_images=sizes,

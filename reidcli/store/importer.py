@@ -7,6 +7,8 @@ Sources: one ``.npz`` with arrays ``features``, ``pid``, ``camid``, ``split`` an
 from __future__ import annotations
 
 import os
+import zipfile
+import zlib
 from pathlib import Path
 from typing import Mapping
 
@@ -21,6 +23,9 @@ from reidcli.store.schema import METRICS
 from reidcli.store.writer import StoreWriter
 
 LABEL_COLUMNS = ("pid", "camid", "split")
+#: what numpy raises on a truncated or corrupt .npy/.npz (a zip member is read lazily)
+_NUMPY_READ_ERRORS = (ValueError, OSError, EOFError, zipfile.BadZipFile, zlib.error,
+                      KeyError, UnicodeDecodeError)
 OPTIONAL_COLUMNS = ("modality", "domain", "path", "dataset", "frame")
 
 
@@ -29,7 +34,7 @@ def _load_array(path: Path, parameter: str) -> np.ndarray:
         raise InputFileError(f"{param(parameter)} {path} does not exist", "check the path")
     try:
         return np.load(path, allow_pickle=False)
-    except (ValueError, OSError) as exc:
+    except _NUMPY_READ_ERRORS as exc:
         raise InputFileError(f"{param(parameter)} {path} is not a readable .npy file ({exc})",
                              "save it with numpy.save") from None
 
@@ -57,6 +62,9 @@ def labels_from_arrays(arrays: Mapping[str, np.ndarray], n: int, source: str) ->
         if arr.ndim != 1 or len(arr) != n:
             raise InputFileError(f"{source}: {key} has shape {arr.shape}, expected ({n},)",
                                  "give one label per feature row")
+        if key in ("pid", "camid", "frame") and arr.dtype.kind in "cmMV":
+            raise InputFileError(f"{source}: {key} has dtype {arr.dtype}",
+                                 f"give {key} as integers")
         cols[key] = _text_array(arr) if arr.dtype.kind in "USO" else arr
     return pd.DataFrame(cols)
 
@@ -83,6 +91,43 @@ def read_label_csv(path: Path, n: int) -> pd.DataFrame:
         frame[[c for c in frame.columns if c.startswith("x_")]])
 
 
+def check_feature_name(name: str) -> str:
+    """The store feature name ``name``, refused (ParameterError on ``feature_name``) when it is
+    empty, contains ``/`` (an HDF5 path separator: ``a/b`` would make a group, not a feature)
+    or starts with ``.`` (docs/formats.md, ``/features/<name>``)."""
+    if not isinstance(name, str) or not name.strip() or "/" in name or name.startswith("."):
+        raise ParameterError("store import", "feature_name", name,
+                             "is not a valid feature name",
+                             "give a non-empty name without '/' that does not start with '.'")
+    return name
+
+
+def apply_camid_base(records: pd.DataFrame, camid_base: int | None,
+                     source: str) -> pd.DataFrame:
+    """Make camids 0-based (docs/formats.md: ``camid`` is 0-based).
+
+    ``camid_base`` 1 subtracts 1 from every camid; 0 keeps them; None (default) keeps them but
+    refuses camids that look 1-based (smallest is 1, none is 0), which would silently shift
+    every camera."""
+    if camid_base not in (None, 0, 1):
+        raise ParameterError("store import", "camid_base", camid_base, "must be 0 or 1",
+                             "give the number the input's first camera has")
+    cams = records["camid"].to_numpy(np.int64)
+    if camid_base == 1:
+        if len(cams) and cams.min() < 1:
+            raise InputFileError(f"{source}: camid 0 found although the camids are 1-based "
+                                 f"({param('camid_base', 1)})",
+                                 f"drop {param('camid_base', 1)} if the camids are 0-based")
+        records = records.copy()
+        records["camid"] = cams - 1
+    elif camid_base is None and len(cams) and cams.min() == 1:
+        raise InputFileError(f"{source}: camids start at 1 and none is 0 — they look 1-based, "
+                             "but camids are 0-based",
+                             f"subtract 1 from them, or pass {param('camid_base', 1)} (or "
+                             f"{param('camid_base', 0)} to keep them as given)")
+    return records
+
+
 def build_import_records(labels: pd.DataFrame, dataset: str, source: str) -> pd.DataFrame:
     """Fill defaults (path "", modality visible, dataset/domain) and validate the table."""
     labels = labels.copy()
@@ -101,13 +146,16 @@ def import_store(out: str | os.PathLike, *, npz: str | os.PathLike | None = None
                  label_arrays: Mapping[str, str | os.PathLike] | None = None,
                  feature_name: str = "imported", metric: str = "euclidean",
                  normalized: bool | None = None, dataset: str = "", force: bool = False,
-                 command: list[str] | None = None) -> Path:
+                 camid_base: int | None = None, command: list[str] | None = None) -> Path:
     """Write a store from external embeddings; returns the output path.
 
     Exactly one source: ``npz``, or ``features`` with ``labels_csv`` or ``label_arrays``
     (``{"pid": path.npy, "camid": ..., "split": ...}``). Features must be 2-D [N, D] and
     finite; float32 input is stored bit-exactly (other float dtypes are cast to float32).
+    ``feature_name`` must be a plain name (:func:`check_feature_name`); ``camid_base``
+    (None, 0 or 1) is how the input numbers cameras (:func:`apply_camid_base`).
     """
+    check_feature_name(feature_name)
     if metric not in METRICS:
         raise ParameterError("store import", "metric", metric,
                              f"is not one of {', '.join(METRICS)}", "use euclidean or cosine")
@@ -121,11 +169,15 @@ def import_store(out: str | os.PathLike, *, npz: str | os.PathLike | None = None
         if not npz.exists():
             raise InputFileError(f"{source} does not exist", "check the path")
         try:
-            with np.load(npz, allow_pickle=False) as data:
+            data = np.load(npz, allow_pickle=False)
+            if not isinstance(data, np.lib.npyio.NpzFile):
+                raise ValueError("it holds a single array, not named arrays")
+            with data:
                 arrays = {k: data[k] for k in data.files}
-        except (ValueError, OSError) as exc:
-            raise InputFileError(f"{source} is not a readable .npz file ({exc})",
-                                 "save it with numpy.savez") from None
+        except _NUMPY_READ_ERRORS as exc:
+            why = " ".join(str(exc).split())[:160] or type(exc).__name__
+            raise InputFileError(f"{source} is not a readable .npz file ({why})",
+                                 "save it with numpy.savez (the file may be truncated)") from None
         if "features" not in arrays:
             raise InputFileError(f"{source} has no array 'features' (has: "
                                  f"{', '.join(arrays) or 'none'})",
@@ -165,11 +217,13 @@ def import_store(out: str | os.PathLike, *, npz: str | os.PathLike | None = None
     else:
         raise UsageError(f"{param('features')} needs labels",
                          f"add {param('labels_csv', 'labels.csv')} or {_label_arrays_hint()}")
-    records = build_import_records(labels, dataset, source)
+    records = apply_camid_base(build_import_records(labels, dataset, source), camid_base,
+                               source)
     if normalized is None:
         norms = np.linalg.norm(feats32, axis=1)
         normalized = bool(np.allclose(norms, 1.0, atol=1e-4))
     prov = make_provenance(command=command, inputs=inputs, imported_from=source)
-    with StoreWriter(out, records, dataset=dataset, provenance=prov, force=force) as writer:
+    with StoreWriter(out, records, dataset=dataset, provenance=prov, force=force,
+                     inputs=inputs) as writer:
         writer.set_feature(feature_name, feats32, metric=metric, normalized=normalized)
     return Path(out)

@@ -98,7 +98,8 @@ def merge_shards(out: str | os.PathLike, shards: Sequence[str | os.PathLike], *,
                                merged_from=[s.provenance for s in stores])
         first = stores[0]
         with StoreWriter(out, records, dataset=layout["dataset"] or "", provenance=prov,
-                         force=force, attrs=_carried_attrs(first)) as w:
+                         force=force, attrs=_carried_attrs(first),
+                         inputs=[s.path for s in stores]) as w:
             for name, info in layout["features"].items():
                 w.add_feature(name, info["dim"], metric=info["metric"],
                               normalized=info["normalized"],

@@ -68,12 +68,37 @@ def write_records(group: h5py.Group, frame: pd.DataFrame) -> None:
         ds.attrs["kind"] = kind
 
 
+def column_kind(ds: h5py.Dataset) -> str:
+    """How to rebuild a ``/records`` column (docs/formats.md, "/records/<col>"): inferred from
+    the HDF5 dtype — strings (variable-length or fixed bytes) → ``str``, integers → ``int``,
+    floats → ``float``, bools → ``bool``. The ``kind`` attribute reidcli writes is only a hint:
+    it picks ``json`` for a string column and is otherwise ignored. ValueError for any other
+    dtype (compound, opaque, ...)."""
+    dtype = ds.dtype
+    hint = ds.attrs.get("kind", "")
+    hint = hint.decode(errors="replace") if isinstance(hint, bytes) else str(hint)
+    if h5py.check_string_dtype(dtype) is not None or dtype.kind in "SU":
+        return KIND_JSON if hint == KIND_JSON else KIND_STR
+    if dtype.kind == "b":
+        return KIND_BOOL
+    if dtype.kind in "iu":
+        return KIND_INT
+    if dtype.kind == "f":
+        return KIND_FLOAT
+    raise ValueError(f"/records/{ds.name.rsplit('/', 1)[-1]} has dtype {dtype}, which is not "
+                     "a string, integer, float or bool")
+
+
 def read_records(group: h5py.Group) -> pd.DataFrame:
-    """Read the record table back (``frame`` -1 → <NA>, empty extra strings → NaN)."""
+    """Read the record table back (``frame`` -1 → <NA>, empty extra strings → NaN).
+
+    Each column's kind comes from its dtype (:func:`column_kind`), so a store written by
+    another tool to docs/formats.md reads without reidcli's private attributes. KeyError
+    naming the missing required columns; ValueError for a column that cannot be decoded."""
     cols = {}
     for col in group:
         ds = group[col]
-        kind = ds.attrs.get("kind", KIND_STR)
+        kind = column_kind(ds)
         if kind in (KIND_STR, KIND_JSON):
             vals = ds.asstr()[:] if len(ds) else np.array([], dtype=object)
             vals = np.asarray(vals, dtype=object)
@@ -91,8 +116,8 @@ def read_records(group: h5py.Group) -> pd.DataFrame:
 
 
 def records_digest(frame: pd.DataFrame) -> str:
-    """sha256 over (path, pid, camid, split, domain) of every row, in order."""
-    h = hashlib.sha256()
-    for row in frame[["path", "pid", "camid", "split", "domain"]].itertuples(index=False):
-        h.update(("\t".join(map(str, row)) + "\n").encode())
-    return h.hexdigest()
+    """sha256 over (path, pid, camid, split, domain) of every row, in order: one line
+    ``path\tpid\tcamid\tsplit\tdomain\n`` per row (docs/formats.md, ``records_sha256``)."""
+    cols = [frame[c].tolist() for c in ("path", "pid", "camid", "split", "domain")]
+    text = "".join(f"{a}\t{b}\t{c}\t{d}\t{e}\n" for a, b, c, d, e in zip(*cols))
+    return hashlib.sha256(text.encode()).hexdigest()

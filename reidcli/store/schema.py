@@ -24,6 +24,8 @@ PROTOCOL = "protocol"
 ADAPT = "adapt"
 
 METRICS = ("euclidean", "cosine")
+#: record columns every store holds (docs/formats.md, "/records/<col>")
+REQUIRED_COLUMNS = ("path", "pid", "camid", "split")
 #: datasets of one protocol trial; train_idx is an addition to the v1 list (row indices of
 #: the training records), since pids alone are ambiguous across domains
 TRIAL_ARRAYS = ("train_pids", "test_pids", "query_idx", "gallery_idx", "train_idx")

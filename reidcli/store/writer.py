@@ -2,8 +2,9 @@
 
 The record table is written first; features and conv maps are then appended block by block
 (a 1M-image extraction never holds all features in RAM). Everything goes to
-``<out>.partial``; only a complete store is renamed onto the output path, so a crash or
-Ctrl-C never leaves a file that looks valid.
+``<out>.partial`` (:class:`reidcli.io.AtomicOutput`: locked, flushed, fsync-ed, re-opened
+and checked before the rename); only a complete store is renamed onto the output path, so a
+crash, a full disk or Ctrl-C never leaves a file that looks valid.
 
 Example::
 
@@ -14,8 +15,10 @@ Example::
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+from io import StringIO
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -24,7 +27,8 @@ import numpy as np
 import pandas as pd
 
 from reidcli.errors import ParameterError, StoreError, UsageError
-from reidcli.io import _remove, check_output, partial_path
+from reidcli.io import (AtomicOutput, note_hdf5_close_failed, output_error, output_errors,
+                        verify_hdf5)
 from reidcli.naming import param
 from reidcli.provenance import make_provenance, write_header
 from reidcli.store.records_io import records_digest, write_records
@@ -98,17 +102,24 @@ class StoreWriter:
                  provenance: Mapping[str, Any] | None = None, force: bool = False,
                  shard: tuple[int, int] | None = None,
                  shard_source: Mapping[str, Any] | None = None,
-                 attrs: Mapping[str, Any] | None = None, option: str = "out"):
-        self.path = check_output(path, force=force, option=option)
-        self.tmp = partial_path(self.path)
+                 attrs: Mapping[str, Any] | None = None, option: str = "out",
+                 inputs: Sequence[str | os.PathLike] = ()):
+        self._out = AtomicOutput(path, force=force, option=option, inputs=inputs,
+                                 verify=verify_hdf5(RECORDS, FEATURES, format=STORE_FORMAT))
+        self.path = self._out.final
+        self.tmp = self._out.tmp
         self.num_rows = len(records)
         #: protocol indices of a shard refer to the rows of the whole (unsharded) table
         self.index_rows = int((shard_source or {}).get("num_rows", self.num_rows)) \
             if shard is not None else self.num_rows
         self._positions: dict[str, int] = {}
-        _remove(self.tmp)
-        self.h5 = h5py.File(self.tmp, "w")
+        self.h5: h5py.File | None = None
+        #: datasets held open until commit, so a failed chunk write surfaces in flush()
+        #: instead of being swallowed when h5py closes the dataset in a destructor
+        self._datasets: dict[str, h5py.Dataset] = {}
         try:
+            with output_errors(self._out.what):
+                self.h5 = h5py.File(self.tmp, "w")
             root = self.h5.attrs
             write_store_header(root, provenance or make_provenance(), dataset=dataset or "")
             root["num_rows"] = self.num_rows
@@ -121,7 +132,8 @@ class StoreWriter:
                 root[key] = value
             write_records(self.h5.create_group(RECORDS), records)
             self.h5.create_group(FEATURES)
-            self.h5.flush()
+            with output_errors(self._out.what):
+                self.h5.flush()
         except BaseException:
             self.abort()
             raise
@@ -139,6 +151,7 @@ class StoreWriter:
         ds = self.h5[FEATURES].create_dataset(
             name, shape=(self.num_rows, dim), dtype=np.float32,
             chunks=(chunk_rows, dim) if self.num_rows else None)
+        self._datasets[f"{FEATURES}/{name}"] = ds      # kept open: flush() reports its errors
         ds.attrs["metric"] = metric
         ds.attrs["normalized"] = bool(normalized)
         for key, value in (attrs or {}).items():
@@ -168,6 +181,7 @@ class StoreWriter:
         group = self.h5.require_group(CONVMAPS)
         ds = group.create_dataset(layer, shape=(self.num_rows, c, h, w), dtype=np.dtype(dtype),
                                   chunks=(1, c, h, w) if self.num_rows else None)
+        self._datasets[f"{CONVMAPS}/{layer}"] = ds
         for key, value in (attrs or {}).items():
             ds.attrs[key] = value
         self._positions[f"{CONVMAPS}/{layer}"] = 0
@@ -232,23 +246,43 @@ class StoreWriter:
                 if p != self.num_rows]
 
     def commit(self) -> Path:
-        """Check every dataset is complete, close and move the store onto its path."""
+        """Check every dataset is complete, flush and close (errors at close are errors), then
+        fsync, re-open and check, and move the store onto its path (reidcli.io.AtomicOutput).
+        A full disk is one OutputError naming "disk full"; nothing is left behind."""
         missing = self.incomplete()
         if missing:
             self.abort()
             raise StoreError(f"store {self.path} is incomplete: {', '.join(missing)}",
                              "write one row per record before closing")
-        self.h5.attrs["complete"] = True
-        self.h5.close()
-        os.replace(self.tmp, self.path)
-        return self.path
+        try:
+            with output_errors(self._out.what):
+                self.h5.flush()                        # chunk caches: ENOSPC raised here
+                self._out.raise_swallowed()
+                self.h5.attrs["complete"] = True
+                self.h5.flush()
+                self._datasets.clear()
+                h5, self.h5 = self.h5, None
+                h5.close()
+        except BaseException:
+            self.abort()
+            raise
+        return self._out.commit()
 
     def abort(self) -> None:
-        """Close and delete the partial file."""
+        """Close and delete the partial file (a failing close is ignored: the file goes)."""
+        h5, self.h5 = self.h5, None
         try:
-            self.h5.close()
+            # closing a dataset whose chunks cannot be written (full disk) makes h5py print a
+            # traceback from a destructor; the file is deleted anyway, so keep stderr clean
+            with contextlib.redirect_stderr(StringIO()):
+                self._datasets.clear()
+                if h5 is not None:
+                    try:
+                        h5.close()
+                    except Exception:
+                        note_hdf5_close_failed()   # the file is removed below anyway
         finally:
-            _remove(self.tmp)
+            self._out.abort()
 
     def __enter__(self) -> "StoreWriter":
         return self
@@ -256,5 +290,9 @@ class StoreWriter:
     def __exit__(self, exc_type, exc, tb) -> None:
         if exc_type is None:
             self.commit()
-        else:
-            self.abort()
+            return
+        self.abort()
+        if isinstance(exc, Exception):
+            err = output_error(exc, self._out.what)        # ENOSPC mid-write → "disk full"
+            if err is not None and err is not exc:
+                raise err from exc

@@ -52,7 +52,7 @@ class BiasedEmbeddings:
         records = build_import_records(labels, "synthetic_bias", "synthetic_bias")
         feats = np.concatenate([self.query_true, self.gallery_true] if unbiased
                                else [self.query, self.gallery]).astype(np.float32)
-        prov = make_provenance(command=["synthetic_bias"], generator="dart3.md §8.1")
+        prov = make_provenance(command=["synthetic_bias"], generator="docs/methods/dart3.md")
         with StoreWriter(path, records, dataset="synthetic_bias", provenance=prov,
                          force=force) as writer:
             writer.set_feature(feature, feats, metric="euclidean")

@@ -46,3 +46,12 @@ def test_console_script_runs():
     proc = subprocess.run([sys.executable, "-m", "reidcli.cli.main", "--help"],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and "fit-pooling" in proc.stdout
+
+
+def test_typer_usage_errors_are_one_line_too(capsys):
+    code, _, err = run_cli(capsys, "eval", "--store", "x.h5", "--max-rank", "abc")
+    assert code == 2 and "Traceback" not in err and "╭" not in err
+    assert err.strip().count("\n") == 0
+    assert err.startswith("error: Invalid value for '--max-rank'") and "reid eval --help" in err
+    code, _, err = run_cli(capsys, "train", "xqda", "--bogus", "1")
+    assert code == 2 and err.startswith("error: No such option: --bogus")

@@ -63,7 +63,7 @@ INFO = DatasetInfo(
            "CUHK01 ⊂ CUHK02 (P1) and overlaps CUHK03: never train on them when testing here",
            "test_ids=N scales the test set (e.g. for a partial copy)"),
     unconfirmed=("WARCA's same-view exclusion is not stated; E1 removes same-view gallery "
-                 "matches anyway (datasets.md §5.5, §9)",))
+                 "matches anyway (docs/datasets.md)",))
 
 
 def looks_like_cuhk01(path: Path) -> bool:

@@ -43,7 +43,7 @@ INFO = DatasetInfo(
            "protocol=all_train: every image is train (DG Mixed A source)",
            "P1 is CUHK01: never train on CUHK02 when testing on CUHK01"),
     unconfirmed=("total image count 7,264 (the Person30K paper says 7,267; "
-                 "datasets.md §9)",))
+                 "docs/datasets.md)",))
 
 
 def looks_like_cuhk02(path: Path) -> bool:

@@ -57,9 +57,9 @@ INFO = DatasetInfo(
            "pid 0 (0000_*) = distractors, always in the test gallery",
            "protocol=random draws the same sizes (125/125) from a seeded permutation; "
            "expected_train_ids changes the training size (for scaled-down copies)"),
-    unconfirmed=("meaning of the GRID name tokens after the camera (datasets.md §9)",
+    unconfirmed=("meaning of the GRID name tokens after the camera (docs/datasets.md)",
                  "struct field names in features_and_partitions.mat — the 3rd field is read "
-                 "by position (datasets.md §9)",
+                 "by position (docs/datasets.md)",
                  "licence text of the GRID page (treated as research-only)"))
 
 

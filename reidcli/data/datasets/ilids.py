@@ -57,7 +57,7 @@ INFO = DatasetInfo(
            "not iLIDS-VID (video, out of scope)",
            "test_ids=N scales the test set (e.g. for a partial copy)"),
     unconfirmed=("exact licence text of the QMUL iLIDS page (treated as research-only; "
-                 "datasets.md §9)",))
+                 "docs/datasets.md)",))
 
 
 def looks_like_ilids(path: Path) -> bool:

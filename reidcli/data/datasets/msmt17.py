@@ -54,7 +54,7 @@ INFO = DatasetInfo(
              "present, else V2)",
     notes=("train = list_train.txt (torchreid convention); with train_includes_val=True "
            "train = train + val = 32,621 images / 1,041 ids; reid train pcb|bot default to "
-           "train_includes_val=True (pcb.md §9.8; option train_includes_val=false opts out)",
+           "train_includes_val=True (docs/methods/pcb.md; option train_includes_val=false opts out)",
            "pid = list label + 1 (pid 0 is reserved for distractors); x_native_pid keeps the "
            "label, x_pid_scope = train|test (train and test labels both start at 0)",
            "a listed .jpg that is missing is retried once as .jpeg (and vice versa)"),

@@ -53,7 +53,7 @@ INFO = DatasetInfo(
            "domain = site; x_site, x_scenario, x_subset keep the manifest's values",
            "expected train count is the paper's (12,000 ids / 568,977 images)"),
     unconfirmed=("Person30K availability, file layout and query/gallery selection "
-                 "(datasets.md §9): the manifest and the query rule are toolkit assumptions",))
+                 "(docs/datasets.md): the manifest and the query rule are toolkit assumptions",))
 
 
 def looks_like_person30k(path: Path) -> bool:

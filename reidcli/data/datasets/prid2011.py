@@ -61,7 +61,7 @@ INFO = DatasetInfo(
            "cam_a persons 0201-0385 are never used",
            "test_ids=N / shared_ids=N scale the protocol (e.g. for a partial copy)"),
     unconfirmed=("exact licence text of the PRID 2011 page (treated as research-only; "
-                 "datasets.md §9)",))
+                 "docs/datasets.md)",))
 
 
 def looks_like_prid2011(path: Path) -> bool:

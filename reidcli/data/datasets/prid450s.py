@@ -45,8 +45,8 @@ INFO = DatasetInfo(
            "t // draws, draw t % draws), warca_draw=gallery_single|probe_single",
            "test_ids=N scales the test set (e.g. for a partial copy)"),
     unconfirmed=("names of the mask files — any file not named img_NNNN.png is ignored "
-                 "(datasets.md §9)",
-                 "official archive URL (datasets.md §9)",
+                 "(docs/datasets.md)",
+                 "official archive URL (docs/datasets.md)",
                  "exact licence text of the PRID450S page (treated as research-only)"))
 
 

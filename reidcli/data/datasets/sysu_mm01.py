@@ -58,7 +58,7 @@ INFO = DatasetInfo(
            "mode=indoor uses gallery cams 1, 2; shots=10 is multi-shot",
            "gallery draws are reidcli's seeded ones (cached in reidcli_splits/), not the "
            "official rand_perm_cam.mat or AGW's; say so with the results"),
-    unconfirmed=("indoor-search single-shot gallery size (≈112; datasets.md §9)",))
+    unconfirmed=("indoor-search single-shot gallery size (≈112; docs/datasets.md)",))
 
 
 def looks_like_sysu(path: Path) -> bool:

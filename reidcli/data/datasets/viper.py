@@ -54,7 +54,7 @@ INFO = DatasetInfo(
            "t // draws, draw t % draws), warca_draw=gallery_single|probe_single",
            "test_ids=N scales the test set (e.g. for a partial copy)"),
     unconfirmed=("exact licence text of the VIPeR page (treated as research-only; "
-                 "datasets.md §9)",))
+                 "docs/datasets.md)",))
 
 
 def looks_like_viper(path: Path) -> bool:
