@@ -225,6 +225,12 @@ def check_output(path: str | os.PathLike, force: bool = False, option: str = "ou
         if src is not None and _same_file(path, Path(src)):
             raise UsageError(f"{what} is the input {src}",
                              "write the output to another path (the input would be replaced)")
+    _check_replaceable(path, what, force)
+    return path
+
+
+def _check_replaceable(path: Path, what: str, force: bool) -> None:
+    """An existing ``path`` needs ``force``; its folder must exist and be writable."""
     if path.exists() and not force:
         raise OutputExistsError(f"{what} already exists", f"allow overwriting ({param('force')})")
     parent = path.parent if str(path.parent) else Path(".")
@@ -233,7 +239,6 @@ def check_output(path: str | os.PathLike, force: bool = False, option: str = "ou
     if not os.access(parent, os.W_OK | os.X_OK):
         raise OutputError(f"{what}: folder {parent} is not writable",
                           "choose a folder you can write to")
-    return path
 
 
 # -- primitives ----------------------------------------------------------------------------------
@@ -431,14 +436,7 @@ def atomic_folder(path: str | os.PathLike, *, force: bool = False,
     what = f"{param(option)} {final}"
     if final.exists() and not final.is_dir():
         raise UsageError(f"{what} is a file", "give a folder path")
-    if final.exists() and not force:
-        raise OutputExistsError(f"{what} already exists", f"allow overwriting ({param('force')})")
-    parent = final.parent if str(final.parent) else Path(".")
-    if not parent.is_dir():
-        raise UsageError(f"{what}: folder {parent} does not exist", "create it first")
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise OutputError(f"{what}: folder {parent} is not writable",
-                          "choose a folder you can write to")
+    _check_replaceable(final, what, force)
     with output_errors(what):
         fd, lock = _acquire_lock(final, what)
     tmp = partial_path(final)

@@ -185,6 +185,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise interrupted(exc, debug) from None
     finally:
         set_flag_namer(None)
+        RECEIVED.clear()                 # handled: a caller in this process starts afresh
+        io_module = sys.modules.get("reidcli.io")
+        if io_module is not None:
+            io_module.clear_signals()
     return 0
 
 

@@ -39,8 +39,13 @@ def start_reid(*args, env: dict | None = None, cwd=None) -> subprocess.Popen:
 def assert_one_line_error(proc: subprocess.CompletedProcess, *needles: str,
                           code: int = 2) -> str:
     """The process failed with ``code`` and one ``error: …`` line naming every needle."""
-    err = proc.stderr.strip()
-    assert proc.returncode == code, (proc.returncode, proc.stdout[-2000:], err[-2000:])
+    assert proc.returncode == code, (proc.returncode, proc.stdout[-2000:], proc.stderr[-2000:])
+    return one_error_line(proc.stderr, *needles)
+
+
+def one_error_line(stderr: str, *needles: str) -> str:
+    """The single ``error: …`` line of ``stderr`` (no traceback), naming every needle."""
+    err = stderr.strip()
     assert "Traceback" not in err, err
     lines = [line for line in err.splitlines() if line.startswith("error: ")]
     assert len(lines) == 1, err

@@ -12,18 +12,14 @@ import torch
 
 from reidcli.errors import ParameterError, UsageError
 from tests.cli.helpers import run_cli
-from tests.faults.helpers import assert_nothing_written, assert_one_line_error, files, reid
+from tests.faults.helpers import (assert_nothing_written, assert_one_line_error, files,
+                                  one_error_line, reid)
 
 
 def _one_line(code: int, err: str, *needles: str) -> str:
     """In-process twin of assert_one_line_error."""
     assert code == 2, (code, err[-2000:])
-    assert "Traceback" not in err, err
-    lines = [line for line in err.splitlines() if line.startswith("error: ")]
-    assert len(lines) == 1, err
-    for needle in needles:
-        assert needle in lines[0], (needle, lines[0])
-    return lines[0]
+    return one_error_line(err, *needles)
 
 
 def _query_rows(path) -> np.ndarray:
