@@ -454,7 +454,7 @@ def atomic_folder(path: str | os.PathLike, *, force: bool = False,
                     register_temp(old)
                     os.replace(final, old)
                 os.replace(tmp, final)
-                fsync_dir(parent)
+                fsync_dir(final.parent if str(final.parent) else Path("."))
                 if old is not None:
                     _remove(old)
                     unregister_temp(old)

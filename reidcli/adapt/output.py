@@ -54,7 +54,7 @@ def write_adapted_store(src_path: str | os.PathLike, out: str | os.PathLike, *, 
     """
     output = AtomicOutput(out, force=force, inputs=[src_path],
                           verify=verify_hdf5(RECORDS, FEATURES, format=STORE_FORMAT))
-    final, tmp = output.final, output.tmp
+    tmp = output.tmp
     try:
         with output_errors(output.what), h5py.File(src_path, "r") as src, \
                 h5py.File(tmp, "w") as dst:

@@ -212,7 +212,7 @@ def _adam(A, K, P, beta, lam, lr, max_iter, batch, bias, rng, snapshot, snapshot
     start = time.perf_counter()
     log.add(0, 0.0, _objective(A, A @ K, P, beta, lam), lr)
     excluded = time.perf_counter() - start
-    n_pairs, n = len(P.y), A.shape[1]
+    n_pairs = len(P.y)
     for t in range(1, max_iter + 1):
         pick = torch.as_tensor(rng.integers(0, n_pairs, size=batch), device=A.device)
         batch_pairs = P.take(pick)

@@ -7,7 +7,7 @@ import dataclasses
 from typing import Any
 
 from reidcli.device import AMP_CHOICES, CHANNELS_LAST_CHOICES
-from reidcli.errors import ParameterError, UsageError
+from reidcli.errors import ParameterError
 from reidcli.naming import param
 
 

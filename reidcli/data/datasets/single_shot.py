@@ -30,7 +30,7 @@ import pandas as pd
 from reidcli.data.records import DatasetSplit, normalize_frame
 from reidcli.data.splits import (Trial, cached_trials, choose_ids, protocol_rng,
                                  relative_paths, split_from_trial)
-from reidcli.errors import DatasetError, ParameterError, UsageError
+from reidcli.errors import DatasetError, ParameterError
 from reidcli.naming import param
 
 #: seeded trials (half/half splits, WARCA splits, DG draws) of every protocol here
