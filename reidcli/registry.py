@@ -22,9 +22,9 @@ from __future__ import annotations
 import copy
 import dataclasses
 import importlib
-import inspect
 import os
 import pkgutil
+import sys
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from reidcli.errors import MethodRegistryError, UsageError
@@ -172,9 +172,8 @@ def register_info(name: str, *, stage: str, paper: str, summary: str,
     """Register a method whose command is hand-written (adaptation, network training): its
     defaults (listed by ``reid methods``, read by the stage's config) and ``extras`` — what the
     stage needs to run it (e.g. ``{"trainer": cls, "presets": {...}}``)."""
-    if module is None:
-        frame = inspect.stack()[1]
-        module = frame.frame.f_globals.get("__name__", "?")
+    if module is None:                   # the registering module (cheap: no source lookup)
+        module = sys._getframe(1).f_globals.get("__name__", "?")
     params = tuple(Parameter(k, v) for k, v in (defaults or {}).items())
     _add(MethodInfo(name=name, stage=stage, paper=paper, summary=summary, module=module,
                     parameters=params, extras=dict(extras or {})))

@@ -122,13 +122,17 @@ def _make(method: str):
     return command
 
 
-def _add_commands() -> None:
-    """One command per adaptation method of the registry (each module declares its own)."""
+_BUILT: list[bool] = []
+
+
+def build_commands() -> None:
+    """One command per adaptation method of the registry (each module declares its own);
+    built once, only when ``reid adapt`` runs (the methods import torch)."""
+    if _BUILT:
+        return
+    _BUILT.append(True)
     from reidcli import registry
     for info in registry.methods("adapt"):
         command = _make(info.name)
         command.__doc__ = info.summary
         app.command(info.name, help=info.summary)(command)
-
-
-_add_commands()

@@ -53,4 +53,12 @@ def run_pooling(info: registry.MethodInfo, given: dict[str, Any], common: dict[s
                    f"training images per trial; {summary.seconds:.1f} s", err=True)
 
 
-add_estimator_commands(app, registry.methods("fit-pooling"), COMMON, run_pooling)
+_BUILT: list[bool] = []
+
+
+def build_commands() -> None:
+    """Generate one command per registered pooling method (once; only when
+    ``reid fit-pooling`` runs)."""
+    if not _BUILT:
+        _BUILT.append(True)
+        add_estimator_commands(app, registry.methods("fit-pooling"), COMMON, run_pooling)

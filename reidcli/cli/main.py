@@ -119,14 +119,24 @@ def _root(
 _REGISTERED: list[bool] = []
 
 
-def _register() -> None:
-    """Add the stage commands (once). Done inside :func:`main`, so a method module that fails
-    to import while the commands are generated is reported as a one-line error."""
+#: stages whose subcommands are generated from the method registry, built only when run
+GENERATED_STAGES = ("train", "fit-pooling", "adapt")
+
+
+def _register(args: Sequence[str] = ()) -> None:
+    """Add the stage commands (once), and generate the method commands of the stage being run
+    (``args``' first word). Done inside :func:`main`, so a method module that fails to import
+    is reported as a one-line error; `reid --help` imports no method module."""
+    from reidcli.cli import (adapt, data, demo, eval as eval_cli, extract, fit_pooling,
+                             methods, plot, store, train)
+
+    stage = next((a for a in args if not a.startswith("-")), None)
+    generated = {"train": train, "fit-pooling": fit_pooling, "adapt": adapt}
+    if stage in generated:
+        generated[stage].build_commands()
     if _REGISTERED:
         return
     _REGISTERED.append(True)
-    from reidcli.cli import (adapt, data, demo, eval as eval_cli, extract, fit_pooling,
-                             methods, plot, store, train)
 
     app.add_typer(data.app, name="data", help="List, describe, check and synthesise datasets.")
     app.add_typer(store.app, name="store", help="Inspect, import and merge feature stores.")
@@ -161,7 +171,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             import reidcli.io as io
             io.clear_signals()
-            _register()
+            _register(args)
             try:
                 _run_app(args)
             except SystemExit as done:

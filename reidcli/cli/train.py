@@ -48,7 +48,15 @@ def run_metric(info: registry.MethodInfo, given: dict[str, Any], common: dict[st
                    f"{len(summary.trials)} trial(s); {summary.seconds:.1f} s", err=True)
 
 
-add_estimator_commands(app, registry.methods("train"), COMMON, run_metric)
+_BUILT: list[bool] = []
+
+
+def build_commands() -> None:
+    """Generate one command per registered metric learner (once; only when ``reid train``
+    runs, so other commands do not import every method module)."""
+    if not _BUILT:
+        _BUILT.append(True)
+        add_estimator_commands(app, registry.methods("train"), COMMON, run_metric)
 
 
 def _later(method: str):
