@@ -4,6 +4,8 @@
 #   TABLE 1 (new camera: camera-split protocol, per-camera streams) | 2 (cross-dataset)
 #   UPPER_JSON=path adds an "Upper Bound" row (a reid eval --json of the upper-bound model)
 #   DART3_METHODS overrides the list (default: none tent temp norm dart3 dart3-lite)
+#   RECIPE_KNOBS names the calling recipe's shrink variables for the notice after the table
+source "$(dirname "${BASH_SOURCE[0]}")/_shrunk.sh"
 dart3_chain() {
   local store="$1" work="$2" model="$3" table="$4" column="$5"; shift 5
   local eval_args=() adapt_args=()
@@ -28,6 +30,8 @@ dart3_chain() {
   done
   [ -n "${UPPER_JSON:-}" ] && results+=("Upper Bound=$UPPER_JSON")
   python -m reidcli.paper.compare dart3 --table "$table" --dataset "$column" "${results[@]}"
+  # shellcheck disable=SC2086
+  shrunk_notice ${RECIPE_KNOBS:-}
 }
 
 # Setting A (new camera, Table 1): train on TRAIN_CAMS, extract the camera-held-out split

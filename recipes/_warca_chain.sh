@@ -2,7 +2,9 @@
 # a feature store, evaluate over the protocol's trials, print ours beside the paper.
 # usage: warca_chain STORE WORKDIR DATASET DIM [TABLE] [KERNELS]
 # TABLE 2 (default) or 3 (LOMO); KERNELS=no skips the χ² kernel methods (the paper ran none on
-# Market-1501: a 12,936² kernel and an O(N³) solve).
+# Market-1501: a 12,936² kernel and an O(N³) solve). RECIPE_KNOBS names the calling recipe's
+# shrink variables for the notice after the table.
+source "$(dirname "${BASH_SOURCE[0]}")/_shrunk.sh"
 warca_chain() {
   local store="$1" work="$2" dataset="$3" dim="$4" table="${5:-2}" kernels="${6:-yes}"
   local results=()
@@ -38,4 +40,6 @@ warca_chain() {
     --force --quiet
   results+=("Euclidean=$work/euclidean.json")
   python -m reidcli.paper.compare warca --dataset "$dataset" --table "$table" "${results[@]}"
+  # shellcheck disable=SC2086
+  shrunk_notice WARCA_TRIALS WARCA_ITERATIONS ${RECIPE_KNOBS:-}
 }

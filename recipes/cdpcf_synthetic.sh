@@ -5,14 +5,20 @@
 # domain d1 (2 cameras, 200 persons, strong camera-specific spatial bias) are pooled to 24×8,
 # and the four pooling methods are fitted and evaluated over 10 seeded half/half trials.
 # Env: PCB_EPOCHS (4), PCB_MAX_IMAGES (all 3,732 source images), CDPCF_MAPS=color-grid to use
-# hand-crafted 16-channel maps + HSV stripes instead of a trained network.
+# hand-crafted 16-channel maps + HSV stripes instead of a trained network. CI shrinks the run
+# with CDPCF_SOURCE_IDS (source persons, 300), PCB_EPOCHS, PCB_MAX_IMAGES and CDPCF_TRIALS
+# (e.g. 0: one of the 10 trials); a shrunk run says so after its table.
 # usage: bash recipes/cdpcf_synthetic.sh [WORKDIR]   (reid must be on PATH)
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 source "$here/_cdpcf_chain.sh"
 work="${1:-runs/cdpcf_synthetic}"
 mkdir -p "$work"
-[ -d "$work/data/synthetic/cdpcf" ] || reid data synth --out "$work/data" --preset cdpcf
+RECIPE_KNOBS="CDPCF_SOURCE_IDS PCB_EPOCHS PCB_MAX_IMAGES"
+synth=()
+[ -n "${CDPCF_SOURCE_IDS:-}" ] && synth=(--param "num_train_ids=$CDPCF_SOURCE_IDS")
+[ -d "$work/data/synthetic/cdpcf" ] || reid data synth --out "$work/data" --preset cdpcf \
+  "${synth[@]}"
 target=(--dataset synthetic --root "$work/data" --option name=cdpcf
         --option protocol=single_shot_half --option domain=synthetic/d1)
 if [ "${CDPCF_MAPS:-pcb}" = "color-grid" ]; then

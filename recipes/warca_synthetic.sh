@@ -2,13 +2,14 @@
 # WARCA chain on the built-in `warca` synthetic preset (2 cameras, 316 + 316 persons, strong
 # background nuisance) with the HistLBP-2580 descriptor and WARCA's protocol (P = 316 test
 # ids, 10 splits) — no downloads. CI runs it shrunk: WARCA_SYNTH_IDS (persons per split half),
-# WARCA_TEST_IDS, WARCA_TRIALS and WARCA_ITERATIONS.
+# WARCA_TEST_IDS, WARCA_TRIALS and WARCA_ITERATIONS; a shrunk run says so after its table.
 # usage: bash recipes/warca_synthetic.sh [WORKDIR]   (reid must be on PATH)
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 source "$here/_warca_chain.sh"
 work="${1:-runs/warca_synthetic}"
 mkdir -p "$work"
+RECIPE_KNOBS="WARCA_SYNTH_IDS WARCA_TEST_IDS"
 if [ ! -d "$work/data/synthetic/warca" ]; then
   if [ -n "${WARCA_SYNTH_IDS:-}" ]; then
     reid data synth --out "$work/data" --preset warca --param "num_train_ids=$WARCA_SYNTH_IDS" \

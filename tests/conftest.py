@@ -1,7 +1,13 @@
 """Shared fixtures: synthetic datasets generated once per test session."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
+
+# One OpenMP/BLAS thread in this process and in every child it starts (`reid` subprocesses,
+# recipes) unless the caller chose a number: on a busy 2-core machine spinning OpenMP threads
+# made work many times slower (a 1 s fit-pooling trial took 30 s).
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import pytest
 

@@ -1,4 +1,5 @@
-"""`reid demo` runs every available stage on synthetic data and reports real numbers."""
+"""`reid demo` runs every available stage on synthetic data as printed `reid` commands and
+reports real numbers; the printed commands, pasted in order, redo it."""
 from __future__ import annotations
 
 import json
@@ -13,60 +14,123 @@ from tests.cli.helpers import run_cli, spy
 from tests.plotting.conftest import one_native_thread  # noqa: F401
 
 
+def printed_commands(out: str) -> tuple[dict[str, str], list[list[str]]]:
+    """The environment the demo exports and the argv of every ``reid`` command it printed."""
+    env, commands = {}, []
+    for line in out.splitlines():
+        if line.startswith("export "):
+            env.update(w.split("=", 1) for w in shlex.split(line)[1:])
+        elif line.startswith("reid "):
+            commands.append(shlex.split(line))
+    return env, commands
+
+
+def scores(folder: Path) -> dict[str, tuple[list[float], float]]:
+    """{report name: (CMC, mAP)} of every evaluation report in ``folder``."""
+    return {p.name: (json.loads(p.read_text())["cmc"], json.loads(p.read_text())["mAP"])
+            for p in sorted(folder.glob("*.json"))}
+
+
 @pytest.mark.usefixtures("one_torch_thread", "one_native_thread")
 def test_demo_tiny_end_to_end(capsys, tmp_path, monkeypatch):
     import reidcli.demo
     import reidcli.plotting.cmc
     import reidcli.plotting.tsne
 
+    (tmp_path / "demo").mkdir()
+    monkeypatch.chdir(tmp_path / "demo")
     demos = spy(monkeypatch, reidcli.demo, "run_demo")
     cmc_plots = spy(monkeypatch, reidcli.plotting.cmc, "plot_cmc")
     tsne_plots = spy(monkeypatch, reidcli.plotting.tsne, "plot_tsne")
-    code, out, err = run_cli(capsys, "demo", "--preset", "tiny", "--root", tmp_path / "data",
-                             "--out", tmp_path / "out")
+    code, out, err = run_cli(capsys, "demo", "--preset", "tiny", "--root", "data",
+                             "--out", "out")
     assert code == 0, err
-    # the CMC legend comes from the result JSONs; the logged plot commands are what ran
-    legend = [label.rsplit(" (R1", 1)[0] for label in cmc_plots[0].labels]
-    assert legend == ["hsv-stripes (euclidean)", "hsv-stripes + XQDA", "color-grid + C-DPCF",
-                      "BoT tiny bnneck (euclidean)", "BoT tiny bnneck + camera Norm (euclidean)",
-                      "BoT tiny bnneck + DART3 LITE (euclidean)"]
-    commands = [s.command for s in demos[0].steps if s.stage == "plot"]
-    assert all(f"--label '{name}'" in commands[0] for name in legend)
+    demo, = demos
+    env, argvs = printed_commands(out)
+    # printed == ran: one printed line per stage, the line the stage recorded
+    assert [shlex.join(argv) for argv in argvs] == [s.command for s in demo.steps]
+    assert env == reidcli.demo.ONE_THREAD
+    stages = [s.stage for s in demo.steps]
+    assert set(stages) == {"data", "extract", "train", "fit-pooling", "adapt", "eval", "plot"}
+    # the network stages name the dataset, root and options they read
+    for argv in argvs:
+        if argv[1] == "extract" or argv[1:3] == ["train", "bot"]:
+            assert ["--dataset", "synthetic", "--root", "data", "--option", "name=tiny"] == \
+                argv[argv.index("--dataset"):argv.index("--dataset") + 6]
+    # the CMC legend comes from the result JSONs, in the order evaluated
+    assert cmc_plots[0].names == ["hsv-stripes (euclidean)", "hsv-stripes + XQDA",
+                                  "color-grid + C-DPCF", "color-grid + DPCF",
+                                  "BoT tiny bnneck (euclidean)",
+                                  "BoT tiny bnneck + camera Norm (euclidean)",
+                                  "BoT tiny bnneck + DART3 LITE (euclidean)"]
+    # t-SNE: test rows only, BoT before / after DART3 LITE side by side
     tsne, = tsne_plots
-    assert tsne.markers is not None and "--marker-by domain" in commands[1]
-    for command in commands:                    # each logged command runs as printed
-        argv = shlex.split(command)
-        assert argv[:2] == ["reid", "plot"] and argv[-2] == "--out"
-        code, _, err = run_cli(capsys, *argv[1:-1], tmp_path / Path(argv[-1]).name)
-        assert code == 0, (command, err)
-    assert cmc_plots[1].labels == cmc_plots[0].labels                   # same figures
-    np.testing.assert_allclose(tsne_plots[1].points[0], tsne.points[0])
-    for stage in ("data", "records", "extract", "train", "fit-pooling", "adapt", "eval",
-                  "plot"):
-        assert f"│ {stage} " in out
-    for figure in ("cmc", "tsne"):                  # the demo ends with its figures
-        assert (tmp_path / "out" / f"synthetic_tiny_{figure}.png").stat().st_size > 10_000
-    cnn = json.loads((tmp_path / "out" / "synthetic_tiny_bot_tiny.json").read_text())
+    assert len(tsne.points) == 2 and tsne.titles[0].startswith("before")
+    with open_store("out/synthetic_tiny_bot_tiny.h5") as st:
+        assert set(st.records["split"].to_numpy()[tsne.rows]) == {"query", "gallery"}
+
+    # the results table: every method, scores as in its report, no wrapped rows in a pipe
+    lines = out.splitlines()
+    for row in demo.results:
+        line, = [l for l in lines if f" {row['method']} " in l]
+        assert f" {100 * row['mAP']:.1f} " in line and f" {100 * row['rank-1']:.1f} " in line
+    cnn = json.loads(Path("out/synthetic_tiny_bot_tiny.json").read_text())
     assert cnn["feature"] == "bnneck" and cnn["num_valid_queries"] > 0
-    assert "tiny BoT" in out and "tiny BoT + DART3 LITE" in out
-    lite = json.loads((tmp_path / "out" / "synthetic_tiny_bot_tiny_dart3-lite.json").read_text())
-    assert lite["store_provenance"]["adapt"]["method"] == "dart3"
-    assert lite["num_valid_queries"] == cnn["num_valid_queries"]
-    for method in ("xqda", "cdpcf"):
-        other = json.loads((tmp_path / "out" / f"synthetic_tiny_{method}.json").read_text())
-        assert other["model"]["method"] == method and other["num_valid_queries"] > 0
-    report = json.loads((tmp_path / "out" / "synthetic_tiny_hsv.json").read_text())
+    lite = json.loads(Path("out/synthetic_tiny_bot_tiny_dart3-lite.json").read_text())
+    adapt = lite["store_provenance"]["adapt"]
+    assert (adapt["method"], adapt["lr"], adapt["steps"], adapt["episodic"]) == \
+        ("dart3", *(reidcli.demo.DART3_LITE[k] for k in ("lr", "steps", "episodic")))
+    note, = [l for l in lines if l.startswith("note: DART3 LITE ran with --lr")]
+    assert "not the paper's --lr 0.0001" in note and "vs camera Norm" in note
+    report = json.loads(Path("out/synthetic_tiny_hsv.json").read_text())
     assert report["protocol"] == "market" and report["num_valid_queries"] > 0
     cmc = np.asarray(report["cmc"])
     assert np.all(np.diff(cmc) >= 0) and 0 <= cmc[0] <= cmc[-1] <= 1
-    assert f"{100 * report['mAP']:.1f}" in out
-    with open_store(tmp_path / "out" / "synthetic_tiny_hsv.h5") as st:
+    with open_store("out/synthetic_tiny_hsv.h5") as st:
         assert st.feature_info("hsv-stripes")["dim"] == 144
         assert st.convmap_layers == ["color-grid"]
-        assert st.provenance["inputs"][0]["listing_sha256"]
+        assert st.provenance["command"] == shlex.join(argvs[1])      # the printed command
+
+    # the outputs list names every file the demo wrote, each with a description
+    listed = {Path(l.strip().split(" — ")[0]) for l in
+              lines[lines.index("outputs:") + 1:] if " — " in l}
+    written = {p for p in Path("out").rglob("*") if p.is_file()}
+    assert written <= listed and all(p.exists() for p in listed)
+    for figure in ("cmc", "tsne"):
+        assert Path(f"out/synthetic_tiny_{figure}.png").stat().st_size > 10_000
+
+    # pasted in order into a fresh folder, the printed commands redo the demo
+    (tmp_path / "pasted").mkdir()
+    monkeypatch.chdir(tmp_path / "pasted")
+    mkdir, = [shlex.split(l) for l in out.splitlines() if l.startswith("mkdir -p ")]
+    Path(mkdir[2]).mkdir(parents=True)
+    with reidcli.demo.thread_limit(env):
+        for argv in argvs:
+            code, _, err = run_cli(capsys, *argv[1:])
+            assert code == 0, (shlex.join(argv), err)
+    first = scores(tmp_path / "demo" / "out")
+    assert len(first) == 7
+    assert scores(tmp_path / "pasted" / "out").keys() == first.keys()
+    for name, (curve, m_ap) in scores(tmp_path / "pasted" / "out").items():
+        np.testing.assert_allclose(curve, first[name][0], atol=1e-6, err_msg=name)
+        np.testing.assert_allclose(m_ap, first[name][1], atol=1e-6, err_msg=name)
+
     # a second run reuses the data and replaces its own outputs
-    code, out2, err = run_cli(capsys, "demo", "--preset", "tiny", "--root", tmp_path / "data",
-                              "--out", tmp_path / "out")
+    monkeypatch.chdir(tmp_path / "demo")
+    code, _, err = run_cli(capsys, "demo", "--preset", "tiny", "--root", "data",
+                           "--out", "out")
     assert code == 0, err
-    assert json.loads((tmp_path / "out" / "synthetic_tiny_hsv.json").read_text())["cmc"] == \
+    assert json.loads(Path("out/synthetic_tiny_hsv.json").read_text())["cmc"] == \
         report["cmc"]
+
+
+def test_demo_stage_failure_names_the_command(capsys, tmp_path):
+    """A stage that fails stops the demo: its own error, then one line naming the command."""
+    (tmp_path / "data" / "synthetic" / "tiny").mkdir(parents=True)    # not the demo's data
+    code, out, err = run_cli(capsys, "demo", "--preset", "tiny", "--root", tmp_path / "data",
+                             "--out", tmp_path / "out")
+    assert code == 2
+    lines = err.strip().splitlines()
+    assert lines[-1].startswith("error: demo stage 'data' failed (exit 2): reid data synth")
+    assert lines[-2].startswith("error:")
+    assert out.splitlines()[-1] in lines[-1]            # the printed command, as it ran

@@ -124,7 +124,7 @@ def test_reid_methods_lists_every_stage(capsys):
     assert code == 0, err
     listed = {m["name"]: m for m in json.loads(out)}
     assert listed["xqda"]["parameters"]["lam"] == 0.001
-    assert listed["xqda"]["flags"]["lam"] == "--lambda"
+    assert listed["xqda"]["flags"]["lam"] == "--reg"
     assert listed["cdpcf"]["stage"] == "fit-pooling" and listed["cdpcf"]["parameters"]["K"] == 10
     assert listed["linear-projection"]["stage"] == "fitted"
     code, out, _ = run_cli(capsys, "methods")

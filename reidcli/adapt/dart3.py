@@ -142,12 +142,17 @@ def build(cfg, inputs, stats, runner, gallery_normalized, device):
 
 _DART3 = dict(paper="Bhattacharya et al. (DART3)",
               defaults=dict(batch_size=8, lr=1e-4, bn_mode="batch"))
+#: the AdaptConfig fields DART3 reads beyond the loop's (its options in `reid adapt --help`)
+_READS = ("tau", "topk", "distance", "precision", "stats", "std_ddof", "eps",
+          "stats_max_per_camera")
 register_info("dart3", stage="adapt",
               summary="DART3 (default --mode lite: stored embeddings; --mode full: also the "
                       "backbone's BN γ/β on the query images, needs --model).",
-              extras={"build": build, "needs_model": ("full",)}, **_DART3)
+              extras={"build": build, "needs_model": ("full",),
+                      "reads": ("mode", "external", *_READS)}, **_DART3)
 register_info("dart3-lite", stage="adapt",
               summary="DART3 LITE (= dart3 --mode lite): black-box, stored embeddings only.",
-              extras={"alias_of": ("dart3", "lite"), "spellings": ("dart3_lite",)}, **_DART3)
+              extras={"alias_of": ("dart3", "lite"), "spellings": ("dart3_lite",),
+                      "reads": _READS}, **_DART3)
 
 __all__ = ["CameraShiftScale", "DART3Adapter"]

@@ -3,7 +3,8 @@
 The query and gallery of one protocol trial (``--trial``, default 0; the ``query`` /
 ``gallery`` split rows of a store without a protocol), one feature, and the camera of every
 row. A camera is the pair (domain, camid), numbered ``0..n-1`` in sorted order over the
-query, gallery (and grounding) rows — the row index of every per-camera array.
+query, gallery (and grounding) rows (:func:`reidcli.cameras.camera_codes`) — the row index of
+every per-camera array. ``query_cams`` are camid values, applied within every domain.
 """
 from __future__ import annotations
 
@@ -15,25 +16,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from reidcli.cameras import CameraTable, record_cameras
 from reidcli.errors import ParameterError, StoreError, UsageError
 from reidcli.naming import param
-
-
-@dataclasses.dataclass
-class CameraTable:
-    """Camera code → (domain, camid). ``cam_ids`` [n] int64, ``domains`` [n] str."""
-
-    cam_ids: np.ndarray
-    domains: np.ndarray
-
-    @property
-    def num_cameras(self) -> int:
-        return len(self.cam_ids)
-
-    def label(self, code: int) -> str:
-        one_domain = len(set(self.domains.tolist())) == 1
-        cam = int(self.cam_ids[code])
-        return f"camera {cam}" if one_domain else f"camera {self.domains[code]}/{cam}"
 
 
 @dataclasses.dataclass
@@ -99,13 +84,6 @@ def resolve_image_path(path: str, images_root: str | os.PathLike | None) -> str:
                      "are relative to")
 
 
-def _camera_keys(records: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
-    domain = records["domain"].astype(str).to_numpy()[rows] if "domain" in records \
-        else np.full(len(rows), "", dtype=object)
-    camid = records["camid"].to_numpy(np.int64)[rows]
-    return np.array([f"{d}\x1f{c:08d}" for d, c in zip(domain, camid)], dtype=object)
-
-
 def read_inputs(store_path: str | os.PathLike, *, feature: str | None = None, trial: int = 0,
                 query_cams: list[int] | None = None, grounding: int = 0,
                 grounding_split: str = "auto") -> AdaptInputs:
@@ -147,12 +125,7 @@ def read_inputs(store_path: str | os.PathLike, *, feature: str | None = None, tr
         store_attrs = st.attrs
         store_provenance = st.provenance
         num_trials = len(trials)
-    keys_q, keys_g = _camera_keys(records, q_rows), _camera_keys(records, g_rows)
-    keys_p = _camera_keys(records, g_pool)
-    uniq, codes = np.unique(np.concatenate([keys_q, keys_g, keys_p]), return_inverse=True)
-    codes = codes.astype(np.int64)
-    cams = CameraTable(cam_ids=np.array([int(k.split("\x1f")[1]) for k in uniq], np.int64),
-                       domains=np.array([k.split("\x1f")[0] for k in uniq], dtype=object))
+    codes, cams = record_cameras(records, np.concatenate([q_rows, g_rows, g_pool]))
     q_codes, g_codes = codes[:len(q_rows)], codes[len(q_rows):len(q_rows) + len(g_rows)]
     p_codes = codes[len(q_rows) + len(g_rows):]
     q_camids = records["camid"].to_numpy(np.int64)[q_rows]

@@ -29,17 +29,19 @@ def _unchanged_queries(queries, codes, stats):
 
 
 # closed-form methods: ``closed_form(queries [N, d], codes [N], stats) -> adapted queries``;
-# ``normalizes_gallery`` says whether the scoring gallery is G̃ (else the stored gallery)
+# ``normalizes_gallery`` says whether the scoring gallery is G̃ (else the stored gallery);
+# ``reads``: the AdaptConfig fields a method reads (its options in `reid adapt --help`)
 register_info("none", stage="adapt", paper="—",
               summary="No-adapt: copy the queries and gallery unchanged (the source model's "
                       "result).",
               defaults=dict(batch_size=64, lr=0.0, bn_mode=None),
               extras={"closed_form": _unchanged_queries, "normalizes_gallery": False,
-                      "spellings": ("no-adapt",)})
+                      "spellings": ("no-adapt",), "reads": ()})
 register_info("norm", stage="adapt", paper="DART3 paper Alg. 1 (camera normalisation)",
               summary="Camera normalisation (Alg 1): z-score every row with its camera's "
                       "statistics.",
               defaults=dict(batch_size=64, lr=0.0, bn_mode=None),
-              extras={"closed_form": normalized_queries, "normalizes_gallery": True})
+              extras={"closed_form": normalized_queries, "normalizes_gallery": True,
+                      "reads": ("stats", "std_ddof", "eps", "stats_max_per_camera", "seed")})
 
 __all__ = ["normalized_queries", "normalized_gallery"]

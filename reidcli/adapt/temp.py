@@ -59,6 +59,7 @@ register_info("temp", stage="adapt", paper="Adachi et al. (TEMP)",
               summary="TEMP: entropy of the top-k cosine similarities to the gallery, BN γ/β "
                       "(needs --model).",
               defaults=dict(batch_size=16, lr=3.5e-4, bn_mode="running"),
-              extras={"build": build, "needs_model": ("lite", "full")})
+              extras={"build": build, "needs_model": ("lite", "full"),
+                      "reads": ("temp_k", "temp_gallery_sample", "temp_reg")})
 
 __all__ = ["TempAdapter"]

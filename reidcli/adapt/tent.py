@@ -51,6 +51,7 @@ def build(cfg, inputs, stats, runner, gallery_normalized, device):
 register_info("tent", stage="adapt", paper="Wang et al., ICLR 2021",
               summary="TENT: entropy of the identity classifier, BN γ/β (needs --model).",
               defaults=dict(batch_size=64, lr=3.5e-4, bn_mode="batch"),
-              extras={"build": build, "needs_model": ("lite", "full")})
+              extras={"build": build, "needs_model": ("lite", "full"),
+                      "reads": ("tent_logits",)})
 
 __all__ = ["TentAdapter"]

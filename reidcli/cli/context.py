@@ -20,8 +20,10 @@ def invoked_command() -> list[str]:
 
 
 def set_flag_names(flags: dict[str, str]) -> None:
-    """Record which flag sets which library parameter in the running command (only where the
-    flag is not ``--`` + the parameter's name with ``-`` for ``_``)."""
+    """Record which flag sets which library parameter in the running command (needed where
+    the flag is not ``--`` + the parameter's name with ``-`` for ``_``). A generated method
+    command records all its parameters, those without an option of their own as
+    ``--param name`` (:func:`reidcli.naming.param` then writes ``--param name=value``)."""
     _FLAGS.update(flags)
 
 
@@ -31,7 +33,8 @@ def reset_flag_names() -> None:
 
 
 def flag_for(parameter: str) -> str:
-    """The flag of the running command that sets ``parameter``.
+    """The flag of the running command that sets ``parameter`` (``--reg`` for XQDA's
+    ``lam``; ``--param normalize`` where the command sets it only through ``--param``).
 
     A name that already is a flag or an argument (``--out``, ``OUT``), or a phrase rather than
     a parameter name, is returned as is; one-letter parameters (the papers' ``K``, ``E``,

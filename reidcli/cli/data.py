@@ -118,8 +118,8 @@ def synth(
                                "vi | dg | warca."),
     seed: Optional[int] = typer.Option(None, "--seed", help="Master seed (default: preset's)."),
     name: Optional[str] = typer.Option(None, "--name", help="Folder name (default: preset)."),
-    param: Optional[List[str]] = typer.Option(None, "--param", help="Generator parameter "
-                                              "override key=value, e.g. num_cameras=4."),
+    option: Optional[List[str]] = typer.Option(None, "--option", help="Generator option "
+                                               "key=value (repeatable), e.g. num_cameras=4."),
     force: bool = typer.Option(False, "--force", help="Regenerate an existing folder."),
 ) -> None:
     """Render the procedural synthetic dataset (docs/datasets.md) in the Market-1501 layout."""
@@ -128,7 +128,7 @@ def synth(
     from reidcli.data.synthetic import generate
 
     path = generate(out, preset=preset, name=name, seed=seed,
-                    overrides=parse_key_values(param, "--param"), force=force)
+                    overrides=parse_key_values(option, "--option"), force=force)
     images = pd.read_csv(path / "images.csv")
     counts = images.groupby("split").size().to_dict()
     typer.echo(f"wrote {path}: {len(images)} images ("

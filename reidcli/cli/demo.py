@@ -1,4 +1,9 @@
-"""`reid demo` — the synthetic dataset through every stage that exists (thin CLI)."""
+"""`reid demo` — the synthetic dataset through every stage that exists (thin CLI).
+
+stdout: each stage's command line (preceded by a ``#`` comment, followed by its time),
+then the results table, notes and the list of files written — plain lines, readable in a
+log (``reid demo > log.txt``); the commands' own messages and progress go to stderr.
+"""
 from __future__ import annotations
 
 from pathlib import Path
@@ -8,36 +13,47 @@ import typer
 
 HELP = "Run the pipeline end to end on the synthetic dataset and print a results table."
 
+#: width of the results table when stdout is not a terminal (no wrapping in a log)
+LOG_WIDTH = 200
+
 
 def demo(
     preset: str = typer.Option("default", "--preset", help="Synthetic preset: tiny (seconds) "
-                               "or default (about a minute)."),
+                               "or default (about a minute on 2 CPU cores)."),
     root: Optional[Path] = typer.Option(None, "--root", help="Data root for the synthetic "
                                         "dataset (default $REIDCLI_DATA or ./data)."),
     out: Path = typer.Option(Path("reid-demo"), "--out", help="Folder for the demo's stores "
                              "and results (its previous demo outputs are replaced)."),
     seed: int = typer.Option(0, "--seed", help="Seed of the synthetic data."),
 ) -> None:
-    """Synthesise data, describe it, store it, evaluate it; print what ran and the scores."""
+    """Run every stage as the printed `reid` command (paste them to redo it); print the
+    scores and where the outputs went."""
     from rich.console import Console
     from rich.table import Table
 
     from reidcli.demo import run_demo
+    from reidcli.progress import ENABLED
 
-    result = run_demo(root=root, workdir=out, preset=preset, seed=seed)
+    echo = lambda line: typer.echo(line)
+    echo(f"# reid demo: synthetic '{preset}' (seed {seed}); each command below ran as "
+         "printed — paste them in this order to redo the demo")
+    result = run_demo(root=root, workdir=out, preset=preset, seed=seed, progress=ENABLED,
+                      echo=echo)
+    total = sum(s.seconds for s in result.steps)
+    echo(f"# {len(result.steps)} commands, {total:.1f} s")
     console = Console()
-    steps = Table(title="reid demo — stages run")
-    for col in ("stage", "equivalent command / output", "seconds", "notes"):
-        steps.add_column(col, overflow="fold")
-    for s in result.steps:
-        steps.add_row(s.stage, s.command if s.output in s.command else
-                      f"{s.command} → {s.output}", f"{s.seconds:.1f}", s.summary)
-    console.print(steps)
-    table = Table(title=f"synthetic '{preset}' — test split, Market-1501 rule (E1)")
+    if not console.is_terminal:
+        console = Console(width=LOG_WIDTH)
+    table = Table(title=f"synthetic '{preset}' — test split, Market-1501 rule (E1), %")
     cols = ("method", "rank-1", "rank-5", "rank-10", "mAP", "mINP", "queries")
     for col in cols:
-        table.add_column(col, justify="left" if col == "method" else "right")
+        table.add_column(col, justify="left" if col == "method" else "right", no_wrap=True)
     for row in result.results:
         table.add_row(row["method"], *(f"{100 * row[c]:.1f}" for c in cols[1:-1]),
                       str(row["queries"]))
     console.print(table)
+    for note in result.notes:
+        echo(f"note: {note}")
+    echo("outputs:")
+    for path, what in result.outputs:
+        echo(f"  {path} — {what}")

@@ -1,6 +1,7 @@
 """Generate one typer command per registered estimator (``reid train <metric>``,
 ``reid fit-pooling <method>``) from the registry: each method's own parameters become its
-options, with its defaults and help; nothing here names a method."""
+options, with its defaults and help (only the parameters the method has: ``--help`` shows
+nothing another method reads); nothing here names a method."""
 from __future__ import annotations
 
 import inspect
@@ -23,17 +24,31 @@ def _option_type(param: Parameter) -> type:
     return str
 
 
-def _option(param: Parameter) -> inspect.Parameter:
-    kind = _option_type(param)
+def _help(param: Parameter) -> str:
+    """The parameter's help with its default — once: a help that already states its default
+    (``(default: keep `variance` …)``) is not given a second one."""
+    if "default" in param.help.lower():
+        return param.help
     default = "none" if param.default is None else param.default
-    text = f"{param.help} (default: {default})".strip()
-    if kind is bool:
-        flag = param.cli_flag
-        info = typer.Option(None, f"{flag}/--no-{flag[2:]}", help=text, show_default=False)
-    else:
-        info = typer.Option(None, param.cli_flag, help=text, show_default=False)
+    return f"{param.help} (default: {default})".strip()
+
+
+def _option(param: Parameter, hidden: bool = False) -> inspect.Parameter:
+    """The typer option of ``param``; ``hidden`` ones (set with ``--param``) still accept
+    their flag, as earlier releases did, without showing it in ``--help``."""
+    kind = _option_type(param)
+    flag = param.cli_flag
+    flags = (f"{flag}/--no-{flag[2:]}",) if kind is bool else (flag,)
+    info = typer.Option(None, *flags, help=_help(param), show_default=False, hidden=hidden)
     return inspect.Parameter(param.name, inspect.Parameter.KEYWORD_ONLY, default=info,
                              annotation=Optional[kind])
+
+
+def method_flags(info: MethodInfo) -> dict[str, str]:
+    """parameter → the flag that sets it on ``info``'s command: its own option, or
+    ``--param name`` (:func:`reidcli.naming.param` adds ``=value``) for a parameter shown
+    only through ``--param``."""
+    return {p.name: p.cli_flag if p.cli else f"--param {p.name}" for p in info.parameters}
 
 
 def estimator_command(info: MethodInfo, common: list[inspect.Parameter],
@@ -46,7 +61,14 @@ def estimator_command(info: MethodInfo, common: list[inspect.Parameter],
     clash = [p.name for p in visible if p.name in common_names or p.name == "param"]
     if clash:
         raise ValueError(f"{info.name}: parameters {clash} clash with the stage's options")
+    taken = {f for p in common for f in p.default.param_decls} | {"--param"} | \
+        {p.cli_flag for p in visible}
+    # a --param-only parameter keeps a hidden flag of its own unless that name is taken
+    quiet = [p for p in info.parameters if not p.cli and p.name not in common_names
+             and p.cli_flag not in taken and p.name != "param"]
+    options = [*visible, *quiet]
     signature = [*common, *(_option(p) for p in visible),
+                 *(_option(p, hidden=True) for p in quiet),
                  inspect.Parameter("param", inspect.Parameter.KEYWORD_ONLY,
                                    default=typer.Option(None, "--param", help=PARAM_HELP),
                                    annotation=Optional[List[str]])]
@@ -54,7 +76,7 @@ def estimator_command(info: MethodInfo, common: list[inspect.Parameter],
     def command(**values: Any) -> None:
         from reidcli.cli.data import parse_key_values
 
-        given = {p.name: values[p.name] for p in visible if values.get(p.name) is not None}
+        given = {p.name: values[p.name] for p in options if values.get(p.name) is not None}
         given.update(parse_key_values(values.pop("param", None), "--param"))
         run(info, given, {name: values[name] for name in common_names})
 
@@ -73,8 +95,9 @@ def add_estimator_commands(app: typer.Typer, methods: list[MethodInfo],
             estimator_command(info, common, run))
 
 
-def common_option(name: str, annotation, default, *flags: str, help: str) -> inspect.Parameter:
+def common_option(name: str, annotation, default, *flags: str, help: str,
+                  **extra: Any) -> inspect.Parameter:
     """A stage-level option (``--store``, ``--out``, …) as a signature parameter."""
     return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY,
-                             default=typer.Option(default, *flags, help=help),
+                             default=typer.Option(default, *flags, help=help, **extra),
                              annotation=annotation)

@@ -22,10 +22,11 @@ def evaluate(
     trials: str = typer.Option("all", "--trials", help="Protocol trials: all or e.g. 0,3."),
     rerank: bool = typer.Option(False, "--rerank", help="k-reciprocal re-ranking "
                                 "(Zhong et al. 2017)."),
-    k1: int = typer.Option(20, "--k1", help="Re-ranking: reciprocal neighbourhood size."),
-    k2: int = typer.Option(6, "--k2", help="Re-ranking: query-expansion size."),
-    lambda_value: float = typer.Option(0.3, "--lambda", help="Re-ranking: weight of the "
-                                       "original distance."),
+    k1: int = typer.Option(20, "--rerank-k1", help="Re-ranking: reciprocal neighbourhood "
+                           "size k₁."),
+    k2: int = typer.Option(6, "--rerank-k2", help="Re-ranking: query-expansion size k₂."),
+    lambda_value: float = typer.Option(0.3, "--rerank-lambda", help="Re-ranking: weight λ "
+                                       "of the original distance."),
     max_rank: int = typer.Option(50, "--max-rank", help="Length of the reported CMC curve."),
     ap: str = typer.Option("sum-of-precisions", "--ap", help="AP convention: "
                            "sum-of-precisions (torchreid/fast-reid) | market-official "
@@ -34,8 +35,8 @@ def evaluate(
                                  "euclidean | sqeuclidean | cosine."),
     feat_norm: str = typer.Option("auto", "--feat-norm", help="auto (the feature's own "
                                   "rule: parts for PCB, global for BoT, else none) | none | "
-                                  "global (L2 per row) | parts (L2 per --n-parts slice)."),
-    n_parts: int = typer.Option(6, "--n-parts", help="Slices for --feat-norm parts."),
+                                  "global (L2 per row) | parts (L2 per --parts slice)."),
+    n_parts: int = typer.Option(6, "--parts", help="PCB parts: slices for --feat-norm parts."),
     query_cams: Optional[str] = typer.Option(None, "--query-cams", help="Score only queries "
                                              "of these 0-based cameras (camera-split: the "
                                              "unseen cameras)."),
@@ -79,7 +80,8 @@ def evaluate(
     # library parameters set by flags of another name (errors name the flag typed);
     # values are checked by the library (EvalOptions, RerankOptions, StoreEvalRequest)
     set_flag_names({"ap_convention": "--ap", "full_curve": "--full-cmc",
-                    "block_rows": "--block-size", "lambda_value": "--lambda",
+                    "block_rows": "--block-size", "lambda_value": "--rerank-lambda",
+                    "k1": "--rerank-k1", "k2": "--rerank-k2", "n_parts": "--parts",
                     "query_cameras": "--query-cams", "json_out": "--json",
                     "csv_out": "--csv"})
     read_from = [store] + ([model] if model is not None else [])

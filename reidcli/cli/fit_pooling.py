@@ -9,7 +9,7 @@ from typing import Any, Optional
 import typer
 
 from reidcli import registry
-from reidcli.cli.estimator_commands import add_estimator_commands, common_option
+from reidcli.cli.estimator_commands import add_estimator_commands, common_option, method_flags
 
 app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Fit camera-specific pooling (C-DPCF) or a baseline on a conv-map store.")
@@ -36,7 +36,7 @@ def run_pooling(info: registry.MethodInfo, given: dict[str, Any], common: dict[s
     from reidcli.pooling.fit import fit_pooling_store
     from reidcli.progress import ENABLED
 
-    set_flag_names(info.flags())
+    set_flag_names(method_flags(info))
     estimator = info.make_estimator(given)
     summary = fit_pooling_store(common["store"], common["out"], estimator.config(),
                                 layers=estimator.layer_list(), trials=common["trials"],

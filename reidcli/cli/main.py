@@ -86,6 +86,7 @@ try:                                   # Ctrl-C while the (slow) modules load: o
 
     from reidcli import __version__
     from reidcli.cli.context import flag_for, reset_flag_names, set_invocation
+    from reidcli.cli.warning_lines import one_line_warnings
     from reidcli.errors import ParameterError, ReidError
     from reidcli.naming import set_flag_namer
 except KeyboardInterrupt as _exc:
@@ -146,7 +147,7 @@ def _register(args: Sequence[str] = ()) -> None:
                   help="Fit C-DPCF / DPCF / average-pooling baselines on stored conv maps.")
     app.add_typer(adapt.app, name="adapt", help="Test-time adaptation of a store's features.")
     app.command("eval", help=eval_cli.HELP, context_settings=eval_cli.CONTEXT)(eval_cli.evaluate)
-    app.add_typer(plot.app, name="plot", help="Figures: CMC, t-SNE, weight maps, rank lists.")
+    app.add_typer(plot.app, name="plot", help=plot.HELP)
     app.command("demo", help=demo.HELP)(demo.demo)
     app.command("methods", help=methods.HELP)(methods.methods)
 
@@ -167,6 +168,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     set_flag_namer(flag_for)             # library messages name parameters by their flags
     install_signal_handlers()
     RECEIVED.clear()
+    warnings_shown = one_line_warnings()          # library warnings: one line, no source path
+    warnings_shown.__enter__()
     try:
         try:
             import reidcli.io as io
@@ -194,6 +197,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt as exc:                     # also SIGTERM (Terminated)
         raise interrupted(exc, debug) from None
     finally:
+        warnings_shown.__exit__(None, None, None)
         set_flag_namer(None)
         RECEIVED.clear()                 # handled: a caller in this process starts afresh
         io_module = sys.modules.get("reidcli.io")
@@ -204,11 +208,18 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _run_app(args: list[str]) -> None:
     """Run the typer app; its own usage errors (an unknown option, a value that does not parse)
-    print one line like every other error, except a bare group, which prints its help."""
+    print one line like every other error, except a bare group, which prints its help.
+    Deprecated flags are renamed first (:mod:`reidcli.cli.aliases`, one warning line each)."""
+    from typer.main import get_command
     from typer._click.exceptions import ClickException, NoArgsIsHelpError
 
+    from reidcli.cli import aliases, help_format
+
+    help_format.install()
+    command = get_command(app)
     try:
-        code = app(args=args, prog_name="reid", standalone_mode=False)
+        args = aliases.rewrite(command, args)      # deprecated spellings → one name each
+        code = command.main(args=args, prog_name="reid", standalone_mode=False)
     except NoArgsIsHelpError as exc:
         exc.show()
         raise SystemExit(exc.exit_code) from None

@@ -7,8 +7,8 @@ from typing import List, Optional
 
 import typer
 
-app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False,
-                  help="Figures: CMC, t-SNE, weight maps, rank lists, training, distances.")
+HELP = "Figures: CMC, t-SNE, weight maps, rank lists, training curves, distance histograms."
+app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False, help=HELP)
 
 OUT = typer.Option(..., "--out", help="Figure file: .png, .pdf or .svg.")
 FORCE = typer.Option(False, "--force", help="Overwrite --out.")
@@ -16,6 +16,14 @@ MODEL = typer.Option(None, "--model", help="Fitted model (.h5) whose distance to
 FEATURE = typer.Option(None, "--feature", help="Store feature (default: the store's).")
 TRIAL = typer.Option(0, "--trial", help="Protocol trial.")
 SEED = typer.Option(0, "--seed", help="Seed of the sampling.")
+STORE = typer.Option(None, "--store", help="Feature store (.h5). Required.")
+#: the positional STORE of earlier releases (deprecated: one warning line)
+OLD_STORE = typer.Argument(None, hidden=True, metavar="STORE")
+
+
+def _store(old: Optional[Path], store: Optional[Path]) -> Path:
+    from reidcli.cli.aliases import positional_or_option
+    return positional_or_option(old, store, metavar="STORE", flag="--store")
 
 
 def _done(path) -> None:
@@ -41,7 +49,7 @@ def cmc(results: List[Path] = typer.Argument(..., help="Result JSON files of rei
 
 
 @app.command("tsne")
-def tsne(store: Path = typer.Argument(..., help="Feature store (.h5)."), out: Path = OUT,
+def tsne(old_store: Optional[Path] = OLD_STORE, store: Optional[Path] = STORE, out: Path = OUT,
          feature: Optional[str] = FEATURE,
          color_by: str = typer.Option("camid", "--color-by", help="camid | pid | modality | "
                                       "domain | split | dataset."),
@@ -58,7 +66,7 @@ def tsne(store: Path = typer.Argument(..., help="Feature store (.h5)."), out: Pa
     from reidcli.plotting.tsne import plot_tsne
 
     set_flag_names({"splits": "--split"})
-
+    store = _store(old_store, store)
     splits = [s.strip() for s in split.split(",")] if split else None
     _done(plot_tsne(store, out, feature=feature, color_by=color_by, marker_by=marker_by,
                     max_points=max_points, compare=compare, splits=splits, seed=seed,
@@ -66,7 +74,10 @@ def tsne(store: Path = typer.Argument(..., help="Feature store (.h5)."), out: Pa
 
 
 @app.command("weight-maps")
-def weight_maps(fitted: Path = typer.Argument(..., help="Fitted C-DPCF/DPCF file."),
+def weight_maps(old_fitted: Optional[Path] = typer.Argument(None, hidden=True,
+                                                         metavar="FITTED"),
+                fitted: Optional[Path] = typer.Option(None, "--model", help="Fitted "
+                                                      "C-DPCF/DPCF file. Required."),
                 out: Path = OUT,
                 trial: Optional[int] = typer.Option(None, "--trial", help="Trial (default: "
                                                     "the file's first)."),
@@ -79,7 +90,10 @@ def weight_maps(fitted: Path = typer.Argument(..., help="Fitted C-DPCF/DPCF file
     from reidcli.cli.context import set_flag_names
     from reidcli.plotting.weight_maps import plot_weight_maps
 
-    set_flag_names({"num_maps": "--maps"})
+    from reidcli.cli.aliases import positional_or_option
+
+    set_flag_names({"num_maps": "--maps", "fitted": "--model"})
+    fitted = positional_or_option(old_fitted, fitted, metavar="FITTED", flag="--model")
 
     chosen = [s.strip() for s in layers.split(",")] if layers else None
     _done(plot_weight_maps(fitted, out, trial=trial, layers=chosen, num_maps=num_maps,
@@ -87,13 +101,17 @@ def weight_maps(fitted: Path = typer.Argument(..., help="Fitted C-DPCF/DPCF file
 
 
 @app.command("ranklist")
-def ranklist(store: Path = typer.Argument(..., help="Feature store (.h5)."), out: Path = OUT,
-             model: Optional[Path] = MODEL, feature: Optional[str] = FEATURE,
+def ranklist(old_store: Optional[Path] = OLD_STORE, store: Optional[Path] = STORE,
+             out: Path = OUT, model: Optional[Path] = MODEL, feature: Optional[str] = FEATURE,
              trial: int = TRIAL,
              queries: int = typer.Option(5, "--queries", help="Random queries shown."),
              query_index: Optional[str] = typer.Option(None, "--query-index", help="Store rows "
                                                        "of the queries, e.g. 3,17."),
              topk: int = typer.Option(10, "--topk", help="Gallery images per query."),
+             images_root: Optional[Path] = typer.Option(None, "--images-root", help="Folder "
+                                                        "the store's relative image paths "
+                                                        "are read under (default: the "
+                                                        "current directory)."),
              seed: int = SEED, force: bool = FORCE) -> None:
     """Each query with its top-k gallery images (green = same person, red = other)."""
     from reidcli.cli.context import set_flag_names
@@ -102,6 +120,7 @@ def ranklist(store: Path = typer.Argument(..., help="Feature store (.h5)."), out
     set_flag_names({"trials": "--trial"})     # the trial goes through the eval trial parser
     from reidcli.plotting.ranklist import plot_ranklist
 
+    store = _store(old_store, store)
     index = None
     if query_index:
         try:
@@ -110,20 +129,29 @@ def ranklist(store: Path = typer.Argument(..., help="Feature store (.h5)."), out
             raise UsageError(f"--query-index {query_index!r} is not a comma list of rows",
                              "e.g. --query-index 3,17") from None
     _done(plot_ranklist(store, out, model=model, feature=feature, trial=trial, queries=queries,
-                        query_index=index, topk=topk, seed=seed, force=force).path)
+                        query_index=index, topk=topk, seed=seed, force=force,
+                        images_root=images_root).path)
 
 
 @app.command("training")
-def training(run_dir: Path = typer.Argument(..., help="Run directory of reid train."),
+def training(old_run_dir: Optional[Path] = typer.Argument(None, hidden=True, metavar="RUN_DIR"),
+             run_dir: Optional[Path] = typer.Option(None, "--model", help="Run directory of "
+                                                    "reid train. Required."),
              out: Path = OUT, force: bool = FORCE) -> None:
-    """Loss / learning-rate / accuracy curves from RUN_DIR/metrics.csv."""
+    """Loss / learning-rate / accuracy curves from the run directory's metrics.csv."""
+    from reidcli.cli.aliases import positional_or_option
+    from reidcli.cli.context import set_flag_names
     from reidcli.plotting.training import plot_training
+
+    set_flag_names({"run_dir": "--model"})
+    run_dir = positional_or_option(old_run_dir, run_dir, metavar="RUN_DIR", flag="--model")
 
     _done(plot_training(run_dir, out, force=force).path)
 
 
 @app.command("distances")
-def distances(store: Path = typer.Argument(..., help="Feature store (.h5)."), out: Path = OUT,
+def distances(old_store: Optional[Path] = OLD_STORE, store: Optional[Path] = STORE,
+              out: Path = OUT,
               model: Optional[Path] = MODEL, feature: Optional[str] = FEATURE,
               trial: int = TRIAL,
               max_pairs: int = typer.Option(200_000, "--max-pairs", help="Pairs kept per group."),
@@ -135,5 +163,6 @@ def distances(store: Path = typer.Argument(..., help="Feature store (.h5)."), ou
     set_flag_names({"trials": "--trial"})     # the trial goes through the eval trial parser
     from reidcli.plotting.distances import plot_distances
 
+    store = _store(old_store, store)
     _done(plot_distances(store, out, model=model, feature=feature, trial=trial,
                          max_pairs=max_pairs, bins=bins, seed=seed, force=force).path)

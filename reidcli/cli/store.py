@@ -1,4 +1,7 @@
-"""`reid store info|import|merge` — thin wrappers over :mod:`reidcli.store`."""
+"""`reid store info|import|merge` — thin wrappers over :mod:`reidcli.store`.
+
+The store read is ``--store``, the store written ``--out`` (docs/cli.md); the positional
+STORE / OUT of earlier releases still work, with one deprecation line."""
 from __future__ import annotations
 
 import json
@@ -9,6 +12,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from reidcli.cli.aliases import positional_or_option
 from reidcli.cli.context import invoked_command, set_flag_names
 from reidcli.store import open_store
 from reidcli.store.importer import import_store
@@ -20,10 +24,13 @@ app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False)
 
 @app.command("info")
 def info(
-    store: Path = typer.Argument(..., help="Feature store (.h5)."),
+    old_store: Optional[Path] = typer.Argument(None, hidden=True, metavar="STORE"),
+    store: Optional[Path] = typer.Option(None, "--store", help="Feature store (.h5). "
+                                         "Required."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
     """Print a store's contents: rows per split, features, conv maps, protocol, provenance."""
+    store = positional_or_option(old_store, store, metavar="STORE", flag="--store")
     with open_store(store) as st:
         summary = store_summary(st)
     if as_json:
@@ -74,7 +81,8 @@ def _short(text: str, width: int = 40) -> str:
 
 @app.command("import")
 def import_(
-    out: Path = typer.Argument(..., help="Output store (.h5)."),
+    old_out: Optional[Path] = typer.Argument(None, hidden=True, metavar="OUT"),
+    out: Optional[Path] = typer.Option(None, "--out", help="Output store (.h5). Required."),
     npz: Optional[Path] = typer.Option(None, "--npz", help=".npz with features, pid, camid, "
                                        "split [, modality, domain, path, dataset]."),
     features: Optional[Path] = typer.Option(None, "--features", help="Features .npy [N, D]."),
@@ -84,17 +92,20 @@ def import_(
     split: Optional[Path] = typer.Option(None, "--split", help="split .npy [N] of strings."),
     modality: Optional[Path] = typer.Option(None, "--modality", help="modality .npy [N]."),
     name: str = typer.Option("imported", "--name", help="Feature name in the store."),
-    metric: str = typer.Option("euclidean", "--metric", help="euclidean | cosine."),
+    metric: str = typer.Option("euclidean", "--distance", help="Distance of the feature: "
+                               "euclidean | cosine."),
     dataset: str = typer.Option("", "--dataset", help="Dataset name, if known (picks the "
                                 "evaluation protocol)."),
     camid_base: Optional[int] = typer.Option(
         None, "--camid-base", help="How the input numbers cameras: 1 subtracts 1 from every "
         "camid (stores are 0-based), 0 keeps them. Without it, camids that start at 1 with "
         "no 0 are refused as probably 1-based."),
-    force: bool = typer.Option(False, "--force", help="Overwrite OUT."),
+    force: bool = typer.Option(False, "--force", help="Overwrite --out."),
 ) -> None:
     """Build a store from embeddings made by any other tool."""
-    set_flag_names({"out": "OUT", "labels_csv": "--labels", "feature_name": "--name"})
+    set_flag_names({"labels_csv": "--labels", "feature_name": "--name",
+                    "metric": "--distance"})
+    out = positional_or_option(old_out, out, metavar="OUT", flag="--out")
     arrays = {k: v for k, v in (("pid", pid), ("camid", camid), ("split", split),
                                  ("modality", modality)) if v is not None}
     path = import_store(out, npz=npz, features=features, labels_csv=labels,
@@ -108,12 +119,15 @@ def import_(
 
 @app.command("merge")
 def merge(
-    out: Path = typer.Argument(..., help="Output store (.h5)."),
     shards: List[Path] = typer.Argument(..., help="Shard stores written with --shard i/n."),
-    force: bool = typer.Option(False, "--force", help="Overwrite OUT."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Output store (.h5). Required."),
+    force: bool = typer.Option(False, "--force", help="Overwrite --out."),
 ) -> None:
     """Join shards written with --shard i/n into one store."""
-    set_flag_names({"out": "OUT"})
+    if out is None and len(shards) > 1:          # earlier releases: reid store merge OUT SHARDS…
+        out, shards = positional_or_option(shards[0], None, metavar="OUT", flag="--out"), \
+            shards[1:]
+    out = positional_or_option(None, out, metavar="OUT", flag="--out")
     path = merge_shards(out, shards, force=force, command=invoked_command())
     with open_store(path) as st:
         typer.echo(f"wrote {path}: {st.num_rows} rows from {len(shards)} shards")

@@ -12,7 +12,7 @@ import typer
 
 from reidcli import registry
 from reidcli.cli._stub import PASS_THROUGH, not_yet
-from reidcli.cli.estimator_commands import add_estimator_commands, common_option
+from reidcli.cli.estimator_commands import add_estimator_commands, common_option, method_flags
 
 app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Train a network or fit a metric on a store.")
@@ -37,7 +37,7 @@ def run_metric(info: registry.MethodInfo, given: dict[str, Any], common: dict[st
     from reidcli.metric.fit import fit_feature_metric_store
     from reidcli.progress import ENABLED
 
-    set_flag_names(info.flags())
+    set_flag_names(method_flags(info))
     estimator = info.make_estimator(given)
     summary = fit_feature_metric_store(
         common["store"], common["out"], estimator, feature=common["feature"],

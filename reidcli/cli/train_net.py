@@ -15,7 +15,7 @@ DATA_HELP = "Dataset name or alias (reid data list)."
 
 # options shared by every network trainer (one definition, reused as defaults)
 DATASET = typer.Option(None, "--dataset", help=DATA_HELP)
-ROOT = typer.Option(None, "--root", "--data-root", help="Data root.")
+ROOT = typer.Option(None, "--root", help="Data root (default $REIDCLI_DATA or ./data).")
 OPTION = typer.Option(None, "--option", help="Dataset loader option key=value (repeatable).")
 OUT = typer.Option(None, "--out", help="Run directory to create.")
 RESUME = typer.Option(None, "--resume", help="Continue the run in this directory from its "
@@ -23,7 +23,7 @@ RESUME = typer.Option(None, "--resume", help="Continue the run in this directory
 TRAIN_CAMS = typer.Option(None, "--train-cams", help="Train only on these 0-based cameras "
                           "(DART3 protocols).")
 TRAIN_SPLIT = typer.Option("train", "--train-split", help="train | all.")
-MAX_IMAGES = typer.Option(None, "--max-images", "--max-train-images",
+MAX_IMAGES = typer.Option(None, "--max-images",
                           help="Seeded random subset of training images.")
 SUBSAMPLE_SEED = typer.Option(None, "--subsample-seed")
 BACKBONE = typer.Option(None, "--backbone", help="resnet50 | resnet18 | tiny.")
@@ -69,7 +69,7 @@ def run_training(method: str, *, dataset: Optional[str], root: Optional[Path],
     from reidcli.training.config import make_config
     from reidcli.training.engine import train_model
 
-    set_flag_names({"p": "--P", "k": "--K"})
+    set_flag_names({"p": "--ids-per-batch", "k": "--images-per-id"})
     if resume is not None:
         run_dir, resuming = resume, True
         if out is not None and Path(out) != Path(resume):
@@ -116,14 +116,14 @@ def pcb(
     max_images: Optional[int] = MAX_IMAGES,
     subsample_seed: Optional[int] = SUBSAMPLE_SEED,
     backbone: Optional[str] = BACKBONE,
-    init: Optional[str] = typer.Option(None, "--init", "--pretrained", help="imagenet | PATH "
+    init: Optional[str] = typer.Option(None, "--init", help="imagenet | PATH "
                                        "(local state dict) | scratch."),
     input_size: Optional[str] = typer.Option(None, "--input-size", help="HxW (384x128)."),
     epochs: Optional[int] = typer.Option(None, "--epochs", help="60 (LR steps rescaled)."),
     batch_size: Optional[int] = typer.Option(None, "--batch-size", help="64."),
     lr: Optional[float] = typer.Option(None, "--lr", help="New layers' LR (0.1)."),
     backbone_lr_mult: Optional[float] = typer.Option(None, "--backbone-lr-mult", help="0.1."),
-    lr_steps: Optional[str] = typer.Option(None, "--lr-steps", "--lr-step", help="40."),
+    lr_steps: Optional[str] = typer.Option(None, "--lr-steps", help="40."),
     lr_gamma: Optional[float] = typer.Option(None, "--lr-gamma", help="0.1."),
     momentum: Optional[float] = typer.Option(None, "--momentum", help="0.9."),
     weight_decay: Optional[float] = typer.Option(None, "--weight-decay", help="5e-4."),
@@ -163,18 +163,21 @@ def bot(
     max_images: Optional[int] = MAX_IMAGES,
     subsample_seed: Optional[int] = SUBSAMPLE_SEED,
     backbone: Optional[str] = BACKBONE,
-    init: Optional[str] = typer.Option(None, "--init", "--pretrained", help="imagenet | PATH | "
+    init: Optional[str] = typer.Option(None, "--init", help="imagenet | PATH | "
                                        "scratch."),
     input_size: Optional[str] = typer.Option(None, "--input-size", help="HxW (256x128)."),
     epochs: Optional[int] = typer.Option(None, "--epochs", help="120 (steps/warm-up rescaled)."),
     batch_size: Optional[int] = typer.Option(None, "--batch-size", help="Images per batch, "
-                                             "P×K (64): keeps --K, sets --P = batch / K."),
-    p: Optional[int] = typer.Option(None, "--P", "--batch-ids", help="Identities per batch (16)."),
-    k: Optional[int] = typer.Option(None, "--K", help="Images per identity (4)."),
+                                             "P×K (64): keeps --images-per-id, sets "
+                                             "--ids-per-batch = batch / K."),
+    p: Optional[int] = typer.Option(None, "--ids-per-batch", help="Identities per batch P "
+                                    "(16)."),
+    k: Optional[int] = typer.Option(None, "--images-per-id", help="Images per identity K "
+                                    "(4)."),
     optimizer: Optional[str] = typer.Option(None, "--optimizer", help="adam | sgd."),
     lr: Optional[float] = typer.Option(None, "--lr", help="3.5e-4."),
-    lr_steps: Optional[str] = typer.Option(None, "--lr-steps", "--milestones", help="40,70."),
-    lr_gamma: Optional[float] = typer.Option(None, "--lr-gamma", "--gamma", help="0.1."),
+    lr_steps: Optional[str] = typer.Option(None, "--lr-steps", help="40,70."),
+    lr_gamma: Optional[float] = typer.Option(None, "--lr-gamma", help="0.1."),
     warmup_epochs: Optional[int] = typer.Option(None, "--warmup-epochs", help="10."),
     warmup_factor: Optional[float] = typer.Option(None, "--warmup-factor", help="0.1."),
     weight_decay: Optional[float] = typer.Option(None, "--weight-decay", help="5e-4."),

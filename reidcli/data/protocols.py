@@ -53,6 +53,13 @@ DART3_TRAIN_CAMS = {"msmt17_5": (1, 2, 3, 4, 5), "msmt17_10": tuple(range(1, 11)
 
 
 # -- helpers ---------------------------------------------------------------------------------
+def person_labels(records: pd.DataFrame) -> np.ndarray:
+    """Training label per row: 1 + :func:`identity_codes` (``0`` for distractors and junk), so
+    that a bare pid repeated in two domains (synthetic domains, MSMT17 splits) is two people.
+    int64 [N]; for one dataset, domain and pid scope the labels keep the pids' order."""
+    return identity_codes(records) + 1
+
+
 def identity_codes(records: pd.DataFrame) -> np.ndarray:
     """int64 code per row of the global identity key ``(dataset, domain, pid_scope, pid)``,
     numbered in sorted key order; ``-1`` for distractors and junk (pid ≤ 0).

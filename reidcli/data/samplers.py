@@ -129,7 +129,7 @@ class PKSampler(_EpochBatchSampler):
         self.ids, self.groups = _groups(self.labels)
         if len(self.ids) < self.p:
             raise UsageError(f"{len(self.ids)} identities cannot fill batches of P={self.p}",
-                             "lower P (--batch-ids) or use more training identities")
+                             f"lower {param('p')} or use more training identities")
 
     def _epoch_batches(self, rng: np.random.Generator) -> list:
         p, k = self.p, self.k
@@ -269,8 +269,10 @@ class CameraSplitSampler(_EpochBatchSampler):
         lonely = [str(self.domain_names[d]) for d in np.unique(self.cam_domain)
                   if (self.cam_domain == d).sum() == 1]
         if lonely:
-            warnings.warn(f"domain(s) {', '.join(lonely)} have a single camera: it goes to the "
-                          "support set and gives no eligible identity", stacklevel=2)
+            warnings.warn(f"domain(s) {', '.join(lonely)} have a single camera, so it goes to "
+                          "the support set and gives no eligible identity — train on two or more "
+                          f"cameras of each domain ({param('train_cams')}) or leave those "
+                          "domains out", stacklevel=2)
 
     def _split_sides(self, rng: np.random.Generator) -> np.ndarray:
         """Per global camera: True = support (S), False = query (Q)."""

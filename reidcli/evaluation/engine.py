@@ -83,12 +83,13 @@ class QueryOutcomes:
     """Per-query results of one trial ([Q] arrays; NaN / -1 where the query is skipped)."""
 
     status: np.ndarray          # "" valid, else a skip reason
-    camera: np.ndarray          # query camid
+    camera: np.ndarray          # query camera code (labels.cameras: a camera is (domain, camid))
     first_rank: np.ndarray      # 0-based rank of the first positive (after removal)
     ap: np.ndarray
     inp: np.ndarray
     num_positives: np.ndarray
     sgs_ranks: np.ndarray | None = None   # [Q, repeats] (E2)
+    cameras: Any = None                    # the CameraTable of ``camera``
 
     @property
     def valid(self) -> np.ndarray:
@@ -172,7 +173,8 @@ def _score_queries(distances, labels: TrialLabels, protocol: Protocol, options: 
     status = np.full(nq, SKIP_NO_MATCH, dtype=object)
     status[~scorable_queries(labels)] = SKIP_JUNK_QUERY
     status[~selected] = NOT_SELECTED
-    out = QueryOutcomes(status=status, camera=labels.query_cams.copy(),
+    out = QueryOutcomes(status=status, camera=labels.query_camera.copy(),
+                        cameras=labels.cameras,
                         first_rank=np.full(nq, -1, dtype=np.int64), ap=np.full(nq, np.nan),
                         inp=np.full(nq, np.nan), num_positives=np.zeros(nq, dtype=np.int64),
                         sgs_ranks=np.full((nq, options.sgs_repeats), -1, dtype=np.int64)
@@ -211,7 +213,8 @@ def _score_block(out: QueryOutcomes, block, qpos: np.ndarray, gpos: np.ndarray,
     cols, present, segment = index.columns_of(labels.query_ids[qpos])
     removed = np.zeros_like(present)
     if protocol.same_camera_removal:
-        removed = present & (labels.gallery_cams[gpos][cols] == labels.query_cams[qpos][:, None])
+        removed = present & (labels.gallery_camera[gpos][cols]
+                             == labels.query_camera[qpos][:, None])
     block_ranks = ranking.rank_specials(backend, block, cols, present, removed)
     if protocol.deduplicate_cmc:
         first = ranking.deduplicated_first_rank(backend.to_numpy(block), index, segment,
@@ -231,7 +234,7 @@ def _score_sgs_block(out: QueryOutcomes, block, qpos: np.ndarray, gpos: np.ndarr
     """E2: sampled single-gallery-shot ranks of one block's queries."""
     segment = index.segment_of(labels.query_ids[qpos])
     same_id = labels.gallery_ids[gpos][None, :] == labels.query_ids[qpos][:, None]
-    same_cam = labels.gallery_cams[gpos][None, :] == labels.query_cams[qpos][:, None]
+    same_cam = labels.gallery_camera[gpos][None, :] == labels.query_camera[qpos][:, None]
     ranks = sgs.single_gallery_shot_ranks(backend.to_numpy(block), index, segment,
                                           ~(same_id & same_cam), qpos, trial,
                                           options.sgs_repeats, options.seed)
@@ -297,19 +300,23 @@ def per_camera_breakdown(outcomes: QueryOutcomes, protocol: Protocol,
                          options: EvalOptions) -> dict[str, dict[str, Any]]:
     """mAP / mINP / rank-1 / rank-5 per query camera and their mean weighted by valid queries.
 
-    The weighted mean equals the metric over the union of those queries; that identity is
+    A camera is (domain, camid); its key is the camid (``"3"``) when the trial's cameras are of
+    one domain, else ``"<domain>/<camid>"`` (:meth:`reidcli.cameras.CameraTable.key`). The
+    weighted mean equals the metric over the union of those queries; that identity is
     checked (to 1e-9) as a guard against bookkeeping errors.
     """
     valid = outcomes.valid
     cams = np.unique(outcomes.camera[valid])
+    keys = [outcomes.cameras.key(int(c)) if outcomes.cameras is not None else str(int(c))
+            for c in cams]
     table: dict[str, dict[str, Any]] = {}
-    for cam in cams:
+    for cam, name in zip(cams, keys):
         mask = valid & (outcomes.camera == cam)
-        table[str(int(cam))] = _metrics_of(outcomes, mask, protocol)
-    weights = np.array([table[str(int(c))]["num_valid_queries"] for c in cams], dtype=float)
+        table[name] = _metrics_of(outcomes, mask, protocol)
+    weights = np.array([table[k]["num_valid_queries"] for k in keys], dtype=float)
     weighted: dict[str, Any] = {"num_valid_queries": int(weights.sum())}
     for key in ("mAP", "mINP", "rank1", "rank5"):
-        values = [table[str(int(c))][key] for c in cams]
+        values = [table[k][key] for k in keys]
         weighted[key] = None if any(v is None for v in values) else \
             float(np.dot(weights, values) / weights.sum())
     union = _metrics_of(outcomes, valid, protocol)

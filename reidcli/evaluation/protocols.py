@@ -5,6 +5,10 @@ A protocol turns one trial's query and gallery labels into *groups*: a set of qu
 gallery columns all of them see (junk is dropped from every group; SYSU's same-location
 cameras are dropped per query location). Identity-specific removal (same id and camera, E1)
 happens later in the ranking, per query.
+
+A camera is the pair (domain, camid) (:mod:`reidcli.cameras`): :class:`TrialLabels` carries
+each row's camera code for removal and per-camera metrics, and its camid for what is named by
+camid — SYSU locations and ``query_cams`` / ``train_cams``, which apply within every domain.
 """
 from __future__ import annotations
 
@@ -14,6 +18,7 @@ from typing import Iterable
 import numpy as np
 import pandas as pd
 
+from reidcli.cameras import CameraTable, camera_codes, record_cameras
 from reidcli.evaluation.errors import EvaluationError, EvaluationParameterError
 from reidcli.naming import param
 
@@ -160,7 +165,11 @@ def identity_codes(records: pd.DataFrame) -> np.ndarray:
 
 @dataclasses.dataclass
 class TrialLabels:
-    """Labels of one trial's queries [Q] and gallery [G] (identity codes, pids, cameras)."""
+    """Labels of one trial's queries [Q] and gallery [G] (identity codes, pids, camids).
+
+    ``query_camera`` [Q] / ``gallery_camera`` [G] are camera codes into ``cameras`` (a camera
+    is (domain, camid)); left out, the rows are taken as one domain (codes of the camids).
+    """
 
     query_ids: np.ndarray
     query_pids: np.ndarray
@@ -168,6 +177,16 @@ class TrialLabels:
     gallery_ids: np.ndarray
     gallery_pids: np.ndarray
     gallery_cams: np.ndarray
+    query_camera: np.ndarray | None = None
+    gallery_camera: np.ndarray | None = None
+    cameras: CameraTable | None = None
+
+    def __post_init__(self) -> None:
+        if self.query_camera is None or self.gallery_camera is None or self.cameras is None:
+            nq = len(self.query_cams)
+            codes, self.cameras = camera_codes(None, np.concatenate(
+                [np.asarray(self.query_cams, np.int64), np.asarray(self.gallery_cams, np.int64)]))
+            self.query_camera, self.gallery_camera = codes[:nq], codes[nq:]
 
     @classmethod
     def from_arrays(cls, query_pids, query_cams, gallery_pids, gallery_cams,
@@ -183,12 +202,23 @@ class TrialLabels:
 
     @classmethod
     def from_records(cls, records: pd.DataFrame, codes: np.ndarray, query_rows: np.ndarray,
-                     gallery_rows: np.ndarray) -> "TrialLabels":
+                     gallery_rows: np.ndarray,
+                     cameras: tuple[np.ndarray, CameraTable] | None = None) -> "TrialLabels":
+        """Labels of store rows; ``codes`` [N] identity codes of every record. ``cameras``:
+        (camera code of every record [N], table) — e.g. :func:`evaluated_cameras`, so codes
+        agree across trials; default: the cameras of these rows."""
         pids = records["pid"].to_numpy(np.int64)
         cams = records["camid"].to_numpy(np.int64)
+        nq = len(query_rows)
+        if cameras is None:
+            cam_codes, table = record_cameras(records, np.concatenate([query_rows, gallery_rows]))
+            q_cam, g_cam = cam_codes[:nq], cam_codes[nq:]
+        else:
+            q_cam, g_cam, table = cameras[0][query_rows], cameras[0][gallery_rows], cameras[1]
         return cls(query_ids=codes[query_rows], query_pids=pids[query_rows],
                    query_cams=cams[query_rows], gallery_ids=codes[gallery_rows],
-                   gallery_pids=pids[gallery_rows], gallery_cams=cams[gallery_rows])
+                   gallery_pids=pids[gallery_rows], gallery_cams=cams[gallery_rows],
+                   query_camera=q_cam, gallery_camera=g_cam, cameras=table)
 
     @property
     def num_queries(self) -> int:
@@ -199,14 +229,25 @@ class TrialLabels:
         return len(self.gallery_ids)
 
     def validate(self) -> None:
-        for name in ("query_pids", "query_cams", "query_ids"):
+        for name in ("query_pids", "query_cams", "query_ids", "query_camera"):
             if len(getattr(self, name)) != self.num_queries:
                 raise ValueError(f"{name} has {len(getattr(self, name))} entries, "
                                  f"expected {self.num_queries}")
-        for name in ("gallery_pids", "gallery_cams", "gallery_ids"):
+        for name in ("gallery_pids", "gallery_cams", "gallery_ids", "gallery_camera"):
             if len(getattr(self, name)) != self.num_gallery:
                 raise ValueError(f"{name} has {len(getattr(self, name))} entries, "
                                  f"expected {self.num_gallery}")
+
+
+def evaluated_cameras(records: pd.DataFrame, rows: np.ndarray) -> tuple[np.ndarray,
+                                                                        CameraTable]:
+    """Camera code of every record [N] (−1 outside ``rows``) and the table of the cameras of
+    ``rows`` (the query and gallery rows of every evaluated trial)."""
+    rows = np.unique(np.asarray(rows, dtype=np.int64))
+    codes, table = record_cameras(records, rows)
+    out = np.full(len(records), -1, dtype=np.int64)
+    out[rows] = codes
+    return out, table
 
 
 @dataclasses.dataclass
@@ -250,7 +291,8 @@ def sysu_location(camids: np.ndarray) -> np.ndarray:
 # -- camera selection (DART3 setting A, --query-cams) -------------------------------------------
 def unseen_query_cameras(query_cams: Iterable[int], query_cameras: list[int] | None,
                          train_cameras: list[int] | None) -> list[int]:
-    """Cameras whose queries are scored under ``camera-split``."""
+    """Camids whose queries are scored under ``camera-split`` (with several domains, a camid
+    selects that camera of every domain)."""
     present = sorted({int(c) for c in query_cams})
     if query_cameras is not None:
         chosen = query_cameras

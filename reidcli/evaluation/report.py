@@ -3,8 +3,10 @@
 JSON top level: ``protocol``, ``num_valid_queries``, ``mAP``, ``mINP``, ``cmc`` (rank-1 …
 rank-max) as means over trials, ``trials`` (one entry per trial), plus ``std`` (population
 std over trials), ``pur`` / ``auc`` / ``cmc_full`` for full-curve protocols, skipped-query
-counts, ``per_camera``, ``nmi`` and ``provenance``. Every metric is a fraction in [0, 1]
-(``null`` where a protocol does not define it, e.g. mAP under cuhk03_sgs).
+counts, ``per_camera`` (keyed by camid, or ``<domain>/<camid>`` when the evaluated rows span
+several domains; shown as ``cam N`` / ``<domain>/cam N``), ``nmi`` and ``provenance``. Every
+metric is a fraction in [0, 1] (``null`` where a protocol does not define it, e.g. mAP under
+cuhk03_sgs).
 """
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from reidcli.cameras import camera_key_name, split_camera_key
 from reidcli.evaluation.engine import TrialResult
 from reidcli.evaluation.protocols import Protocol
 from reidcli.io import atomic_output, write_json_atomic, write_text_durable
@@ -62,7 +65,7 @@ def _mean_per_camera(trials: list[TrialResult]) -> dict[str, Any] | None:
         return None
     if len(tables) == 1:
         return tables[0]
-    cams = sorted({c for t in tables for c in t["cameras"]}, key=int)
+    cams = sorted({c for t in tables for c in t["cameras"]}, key=split_camera_key)
     keys = ("mAP", "mINP", "rank1", "rank5")
 
     def mean_of(entries):
@@ -187,8 +190,8 @@ def render_tables(report: dict[str, Any], console) -> None:
         cams = Table(title="per query camera", title_justify="left")
         for col in ("camera", "valid queries", "mAP", "mINP", "rank-1", "rank-5"):
             cams.add_column(col, justify="right")
-        rows = list(per_camera["cameras"].items()) + [("weighted mean",
-                                                       per_camera["weighted_mean"])]
+        rows = [(camera_key_name(cam), row) for cam, row in per_camera["cameras"].items()] \
+            + [("weighted mean", per_camera["weighted_mean"])]
         for cam, row in rows:
             cams.add_row(str(cam), str(row["num_valid_queries"]), _pct(row["mAP"]),
                          _pct(row["mINP"]), _pct(row["rank1"]), _pct(row["rank5"]))

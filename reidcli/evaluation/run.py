@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from reidcli.cameras import record_cameras
 from reidcli.evaluation.backend import make_backend, resolve_device
 from reidcli.evaluation.distances import (FeatureMetric, ModelMetric, QueryGallery, as_slice,
                                           check_features, check_magnitude,
@@ -21,11 +22,12 @@ from reidcli.evaluation.distances import (FeatureMetric, ModelMetric, QueryGalle
 from reidcli.evaluation.engine import EvalOptions, TrialResult, evaluate_trial
 from reidcli.evaluation.errors import EvaluationError
 from reidcli.evaluation.protocols import (Protocol, TrialLabels, auto_protocol,
-                                          check_protocol_fits, get_protocol,
-                                          identity_codes, unseen_query_cameras)
+                                          check_protocol_fits, evaluated_cameras,
+                                          get_protocol, identity_codes, unseen_query_cameras)
 from reidcli.evaluation.rerank import KReciprocalReranker, RerankOptions
 from reidcli.evaluation.scores import nmi_camera_bias
 from reidcli.naming import param
+from reidcli.progress import track
 
 
 @dataclasses.dataclass
@@ -101,13 +103,15 @@ def evaluate_store(request: StoreEvalRequest) -> StoreEvaluation:
         results: list[TrialResult] = []
         metric_name, nmi = None, None
         try:
-            for k, repeat, q_rows, g_rows in _runs(plan.trials, model):
+            runs = list(_runs(plan.trials, model))
+            for k, repeat, q_rows, g_rows in track(runs, description="evaluating", unit="trials",
+                                                   enabled=options.progress):
                 q_feat = _trial_inputs(st, plan, model, k, repeat, q_rows, request, "query")
                 g_feat = _trial_inputs(st, plan, model, k, repeat, g_rows, request, "gallery")
                 metric, q_feat, g_feat, metric_name = _metric_for_trial(
                     model, k, repeat, q_feat, g_feat, request.distance, plan.info, backend)
                 labels = TrialLabels.from_records(plan.records, plan.codes, q_rows,
-                                                  g_rows)
+                                                  g_rows, cameras=plan.cameras)
                 if request.rerank is not None:
                     source = KReciprocalReranker(metric, q_feat, g_feat, request.rerank,
                                                  progress=options.progress)
@@ -179,7 +183,8 @@ def _trial_inputs(st, plan: dict, model, k: int, repeat: int | None, rows: np.nd
 class EvalPlan:
     """What an evaluation runs: the store feature (None when the model reads its own inputs)
     and its info, the protocol, the chosen trials ``(k, query rows, gallery rows)``, the
-    records with their identity codes, and the ranking options."""
+    records with their identity codes, the ranking options, and the camera code of every
+    record with the table of the evaluated cameras (a camera is (domain, camid))."""
 
     feature: str | None
     info: dict
@@ -188,6 +193,7 @@ class EvalPlan:
     records: Any
     codes: np.ndarray
     options: Any
+    cameras: tuple | None = None   # (camera code of every record, CameraTable)
 
 
 def _plan(st, request: StoreEvalRequest, model) -> EvalPlan:
@@ -249,8 +255,10 @@ def _plan(st, request: StoreEvalRequest, model) -> EvalPlan:
         cams = unseen_query_cameras(query_cams, request.query_cams,
                                     train_cams if protocol.needs_query_cams else None)
         options = dataclasses.replace(options, query_cameras=cams)
+    evaluated = np.concatenate([np.concatenate([q, g]) for _, q, g in trials])
     return EvalPlan(feature=feature, info=info, protocol=protocol, trials=trials,
-                    records=records, codes=identity_codes(records), options=options)
+                    records=records, codes=identity_codes(records), options=options,
+                    cameras=evaluated_cameras(records, evaluated))
 
 
 def _read_features(st, feature: str, rows: np.ndarray, request: StoreEvalRequest,
@@ -331,9 +339,7 @@ def _metric_for_trial(model, k: int, repeat: int | None, q_feat: np.ndarray,
 def _nmi(request: StoreEvalRequest, records, q_rows, g_rows, q_feat, g_feat) -> dict:
     rows = np.concatenate([q_rows, g_rows])
     feats = np.concatenate([q_feat, g_feat])
-    cam_keys = records["domain"].astype(str).to_numpy()[rows].astype(object) + "/" + \
-        records["camid"].astype(str).to_numpy()[rows].astype(object)
-    cams = np.unique(cam_keys, return_inverse=True)[1]
+    cams, _ = record_cameras(records, rows)            # a camera is (domain, camid)
     pids = identity_codes(records)[rows]
     return nmi_camera_bias(feats, cams, pids, k=request.nmi_k, seed=request.options.seed)
 

@@ -35,6 +35,8 @@ def fit_feature_metric_store(store_path: str | Path, out: str | Path, estimator:
                              command: str | None = None) -> MetricFitSummary:
     """Fit a copy of ``estimator`` on every chosen trial's training rows of ``feature``;
     write one fitted file (``trial_<k>`` per trial) to ``out``."""
+    from reidcli.cameras import record_cameras
+    from reidcli.data.protocols import person_labels
     from reidcli.features.layout import parse_trials
     from reidcli.io import check_output
     from reidcli.pooling.fit import store_trials
@@ -49,8 +51,8 @@ def fit_feature_metric_store(store_path: str | Path, out: str | Path, estimator:
         all_trials = store_trials(st)
         chosen = parse_trials(trials, len(all_trials))
         records = st.records
-        pids = records["pid"].to_numpy(np.int64)
-        camids = records["camid"].to_numpy(np.int64)
+        pids = person_labels(records)
+        camids, _ = record_cameras(records)     # a camera is (domain, camid): docs/formats.md
         fits, sizes, params = {}, [], estimator.saved_params()
         for k in track(chosen, description=f"train {method}", unit="trial", enabled=progress):
             rows = all_trials[k][1]

@@ -25,6 +25,7 @@ import numpy as np
 from reidcli.errors import FittedModelError, UsageError
 from reidcli.fitted import TrialModel
 from reidcli.params import Interval, Options, check_param
+from reidcli.progress import track
 
 KERNELS = ("linear", "chi2", "chi2rbf", "rbf", "poly")
 #: kernels with a bandwidth / scale γ
@@ -94,9 +95,10 @@ def chi2_matrix(a, b, additive: bool):
     cols = max(1, min(q, BLOCK_ELEMENTS // max(dim, 1)))
     rows = max(1, BLOCK_ELEMENTS // (cols * max(dim, 1)))
     out = torch.empty((p, q), dtype=a.dtype, device=a.device)
-    for r in range(0, p, rows):
-        for c in range(0, q, cols):
-            out[r:r + rows, c:c + cols] = _chi2_block(a[r:r + rows], b[c:c + cols], additive)
+    blocks = [(r, c) for r in range(0, p, rows) for c in range(0, q, cols)]
+    for r, c in track(blocks, description="χ² kernel blocks", unit="blocks",
+                      enabled=None if len(blocks) > 1 else False, inner=True):
+        out[r:r + rows, c:c + cols] = _chi2_block(a[r:r + rows], b[c:c + cols], additive)
     return out
 
 
@@ -288,7 +290,9 @@ class KernelProjection(TrialModel):
         n_support = max(len(self.support), 1)
         step = max(1, BLOCK_ELEMENTS // n_support)
         out = np.empty((len(x), self.output_dim))
-        for s in range(0, len(x), step):
+        starts = range(0, len(x), step)
+        for s in track(starts, description="kernel projection", unit="blocks",
+                       enabled=None if len(starts) > 1 else False, inner=True):
             out[s:s + step] = self.kernel.matrix(x[s:s + step], self.support,
                                                  self.device) @ self.A.T
         return out

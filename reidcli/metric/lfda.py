@@ -36,6 +36,7 @@ from reidcli.metric.kernels import (BLOCK_ELEMENTS, KERNELS, Kernel, KernelProje
                                     linear_from_dual, projection_model, resolve_kernel)
 from reidcli.metric.pca import DIM
 from reidcli.params import Interval, Options, TEXT
+from reidcli.progress import track
 from reidcli.registry import register
 
 SOLVERS = ("auto", "primal", "dual")
@@ -43,7 +44,7 @@ SOLVERS = ("auto", "primal", "dual")
 _COMMON_CONSTRAINTS = {"dim": [DIM], "beta": [Interval(float, 0, 1)],
                        "knn": [Interval(int, 1, None)]}
 _COMMON_HELP = {"dim": "Output dimension d.",
-                "beta": "Regulariser of S_w: (1 − β) S_w + β tr(S_w)/m I.",
+                "beta": "LFDA's β: regulariser of S_w, (1 − β) S_w + β tr(S_w)/m I.",
                 "knn": "Neighbour whose distance sets the local scale σ."}
 
 
@@ -69,7 +70,9 @@ def local_scales(d2_rows, n: int, knn: int) -> np.ndarray:
     kth = min(knn, n - 1)
     step = max(1, BLOCK_ELEMENTS // max(n, 1))
     sigma = np.empty(n)
-    for s in range(0, n, step):
+    starts = range(0, n, step)
+    for s in track(starts, description="lfda local scales", unit="blocks",
+                   enabled=None if len(starts) > 1 else False, inner=True):
         rows = np.arange(s, min(n, s + step))
         block = d2_rows(rows)
         block[np.arange(len(rows)), rows] = 0.0              # self distance exactly 0
@@ -87,7 +90,8 @@ def lfda_scatters(F: np.ndarray, pids, d2_block, sigma: np.ndarray
     bounds = np.flatnonzero(np.diff(inverse[order])) + 1
     tiny = np.finfo(np.float64).tiny
     rows_w, cols_w, vals_w, vals_b = [], [], [], []
-    for members in np.split(order, bounds):
+    for members in track(np.split(order, bounds), description="lfda scatters", unit="ids",
+                         inner=True):
         nc = len(members)
         if nc < 2:
             continue
@@ -175,7 +179,7 @@ def _check_kernel_n(n: int, max_kernel_n: int, what: str) -> None:
 # -- estimators -------------------------------------------------------------------------------
 @register("lfda", stage="train", paper="Pedagadi et al., CVPR 2013 (Sugiyama 2007)",
           summary="LFDA-L: local Fisher discriminant analysis, linear.",
-          flags={"beta": "--lambda"}, hidden=["knn", "solver"])
+          flags={"beta": "--reg"}, hidden=["knn", "solver"])
 class LFDA(Estimator):
     """Linear LFDA (LFDA-L).
 
@@ -229,7 +233,7 @@ class LFDA(Estimator):
 
 @register("klfda", stage="train", paper="Xiong et al., ECCV 2014",
           summary="Kernel LFDA (χ²-RBF kernel by default).",
-          flags={"beta": "--lambda"},
+          flags={"beta": "--reg"},
           hidden=["knn", "gamma", "degree", "coef0", "max_kernel_n", "device"])
 class KernelLFDA(Estimator):
     """Kernel LFDA (kLFDA).

@@ -1,7 +1,9 @@
 """Closed-form cross-camera pair covariances Σ_S, Σ_D (C-DPCF paper Eq. 9, App. B).
 
 Each image i carries a matrix Q_i [E, T] (E rows; E = 1 is XQDA's case with T = feature
-dimension), a person id p_i and a camera id c_i. Over **ordered** cross-camera pairs
+dimension), a person id p_i and a camera c_i — a camera is (domain, camid), so callers pass
+the codes of :func:`reidcli.cameras.camera_codes` (or camids when the images share one
+domain). Over **ordered** cross-camera pairs
 
     S = {(i, j): p_i = p_j, c_i ≠ c_j},   D = {(i, j): p_i ≠ p_j, c_i ≠ c_j},
     Σ_S = (1/N_S) Σ_{(i,j)∈S} (Q_i − Q_j)^T (Q_i − Q_j),   Σ_D likewise over D   [T, T].
@@ -31,7 +33,9 @@ import dataclasses
 import numpy as np
 import scipy.sparse
 
+from reidcli.cameras import camera_index
 from reidcli.errors import UsageError
+from reidcli.progress import track
 
 #: images per block when building Ψ^T Ψ (bounds memory: block·E·T floats)
 CHUNK = 256
@@ -69,10 +73,11 @@ def _labels(pids, camids, weights, context: str):
 class PairCovarianceAccumulator:
     """Streams images into the sufficient statistics of :func:`cross_camera_pair_covariances`.
 
-    ``pids``, ``camids`` [N] (and ``weights`` [N]) label all N images up front: they fix the
-    partner counts. Feed every image exactly once with :meth:`add` (any order, any block
-    size); :meth:`result` returns :class:`PairCovariances`. With ``device`` (e.g. ``"cuda"``)
-    the products run in torch float64 there; otherwise numpy float64. Memory: two T × T
+    ``pids``, ``camids`` [N] (camera codes, :func:`reidcli.cameras.camera_codes`; and
+    ``weights`` [N]) label all N images up front: they fix the partner counts. Feed every
+    image exactly once with :meth:`add` (any order, any block size); :meth:`result` returns
+    :class:`PairCovariances`. With ``device`` (e.g. ``"cuda"``) the products run in torch
+    float64 there; otherwise numpy float64. Memory: two T × T
     accumulators plus the group sums Y_{p,c} [groups, E·T].
     """
 
@@ -82,9 +87,9 @@ class PairCovarianceAccumulator:
         self.context = context
         self.chunk = max(1, int(chunk))
         n = len(pids)
-        self.cameras, cam_index = np.unique(camids, return_inverse=True)
+        cam_index, num_c = camera_index(camids)
+        self.num_cameras = num_c
         self.persons, person_index = np.unique(pids, return_inverse=True)
-        num_c = len(self.cameras)
         w = np.ones(n) if weights is None else weights
         # (person, camera) groups present in the data
         group_key = person_index * num_c + cam_index
@@ -174,7 +179,9 @@ class PairCovarianceAccumulator:
         self._seen[index] = True
         # images with equal (a^S, a^D) share one Gram: sort so blocks are homogeneous
         order = np.lexsort((self.coef_diff[index], self.coef_same[index]))
-        for start in range(0, len(index), self.chunk):
+        starts = range(0, len(index), self.chunk)
+        for start in track(starts, description="pair covariances", unit="chunks",
+                           enabled=None if len(starts) > 1 else False, inner=True):
             pick = np.sort(order[start:start + self.chunk])
             block = q[pick[0]:pick[-1] + 1] if _is_range(pick) else q[pick]
             self._add_block(index[pick], block)
@@ -238,7 +245,7 @@ class PairCovarianceAccumulator:
             raise UsageError(f"{self.context}: {missing} image(s) were never added",
                              "add every labelled image before asking for the result")
         e, t = self._shape
-        num_c = len(self.cameras)
+        num_c = self.num_cameras
         sums = self._sums                                  # [G, E·T] rows = groups (p, c)
         cross_same = self._person_cross(sums, e, t)        # Σ_p Σ_{c≠c'} Y_{p,c}^T Y_{p,c'}
         # Y_c = Σ_p Y_{p,c} (one-hot over groups), then Σ_{c≠c'} Y_c^T Y_{c'}
@@ -268,7 +275,7 @@ class PairCovarianceAccumulator:
     def _person_cross(self, sums, e: int, t: int):
         """Σ_p Σ_{c≠c'} Y_{p,c}^T Y_{p,c'} over persons seen by ≥ 2 cameras, by the cheaper of
         camera-pair products and Σ_p Y_p^T Y_p − Σ_{p,c} Y_{p,c}^T Y_{p,c}."""
-        num_c = len(self.cameras)
+        num_c = self.num_cameras
         table = np.full((len(self.persons), num_c), -1, dtype=np.int64)  # group of (p, c)
         table[self.group_person, self.group_camera] = np.arange(len(self.group_keys))
         multi = (table >= 0).sum(1) >= 2
@@ -314,7 +321,9 @@ def cross_camera_pair_covariances(Q, pids, camids, *, weights=None, device=None,
                                   context: str = "training set") -> PairCovariances:
     """Σ_S, Σ_D [T, T] over ordered cross-camera pairs of Q [N, E, T] (C-DPCF paper Eq. 9).
 
-    ``pids``, ``camids``: [N] labels (any sortable dtype, usually int); ``weights``: optional
+    ``pids``, ``camids``: [N] labels (any sortable dtype, usually int; ``camids`` are camera
+    codes of :func:`reidcli.cameras.camera_codes` when the images span several domains);
+    ``weights``: optional
     float [N] ≥ 0 (pair weight w_i·w_j).
     E = 1 and T = d gives XQDA's Σ_I, Σ_E (§4.2). ``device`` runs the products in torch
     float64 on that device; ``chunk`` bounds the images per Ψ block. Raises

@@ -44,6 +44,7 @@ from reidcli.metric.kernels import (KERNELS, Kernel, KernelProjection, check_fea
                                     resolve_kernel)
 from reidcli.metric.pca import DIM
 from reidcli.params import TEXT, Interval, Options
+from reidcli.progress import track
 from reidcli.registry import register
 
 OPTIMIZERS = ("adaptive", "adam")
@@ -173,8 +174,7 @@ def _adaptive(A, K, P, beta, lam, lr, tol, max_iter, snapshot, snapshot_every, l
     log.add(0, 0.0, f_old, lr)
     eta, attempts, accepted, converged = lr, 0, 0, False
     grad = _precond(A, Z, P, beta, lam)
-    while attempts < max_iter:
-        attempts += 1
+    for attempts in track(range(1, max_iter + 1), description="rpcca iterations", inner=True):
         step = eta * grad
         A_new = A - step
         Z_new = A_new @ K
@@ -213,7 +213,7 @@ def _adam(A, K, P, beta, lam, lr, max_iter, batch, bias, rng, snapshot, snapshot
     log.add(0, 0.0, _objective(A, A @ K, P, beta, lam), lr)
     excluded = time.perf_counter() - start
     n_pairs = len(P.y)
-    for t in range(1, max_iter + 1):
+    for t in track(range(1, max_iter + 1), description="rpcca iterations", inner=True):
         pick = torch.as_tensor(rng.integers(0, n_pairs, size=batch), device=A.device)
         batch_pairs = P.take(pick)
         touched, local = torch.unique(torch.cat([batch_pairs.i, batch_pairs.j]),
@@ -241,7 +241,7 @@ def _adam(A, K, P, beta, lam, lr, max_iter, batch, bias, rng, snapshot, snapshot
 # -- estimator ---------------------------------------------------------------------------------
 @register("rpcca", stage="train", paper="Xiong et al., ECCV 2014 (Mignon & Jurie 2012)",
           summary="Regularised kernel PCCA (χ²-RBF kernel by default).",
-          flags={"lam": "--lambda", "max_iter": "--iterations"},
+          flags={"lam": "--reg", "max_iter": "--iterations"},
           hidden=["gamma", "degree", "coef0", "beta", "neg_ratio", "optimizer", "tol",
                   "adam_bias", "init_std", "log_every", "snapshot_every", "max_kernel_n",
                   "device"])
@@ -273,7 +273,7 @@ class RPCCA(Estimator):
         "gamma": "Kernel bandwidth, or auto (1 / median distance).",
         "degree": "poly kernel degree.", "coef0": "poly kernel offset.",
         "beta": "Sharpness β of the generalised logistic loss.",
-        "lam": "Regulariser weight λ of tr(A K Aᵀ).",
+        "lam": "rPCCA's λ: regulariser weight of tr(A K Aᵀ).",
         "neg_ratio": "Negative pairs per positive pair.",
         "optimizer": "adaptive (full-batch, [8]) | adam (minibatch).",
         "lr": "Initial / Adam step size.", "tol": "Convergence tolerance (adaptive).",

@@ -63,7 +63,7 @@ _INT_NONNEGATIVE = Interval(int, 0, None)
 @register("warca", stage="train", paper="Jose & Fleuret, ECCV 2016",
           summary="WARCA: low-rank metric (linear or kernel) from a rank-weighted triplet "
                   "hinge with the approximate-orthonormal regulariser, minibatch Adam.",
-          flags={"lam": "--lambda"},
+          flags={"lam": "--reg"},
           hidden=["margin", "max_draws", "rank_weight", "anchor", "reg", "optimizer",
                   "adam_bias", "gamma", "degree", "coef0", "normalize", "positives", "seed",
                   "device", "dtype", "max_kernel_n", "cv", "cv_val_frac", "cv_lams", "cv_lrs",
@@ -99,7 +99,7 @@ class WARCA(Estimator):
         "cv_lrs": [FloatList()], "snapshot_every": [_INT_NONNEGATIVE],
         "log_every": [_INT_POSITIVE]}
     _parameter_help = {
-        "dim": "Output dimension D'.", "lam": "Regulariser weight λ.",
+        "dim": "Output dimension D'.", "lam": "WARCA's λ: weight of the orthonormality regulariser.",
         "lr": "Learning rate η.", "margin": "Margin γ of the hinge (absolute distance units).",
         "iterations": "Minibatch updates.", "batch_size": "Positive pairs per minibatch B.",
         "max_draws": "Negative draws per pair S (capped at N).",

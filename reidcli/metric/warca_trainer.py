@@ -23,11 +23,14 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from reidcli.cameras import camera_index
 from reidcli.errors import UsageError
 from reidcli.metric import kernels
 from reidcli.metric.warca_kernel import distinct_row_pairs, preprocess, training_kernel
 from reidcli.metric.warca_objective import (EPS_DIST, AdamState, distance, rank_weights,
                                             regulariser, triplet_terms)
+from reidcli.naming import param
+from reidcli.progress import track
 
 log = logging.getLogger(__name__)
 
@@ -107,8 +110,10 @@ class WARCATrainer:
             self.F = self.X = xt                                  # X [N, D]
         dim = h["dim"]
         if dim > (n if self.is_kernel else d):
-            warnings.warn(f"warca dim={dim} exceeds the {'rows' if self.is_kernel else 'input'}"
-                          f" dimension {n if self.is_kernel else d}; WWᵀ cannot reach I",
+            limit = n if self.is_kernel else d
+            warnings.warn(f"warca {param('dim', dim)} exceeds the "
+                          f"{'rows' if self.is_kernel else 'input'} dimension {limit}, so WWᵀ "
+                          f"cannot reach I — use at most {param('dim', limit)}",
                           UserWarning, stacklevel=2)
         cols = self.F.shape[1]                                    # D (primal) or N (kernel)
         scale = 1.0 / math.sqrt(n if self.is_kernel else d)       # N(0, 1/N) | N(0, 1/D)
@@ -125,9 +130,13 @@ class WARCATrainer:
                  n, "primal" if not self.is_kernel else f"kernel {h['kernel']}",
                  self.median_distance)
         if not 0.1 <= self.median_distance <= 10:
-            warnings.warn(f"warca: median pairwise training distance {self.median_distance:.3g} "
-                          f"is outside [0.1, 10] while the margin is {self.margin:g} in absolute "
-                          "units; consider normalize=l2 or rescaling", UserWarning, stacklevel=2)
+            median = self.median_distance
+            advice = (f"use {param('normalize', 'l2')} or rescale the features"
+                      if h["normalize"] != "l2" else
+                      f"set the margin near that distance ({param('margin', f'{median:.2g}')})")
+            warnings.warn(f"warca: median pairwise training distance {median:.3g} is outside "
+                          f"[0.1, 10] while the margin {param('margin', f'{self.margin:g}')} is "
+                          f"in absolute units — {advice}", UserWarning, stacklevel=2)
 
     # -- setup (O(N), once) --------------------------------------------------------------------
     def _labels(self, pids: np.ndarray, camids: np.ndarray) -> None:
@@ -137,8 +146,7 @@ class WARCATrainer:
         order = np.argsort(lab, kind="stable")
         starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
         if self.hyper["positives"] == "cross-camera":
-            _, cam = np.unique(camids, return_inverse=True)
-            n_cams = int(cam.max()) + 1
+            cam, n_cams = camera_index(camids)     # codes of (domain, camid) cameras
             per = np.bincount(lab * n_cams + cam, minlength=len(uniq) * n_cams)
             same_cam = (per.reshape(len(uniq), n_cams).astype(np.float64) ** 2).sum(1)
             pair_w = (counts.astype(np.float64) ** 2 - same_cam) / 2
@@ -153,7 +161,7 @@ class WARCATrainer:
             raise UsageError("warca training set has a single identity", "add negatives")
         dev = self.device
         self.labels = torch.as_tensor(lab, dtype=torch.long, device=dev)
-        self.cams = torch.as_tensor(camids, dtype=torch.long, device=dev)
+        self.cams = torch.as_tensor(camera_index(camids)[0], dtype=torch.long, device=dev)
         self.order = torch.as_tensor(order, dtype=torch.long, device=dev)
         self.starts = torch.as_tensor(starts, dtype=torch.long, device=dev)
         self.counts = torch.as_tensor(counts, dtype=torch.long, device=dev)
@@ -339,7 +347,7 @@ class WARCATrainer:
                                                       "violation_rate", "mean_draws")}
         snapshots: dict[str, np.ndarray] = {}
         start = time.perf_counter()
-        for _ in range(iterations):
+        for _ in track(range(iterations), description="warca iterations", inner=True):
             stats = self.step()
             if self.t % every == 0 or self.t == iterations:
                 if self.device.type == "cuda":

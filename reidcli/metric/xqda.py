@@ -20,10 +20,12 @@ import warnings
 import numpy as np
 import scipy.linalg
 
+from reidcli.cameras import camera_index
 from reidcli.errors import FittedModelError, UsageError
 from reidcli.estimator import Estimator, store_params
 from reidcli.fitted import TrialModel
 from reidcli.metric.pair_covariances import cross_camera_pair_covariances
+from reidcli.naming import param
 from reidcli.numeric import l2_normalize_rows
 from reidcli.params import NONE, TEXT, Interval, Options
 from reidcli.registry import register
@@ -116,8 +118,9 @@ def _check_labels(n: int, pids, camids, what: str) -> tuple[np.ndarray, np.ndarr
     if pids.shape != (n,) or camids.shape != (n,):
         raise UsageError(f"{what}: {n} feature rows but pids of shape {pids.shape} and camids "
                          f"of shape {camids.shape}", "pass one person id and one camera id per row")
-    if len(np.unique(camids)) < 2:
-        raise UsageError(f"{what} has images of {len(np.unique(camids))} camera(s); XQDA "
+    num_cameras = camera_index(camids)[1]      # camids: codes of (domain, camid) cameras
+    if num_cameras < 2:
+        raise UsageError(f"{what} has images of {num_cameras} camera(s); XQDA "
                          "learns from cross-camera pairs",
                          "train on images of at least two cameras")
     return pids, camids
@@ -125,7 +128,7 @@ def _check_labels(n: int, pids, camids, what: str) -> tuple[np.ndarray, np.ndarr
 
 @register("xqda", stage="train", paper="Liao et al., CVPR 2015",
           summary="XQDA: cross-view quadratic discriminant analysis.",
-          flags={"lam": "--lambda", "max_dims": "--dims"}, hidden=["device"])
+          flags={"lam": "--reg", "max_dims": "--dim"}, hidden=["device"])
 class XQDA(Estimator):
     """XQDA metric learner.
 
@@ -150,7 +153,7 @@ class XQDA(Estimator):
     _parameter_constraints = {"lam": [Interval(float, 0, None)], "solver": [Options(SOLVERS)],
                               "max_dims": [Interval(int, 1, None), NONE],
                               "normalize": [Options(PREPROCESSING)], "device": [TEXT, NONE]}
-    _parameter_help = {"lam": "Regulariser λ added to Σ_I.",
+    _parameter_help = {"lam": "XQDA's λ: regulariser added to Σ_I (Σ_I′ = Σ_I + λI).",
                        "solver": "svd (public release) | eigh (the paper's generalized "
                                  "eigenproblem).",
                        "max_dims": "Cap on the subspace rank (default: #eigenvalues > 1).",
@@ -197,8 +200,10 @@ class XQDA(Estimator):
         rank = int((values > 1).sum())                                    # §4.5 r = #values > 1
         if rank == 0:
             warnings.warn(f"XQDA: no {'singular value' if solver == 'svd' else 'eigenvalue'}"
-                          f" exceeds 1 (largest {values[0]:.4g}); keeping r = 1 dimension — the "
-                          "metric is not discriminative", UserWarning, stacklevel=2)
+                          f" exceeds 1 (largest {values[0]:.4g}), so r = 1 dimension is kept and"
+                          f" the metric is not discriminative — lower {param('lam', f'{lam:g}')}"
+                          " or check that the training features differ between identities",
+                          UserWarning, stacklevel=2)
             rank = 1
         if max_dims is not None:
             rank = min(rank, max_dims)

@@ -1,4 +1,8 @@
-"""CMC curves of several ``reid eval --json`` results on one axis (mean ± std band)."""
+"""CMC curves of several ``reid eval --json`` results on one axis (mean ± std band).
+
+Each curve has its own (marker, linestyle) pair and markers on shifted ranks, so two equal
+curves stay visible; the x ticks are whole ranks; a legend entry gives rank-1 and mAP; a
+curve's default name is built from its report (:func:`report_label`)."""
 from __future__ import annotations
 
 import dataclasses
@@ -12,7 +16,7 @@ import numpy as np
 
 from reidcli.errors import InputFileError
 from reidcli.params import Interval, check_param
-from reidcli.plotting.common import finish_figure, pyplot
+from reidcli.plotting.common import adapt_label, finish_figure, pyplot, vectors_label
 
 
 @dataclasses.dataclass
@@ -20,7 +24,10 @@ class CMCPlot:
     """``curves[label] = (mean [R], std [R] or None)`` in percent, ranks 1..R."""
 
     curves: dict[str, tuple[np.ndarray, np.ndarray | None]]
+    #: the legend entries (``name — R1 …, mAP …``), one per result
     labels: list[str]
+    #: the curve names (keys of ``curves``), one per result
+    names: list[str] = dataclasses.field(default_factory=list)
     path: Path | None = None
     #: the drawn matplotlib Figure (closed in pyplot, its artists kept for inspection)
     figure: Any = dataclasses.field(default=None, repr=False)
@@ -72,15 +79,59 @@ METHOD_NAMES = {"cdpcf": "C-DPCF", "dpcf": "DPCF", "avgp": "AvgP+XQDA",
                 "avgp-pad": "AvgP+pad.+XQDA", "xqda": "XQDA", "warca": "WARCA",
                 "kissme": "KISSME", "lfda": "LFDA", "klfda": "kLFDA", "rpcca": "rPCCA",
                 "pca": "PCA"}
+#: one (marker, linestyle) pair per curve: curve i gets MARKERS[i % 8] and
+#: LINESTYLES[(i + i // 8) % 4], so the first 32 curves all differ in the pair
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
+LINESTYLES = ("-", "--", "-.", ":")
+
+
+def report_label(report: dict) -> str:
+    """Legend name of a ``reid eval --json`` report, built from the report alone: what made
+    the vectors, the adaptation, the fitted method (or the distance when none) and the
+    re-ranking — e.g. ``hsv-stripes (euclidean)``, ``hsv-stripes + XQDA``, ``color-grid +
+    C-DPCF``, ``BoT tiny bnneck + DART3 LITE (euclidean)``, ``BoT resnet50 bnneck
+    (euclidean) + k-reciprocal re-ranking``. ``"results"`` when the report names nothing."""
+    prov = report.get("store_provenance")
+    parts = [p for p in (vectors_label(prov, report.get("feature")), adapt_label(prov)) if p]
+    model = report.get("model")
+    method = model.get("method") if isinstance(model, dict) else None
+    if method:
+        parts.append(METHOD_NAMES.get(method, str(method)))
+        label = " + ".join(parts)
+    else:
+        label = " + ".join(parts) or "results"
+        if parts and report.get("distance"):
+            label += f" ({report['distance']})"
+    if report.get("rerank"):
+        label += " + k-reciprocal re-ranking"
+    return label
+
+
+def distinct_labels(names: Sequence[str], paths: Sequence[str | os.PathLike]) -> list[str]:
+    """``names`` with every clashing one suffixed by what tells its report apart: the file
+    name stem, else the parent folder/stem, else the whole path (never a counter alone)."""
+    out = list(names)
+    for depth in (1, 2, None):
+        clashes = {n for n in out if out.count(n) > 1}
+        if not clashes:
+            break
+        for i, (name, path) in enumerate(zip(names, paths)):
+            if out[i] in clashes:
+                p = Path(path)
+                tag = p.stem if depth == 1 else (f"{p.parent.name}/{p.stem}" if depth == 2
+                                                 else str(p))
+                out[i] = f"{name} [{tag}]"
+    seen: dict[str, int] = {}
+    for i, name in enumerate(out):                    # the very same file given twice
+        seen[name] = seen.get(name, 0) + 1
+        if seen[name] > 1:
+            out[i] = f"{name} [copy {seen[name]}]"
+    return out
 
 
 def result_label(report: dict, path: str | os.PathLike) -> str:
-    """Method name of a result: its fitted model's method, else the feature, else the stem."""
-    model = report.get("model") or {}
-    name = model.get("method") if isinstance(model, dict) else None
-    if name:
-        return METHOD_NAMES.get(name, name)
-    return report.get("feature") or Path(path).stem
+    """:func:`report_label` (kept for callers of the earlier name; ``path`` is unused)."""
+    return report_label(report)
 
 
 def cmc_curves(report: dict, max_rank: int) -> tuple[np.ndarray, np.ndarray | None]:
@@ -94,43 +145,80 @@ def cmc_curves(report: dict, max_rank: int) -> tuple[np.ndarray, np.ndarray | No
     return mean, None
 
 
+def legend_entry(name: str, mean: np.ndarray, report: dict) -> str:
+    """``name — R1 55.9 %, mAP 43.3 %`` (mAP ``—`` where the protocol defines none)."""
+    m_ap = report.get("mAP")
+    ap = f"{100 * m_ap:.1f} %" if isinstance(m_ap, (int, float)) and math.isfinite(m_ap) \
+        else "—"
+    return f"{name} — R1 {mean[0]:.1f} %, mAP {ap}"
+
+
+def line_style(i: int, num_ranks: int, num_curves: int = 1) -> dict[str, Any]:
+    """Marker, linestyle and marker positions of curve ``i`` of ``num_curves``: a marker
+    every ``step`` ranks (step ≥ the number of curves, so up to that many equal curves
+    put their markers on different ranks; ≥ R/10, at most R/3), shifted by ``i``."""
+    step = max(1, min(max(num_ranks // 10, num_curves), num_ranks // 3))
+    style = {"marker": MARKERS[i % len(MARKERS)],
+             "linestyle": LINESTYLES[(i + i // len(MARKERS)) % len(LINESTYLES)],
+             "markevery": (i % step, step), "markersize": 5}
+    if i % 2:                                  # every other curve: hollow markers
+        style["markerfacecolor"] = "none"
+    return style
+
+
+def rank_ticks(num_ranks: int) -> list[int]:
+    """Integer x ticks for ranks 1..R: 1 and the multiples of the smallest step in 1, 5,
+    10, 20, 50, 100 … that leaves at most 10 of them (R = 20: 1, 5, 10, 15, 20)."""
+    steps = [1] + [m * 10 ** e for e in range(7) for m in (5, 10, 20) if m * 10 ** e >= 5]
+    step = next(s for s in sorted(set(steps)) if num_ranks / s <= 10)
+    return sorted({1, *range(step, num_ranks + 1, step)})
+
+
 def plot_cmc(results: Sequence[str | os.PathLike], out: str | os.PathLike | None = None, *,
              labels: Sequence[str] | None = None, max_rank: int = 20, title: str | None = None,
              force: bool = False) -> CMCPlot:
-    """One CMC curve per result (legend "method (R1 xx.x%)", as in the papers' figures)."""
+    """One CMC curve per result, each with its own (marker, linestyle); legend ``name — R1
+    x %, mAP y %`` with ``name`` from ``labels`` or else :func:`report_label`; clashing
+    names are told apart by their file names (:func:`distinct_labels`)."""
     check_param("CMC plot", "max_rank", max_rank, Interval(int, 1))
     plt = pyplot()
     reports = [read_result(p) for p in results]
-    names = list(labels or [])
-    names += [result_label(r, p) for r, p in zip(reports[len(names):], results[len(names):])]
-    fig, ax = plt.subplots(figsize=(6, 4.5))
+    names = list(labels or [])[:len(reports)]
+    names += [report_label(r) for r in reports[len(names):]]
+    names = distinct_labels(names, results)
+    fig, ax = plt.subplots(figsize=(6.4, 4.8), layout="constrained")
     curves: dict[str, tuple[np.ndarray, np.ndarray | None]] = {}
     legend = []
-    for name, report in zip(names, reports):
+    longest = 1
+    for i, (name, report) in enumerate(zip(names, reports)):
         mean, std = cmc_curves(report, max_rank)
         ranks = np.arange(1, len(mean) + 1)
-        key = name if name not in curves else f"{name} ({len(curves)})"
-        curves[key] = (mean, std)
-        label = f"{key} (R1 {mean[0]:.1f}%)"
+        longest = max(longest, len(mean))
+        curves[name] = (mean, std)
+        label = legend_entry(name, mean, report)
         legend.append(label)
-        ax.plot(ranks, mean, marker="o", markersize=3, label=label)
+        line, = ax.plot(ranks, mean, label=label, linewidth=1.4,
+                        **line_style(i, len(mean), len(reports)))
         if std is not None:
-            ax.fill_between(ranks, mean - std, mean + std, alpha=0.2)
+            ax.fill_between(ranks, mean - std, mean + std, alpha=0.15, color=line.get_color())
+    ax.set_xticks(rank_ticks(longest))
+    ax.set_xlim(0.5, longest + 0.5)
     ax.set_xlabel("rank")
     ax.set_ylabel("matching rate (%)")
     ax.set_ylim(0, 100)
     ax.grid(alpha=0.3)
-    ax.legend(loc="lower right", fontsize=8)
+    ax.legend(loc="lower right", fontsize=7 if len(legend) > 4 else 8)
     first = reports[0]
     ax.set_title(title or f"CMC — {first.get('dataset') or 'dataset'}, protocol "
                           f"{first.get('protocol', '?')}"
                           + (f", {first.get('num_trials')} trials" if first.get("num_trials", 1) > 1
-                             else ""))
-    plot = CMCPlot(curves=curves, labels=legend, figure=fig)
+                             else ""), fontsize=10)
+    plot = CMCPlot(curves=curves, labels=legend, names=names, figure=fig)
     plot.path = finish_figure(fig, out, force=force,
                               metadata={"inputs": ",".join(map(str, results))},
                               inputs=list(results))
     return plot
 
 
-__all__ = ["plot_cmc", "CMCPlot", "read_result", "cmc_curves", "result_label"]
+__all__ = ["plot_cmc", "CMCPlot", "read_result", "cmc_curves", "report_label",
+           "result_label", "distinct_labels", "legend_entry", "rank_ticks", "METHOD_NAMES"]

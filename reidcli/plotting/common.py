@@ -1,4 +1,5 @@
-"""Shared plotting helpers: the Agg backend, output formats, atomic saving, titles."""
+"""Shared plotting helpers: the Agg backend, output formats, atomic saving, titles and the
+names of what made a store (network, feature, adaptation) read from its provenance."""
 from __future__ import annotations
 
 import os
@@ -67,4 +68,44 @@ def short_command(provenance: dict | None, width: int = 90) -> str:
     return cmd if len(cmd) <= width else cmd[:width - 1] + "…"
 
 
-__all__ = ["pyplot", "save_figure", "finish_figure", "check_figure_path", "short_command", "FORMATS"]
+#: how the papers write the networks (``kind`` of the model spec in a store's provenance)
+NETWORK_NAMES = {"bot": "BoT", "pcb": "PCB"}
+#: how the papers write the test-time adaptations (``adapt.method`` in a store's provenance;
+#: DART3's mode is added by :func:`adapt_label`)
+ADAPT_NAMES = {"norm": "camera Norm", "none": "no adaptation", "tent": "TENT", "temp": "TEMP"}
+
+
+def vectors_label(provenance: dict | None, feature: str | None) -> str | None:
+    """What made a store's vectors: network + backbone + ``feature`` (the network's spec is
+    the provenance's ``model``), else ``feature``, else the conv maps the store holds; None
+    when neither says. An adapted store's input store (``source_provenance``) counts too."""
+    prov = provenance if isinstance(provenance, dict) else {}
+    source = prov.get("source_provenance")
+    source = source if isinstance(source, dict) else {}
+    maps = prov.get("maps") or source.get("maps") or []
+    what = feature or (",".join(map(str, maps)) if isinstance(maps, list) else None)
+    network = prov.get("model") or source.get("model")
+    if isinstance(network, dict) and network.get("kind"):
+        kind = str(network["kind"])
+        name = NETWORK_NAMES.get(kind, kind) + ("+RPP" if kind == "pcb" and network.get("rpp")
+                                                else "")
+        what = " ".join(str(p) for p in (name, network.get("backbone"), what) if p)
+    return what or None
+
+
+def adapt_label(provenance: dict | None) -> str | None:
+    """The test-time adaptation that made a store (its provenance's ``adapt`` entry, the
+    parameters of ``reid adapt``): ``camera Norm``, ``DART3 LITE``, ``TENT`` …; None when
+    the store was not adapted."""
+    adapt = (provenance if isinstance(provenance, dict) else {}).get("adapt")
+    if not isinstance(adapt, dict) or not adapt.get("method"):
+        return None
+    method = str(adapt["method"])
+    if method in ("dart3", "dart3-lite", "dart3_lite"):
+        lite = method != "dart3" or adapt.get("mode", "lite") == "lite"
+        return "DART3 LITE" if lite else "DART3"
+    return ADAPT_NAMES.get(method, method)
+
+
+__all__ = ["pyplot", "save_figure", "finish_figure", "check_figure_path", "short_command",
+           "vectors_label", "adapt_label", "NETWORK_NAMES", "ADAPT_NAMES", "FORMATS"]

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from reidcli.errors import ParameterError, UsageError
+from reidcli.naming import param
 from reidcli.params import Interval, check_param
 from reidcli.evaluation.protocols import (TrialLabels, auto_protocol, identity_codes,
                                           make_groups)
@@ -36,11 +37,31 @@ class RankListPlot:
     figure: Any = dataclasses.field(default=None, repr=False)
 
 
-def _thumbnail(path: str, size: tuple[int, int], missing: list[str]) -> np.ndarray:
+def image_file(path: str, images_root: str | os.PathLike | None = None) -> Path:
+    """The file of a record's image path, by the rule of ``reid adapt``'s image reader: a
+    relative path under ``images_root`` (default: the current directory); an absolute one
+    as stored, or — when it is gone and ``images_root`` is given — the first existing
+    ``images_root/<its last 1, 2, 3 parts>``. Always absolute, so that a message names the
+    place that was tried."""
+    p = Path(path)
+    root = Path(images_root).absolute() if images_root is not None else None
+    if not p.is_absolute():
+        return (root if root is not None else Path.cwd()) / p
+    if root is not None and not p.is_file():
+        for k in range(1, min(4, len(p.parts))):
+            moved = root / Path(*p.parts[-k:])
+            if moved.is_file():
+                return moved
+    return p
+
+
+def _thumbnail(path: str | os.PathLike, size: tuple[int, int], missing: list[str]
+               ) -> np.ndarray:
     """[h, w, 3] uint8 thumbnail; an unreadable file becomes a grey tile and is appended
     to ``missing`` (once per path)."""
     from PIL import Image
 
+    path = str(path)
     try:
         with Image.open(path) as img:
             return np.asarray(img.convert("RGB").resize((size[1], size[0])))
@@ -102,9 +123,12 @@ def rank_lists(store: str | os.PathLike, *, model=None, feature: str | None = No
 
 def plot_ranklist(store: str | os.PathLike, out: str | os.PathLike | None = None, *,
                   model=None, feature: str | None = None, trial: int = 0, queries: int = 5,
-                  query_index=None, topk: int = 10, seed: int = 0, force: bool = False
-                  ) -> RankListPlot:
-    """Draw :func:`rank_lists`: one row per query, thumbnails with coloured borders."""
+                  query_index=None, topk: int = 10, seed: int = 0, force: bool = False,
+                  images_root: str | os.PathLike | None = None) -> RankListPlot:
+    """Draw :func:`rank_lists`: one row per query, thumbnails with coloured borders. The
+    store's relative image paths are read under ``images_root`` (default: the current
+    directory); a file that cannot be read is a grey tile, listed in ``missing`` (the path
+    tried) and named in one warning."""
     data = rank_lists(store, model=model, feature=feature, trial=trial, queries=queries,
                       query_index=query_index, topk=topk, seed=seed)
     with open_store(store) as st:
@@ -116,11 +140,13 @@ def plot_ranklist(store: str | os.PathLike, out: str | os.PathLike | None = None
     size = (128, 64)
     for i in range(n):
         ax = axes[i][0]
-        ax.imshow(_thumbnail(paths[data.queries[i]], size, data.missing))
+        ax.imshow(_thumbnail(image_file(paths[data.queries[i]], images_root), size,
+                             data.missing))
         ax.set_title(f"query\npid {pids[data.queries[i]]}", fontsize=7)
         for j in range(k):
             ax = axes[i][j + 1]
-            ax.imshow(_thumbnail(paths[data.ranked[i, j]], size, data.missing))
+            ax.imshow(_thumbnail(image_file(paths[data.ranked[i, j]], images_root), size,
+                                 data.missing))
             color = "#1a9850" if data.correct[i, j] else "#d73027"
             for spine in ax.spines.values():
                 spine.set_edgecolor(color)
@@ -132,12 +158,23 @@ def plot_ranklist(store: str | os.PathLike, out: str | os.PathLike | None = None
     what = f"model {Path(model).name}" if model is not None else f"feature {feature or 'default'}"
     fig.suptitle(f"rank lists — {Path(store).name}, {what}, trial {trial}", fontsize=9)
     if data.missing:
-        warnings.warn(f"rank list: {len(data.missing)} image file(s) missing or unreadable, "
-                      f"drawn as grey tiles (first: {data.missing[0]})", stacklevel=2)
+        warnings.warn(missing_images_message(data.missing, images_root), stacklevel=2)
     data.figure = fig
     data.path = finish_figure(fig, out, force=force,
                               inputs=[store] + ([model] if model is not None else []))
     return data
 
 
-__all__ = ["plot_ranklist", "rank_lists", "RankListPlot"]
+def missing_images_message(missing: list[str], images_root: str | os.PathLike | None) -> str:
+    """One line, ``<what> — <what to do>``: how many images were not found, the first path
+    tried, and the parameter that says where the store's relative image paths start."""
+    where = (f"under {param('images_root', images_root)}" if images_root is not None
+             else "relative to the current directory")
+    return (f"rank list: {len(missing)} image file(s) missing or unreadable, drawn as grey "
+            f"tiles (first tried: {missing[0]}; relative paths are read {where}) — pass "
+            f"{param('images_root', 'DIR')}, the folder the store's image paths are relative "
+            "to")
+
+
+__all__ = ["plot_ranklist", "rank_lists", "RankListPlot", "image_file",
+           "missing_images_message"]

@@ -1,5 +1,7 @@
 """t-SNE of stored embeddings coloured by camera / identity / modality / domain (DART3 Fig. 1,
-DG-VAE App. G), optionally beside the same rows of another store (before/after adaptation).
+DG-VAE App. G), optionally beside the same rows of another store (before/after adaptation),
+both panels in one frame: one joint embedding of both stores' rows when they hold the same
+feature, else the second map aligned to the first.
 
 Uses scikit-learn's ``TSNE``: already a dependency (NMI, k-means), well kept, exact and
 Barnes-Hut variants, seeded — openTSNE would add a package for speed we do not need at the
@@ -18,7 +20,8 @@ from reidcli.errors import InputFileError, ParameterError, UsageError
 from reidcli.evaluation.distances import normalize_features
 from reidcli.naming import param
 from reidcli.params import Interval, check_param
-from reidcli.plotting.common import finish_figure, pyplot, short_command
+from reidcli.plotting.common import (adapt_label, finish_figure, pyplot, short_command,
+                                     vectors_label)
 from reidcli.store.reader import open_store
 
 COLOR_BY = ("camid", "pid", "modality", "domain", "split", "dataset")
@@ -34,6 +37,9 @@ class TSNEPlot:
     colors: np.ndarray
     markers: np.ndarray | None
     titles: list[str]
+    #: True when both panels come from one t-SNE of both stores' rows (else the second map
+    #: was aligned to the first)
+    joint: bool = False
     path: Path | None = None
     #: the drawn matplotlib Figure (closed in pyplot, its artists kept for inspection)
     figure: Any = dataclasses.field(default=None, repr=False)
@@ -76,8 +82,31 @@ def embed_2d(features: np.ndarray, seed: int, perplexity: float = 30.0) -> np.nd
 
     n = len(features)
     perp = float(min(perplexity, max(2.0, (n - 1) / 3.0)))
-    return TSNE(n_components=2, perplexity=perp, init="pca", random_state=seed,
-                learning_rate="auto").fit_transform(features.astype(np.float32))
+    from reidcli.progress import activity
+
+    with activity(f"t-SNE of {n} points", inner=True):
+        return TSNE(n_components=2, perplexity=perp, init="pca", random_state=seed,
+                    learning_rate="auto").fit_transform(features.astype(np.float32))
+
+
+def align_2d(points: np.ndarray, reference: np.ndarray) -> np.ndarray:
+    """``points`` [n, 2] rotated/reflected, scaled and shifted onto ``reference`` [n, 2]
+    (the same rows) by orthogonal Procrustes — a t-SNE map is defined up to exactly such a
+    similarity, so the aligned map shows the same neighbourhoods in the reference's frame."""
+    a = reference - reference.mean(0)
+    b = points - points.mean(0)
+    u, sing, vt = np.linalg.svd(b.T @ a)
+    rotation = u @ vt
+    scale = sing.sum() / max(float((b ** 2).sum()), np.finfo(float).tiny)
+    return scale * b @ rotation + reference.mean(0)
+
+
+def panel_title(provenance: dict | None, feature: str, adapt_groups: Sequence[str]) -> str:
+    """What a panel shows, from its store: vectors (network + feature) and adaptation, e.g.
+    ``BoT tiny bnneck`` or ``BoT tiny bnneck + DART3 LITE``."""
+    what = vectors_label(provenance, feature) or feature
+    adapted = adapt_label(provenance) or (",".join(adapt_groups) if adapt_groups else None)
+    return f"{what} + {adapted}" if adapted else what
 
 
 def plot_tsne(store: str | os.PathLike, out: str | os.PathLike | None = None, *,
@@ -85,7 +114,11 @@ def plot_tsne(store: str | os.PathLike, out: str | os.PathLike | None = None, *,
               marker_by: str | None = None, max_points: int = 2000,
               compare: str | os.PathLike | None = None, splits: Sequence[str] | None = None,
               seed: int = 0, perplexity: float = 30.0, force: bool = False) -> TSNEPlot:
-    """One panel per store (``compare`` adds the second), same rows and colours in both."""
+    """One panel per store (``compare`` adds the second: "before" = ``store``, "after" =
+    ``compare``), same rows and colours in both. Two stores of the same feature and
+    dimension are embedded jointly (one t-SNE of the 2n rows, split in two), so distances
+    across the panels compare; otherwise (another descriptor) the second map is aligned
+    to the first (:func:`align_2d`). Both panels share their axis limits."""
     check_param("t-SNE plot", "max_points", max_points, Interval(int, 5))
     check_param("t-SNE plot", "perplexity", perplexity, Interval(float, 0, None, "neither"))
     check_param("t-SNE plot", "seed", seed, Interval(int, 0, 2**32 - 1))
@@ -94,29 +127,42 @@ def plot_tsne(store: str | os.PathLike, out: str | os.PathLike | None = None, *,
             raise ParameterError("t-SNE plot", name, value, "is unknown",
                                  f"use one of {', '.join(COLOR_BY)}")
     stores = [store] + ([compare] if compare is not None else [])
-    panels, titles = [], []
+    features, names, titles = [], [], []
     with open_store(store) as first:
         records = first.records
         rows = choose_rows(records, max_points, seed, splits)
         colors = records[color_by].to_numpy()[rows]
         markers = records[marker_by].to_numpy()[rows] if marker_by else None
         paths = records["path"].to_numpy()
-    for path in stores:
+    roles = ["before: ", "after: "] if compare is not None else [""]
+    for path, role in zip(stores, roles):
         with open_store(path) as st:
             if st.num_rows != len(records) or not np.array_equal(st.records["path"].to_numpy(),
                                                                   paths):
                 raise UsageError(f"{param('compare', path)} holds other rows than {store}",
                                  "compare a store with its adapted copy (same records)")
             name, feats = _store_features(st, feature, rows)
-            panels.append(embed_2d(feats, seed, perplexity))
-            method = ",".join(st.adapt_methods) or "no adaptation"
-            titles.append(f"{Path(path).name}: {name} ({method})")
+            features.append(feats)
+            names.append(name)
+            titles.append(f"{role}{panel_title(st.provenance, name, st.adapt_methods)}\n"
+                          f"{Path(path).name}")
+    joint = len(features) == 2 and names[0] == names[1] \
+        and features[0].shape[1] == features[1].shape[1]
+    if joint:
+        both = embed_2d(np.concatenate(features), seed, perplexity)
+        panels = [both[:len(rows)], both[len(rows):]]
+    else:
+        panels = [embed_2d(f, seed, perplexity) for f in features]
+        panels[1:] = [align_2d(p, panels[0]) for p in panels[1:]]
     plt = pyplot()
-    fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 5.5), squeeze=False)
+    fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 5.5), squeeze=False,
+                             layout="constrained")
     cats = sorted(set(colors.tolist()), key=str)
     cmap = plt.get_cmap("tab20" if len(cats) > 10 else "tab10")
     shapes = ["o", "^", "s", "x", "D", "v"]
     mcats = sorted(set(markers.tolist()), key=str) if markers is not None else [None]
+    every = np.concatenate(panels)
+    pad = 0.05 * (every.max(0) - every.min(0))
     for ax, pts, title in zip(axes[0], panels, titles):
         for ci, cat in enumerate(cats):
             for mi, mcat in enumerate(mcats):
@@ -130,18 +176,25 @@ def plot_tsne(store: str | os.PathLike, out: str | os.PathLike | None = None, *,
                 ax.scatter(pts[sel, 0], pts[sel, 1], s=8, color=cmap(ci % cmap.N),
                            marker=shapes[mi % len(shapes)], label=label, alpha=0.8)
         ax.set_title(title, fontsize=9)
+        ax.set_xlim(every[:, 0].min() - pad[0], every[:, 0].max() + pad[0])
+        ax.set_ylim(every[:, 1].min() - pad[1], every[:, 1].max() + pad[1])
         ax.set_xticks([])
         ax.set_yticks([])
     if len(cats) * len(mcats) <= 24:
         axes[0][-1].legend(fontsize=7, markerscale=2, loc="center left", bbox_to_anchor=(1, 0.5))
+    how = ("one joint embedding" if joint else "second map aligned to the first") \
+        if compare is not None else ""
     with open_store(store) as st:
-        fig.suptitle(f"t-SNE of {st.dataset or 'store'} ({len(rows)} points, coloured by "
-                     f"{color_by})\n{short_command(st.provenance)}", fontsize=9)
+        fig.suptitle(f"t-SNE of {st.dataset or 'store'} ({len(rows)} points"
+                     + (f" of {', '.join(splits)}" if splits else "")
+                     + f", coloured by {color_by}" + (f"; {how}" if how else "")
+                     + f")\n{short_command(st.provenance)}", fontsize=9)
     plot = TSNEPlot(rows=rows, points=panels, colors=colors, markers=markers, titles=titles,
-                    figure=fig)
+                    joint=joint, figure=fig)
     plot.path = finish_figure(fig, out, force=force,
                               inputs=stores)
     return plot
 
 
-__all__ = ["plot_tsne", "TSNEPlot", "choose_rows", "embed_2d", "COLOR_BY"]
+__all__ = ["plot_tsne", "TSNEPlot", "choose_rows", "embed_2d", "align_2d", "panel_title",
+           "COLOR_BY"]

@@ -21,13 +21,17 @@ FIGURES = ("maps", "sum", "both")
 
 @dataclasses.dataclass
 class WeightMapPlot:
-    """``maps[(layer, camid)]`` [k, H, W] (first maps), ``sums[(layer, camid)]`` [H, W]
-    (Σ_k |w_k|), ``images[camid]`` [h, w, 3] average training image (may be empty)."""
+    """``maps[(layer, camera)]`` [k, H, W] (first maps), ``sums[(layer, camera)]`` [H, W]
+    (Σ_k |w_k|), ``images[camera]`` [h, w, 3] average training image (may be empty); a
+    camera is its camid (one domain), ``"<domain>/<camid>"`` (several) or -1 (DPCF: all)."""
 
-    maps: dict[tuple[str, int], np.ndarray]
-    sums: dict[tuple[str, int], np.ndarray]
-    images: dict[int, np.ndarray]
+    maps: dict[tuple[str, int | str], np.ndarray]
+    sums: dict[tuple[str, int | str], np.ndarray]
+    images: dict[int | str, np.ndarray]
     path: Path | None = None
+    #: the drawn colour bars (matplotlib Colorbar): per row, one for its maps (shared
+    #: symmetric scale) and one for Σ|maps|
+    colorbars: list = dataclasses.field(default_factory=list, repr=False)
     #: the drawn matplotlib Figure (closed in pyplot, its artists kept for inspection)
     figure: Any = dataclasses.field(default=None, repr=False)
 
@@ -71,7 +75,7 @@ def read_weight_maps(fitted: str | os.PathLike, trial: int | None = None,
     if missing:
         raise ParameterError("weight-map plot", "layers", ",".join(missing),
                              f"are not in {fitted}", f"use {', '.join(hyper.get('layers', []))}")
-    cams = [int(c) for c in hyper.get("camids", [])]
+    cams = _camera_keys(hyper)
     maps, sums = {}, {}
     for layer in chosen:
         weights = np.asarray(group[layer]["weight_maps"])              # [C·S, K]
@@ -85,61 +89,127 @@ def read_weight_maps(fitted: str | os.PathLike, trial: int | None = None,
             sums[(layer, cam)] = np.abs(block).sum(0)
     images = {}
     if "average_images" in trial_arrays:
-        for cam, image in zip(trial_arrays["average_image_camids"],
-                              trial_arrays["average_images"]):
-            images[int(cam)] = np.asarray(image)
+        # the average images follow the fitted camera table's order
+        image_cams = [int(c) for c in trial_arrays["average_image_camids"]]
+        keys = cams if len(cams) == len(image_cams) else image_cams
+        for cam, image in zip(keys, trial_arrays["average_images"]):
+            images[cam] = np.asarray(image)
     return WeightMapPlot(maps=maps, sums=sums, images=images)
+
+
+def _camera_keys(hyper: dict) -> list[int | str]:
+    """One key per fitted camera, in the file's camera-table order: the camid when the fit
+    spans one domain, ``"<domain>/<camid>"`` when it spans several (a camera is the pair
+    (domain, camid), docs/formats.md)."""
+    camids = [int(c) for c in hyper.get("camids", [])]
+    domains = [str(d) for d in hyper.get("camera_domains") or []]
+    if len(domains) != len(camids) or len(set(domains)) < 2:
+        return camids
+    return [f"{d}/{c}" for d, c in zip(domains, camids)]
+
+
+def _camera_name(cam: int | str) -> str:
+    """Row label of a camera key: ``cam 3``, ``syn_a/cam 3`` or ``all cams`` (-1)."""
+    if isinstance(cam, str):
+        domain, _, camid = cam.rpartition("/")
+        return f"{domain}/cam {camid}"
+    return f"cam {cam}" if cam >= 0 else "all cams"
+
+
+#: figure inches per weight-map column (a map is drawn at its grid's aspect below it)
+CELL_WIDTH = 0.8
+
+
+def _font_size(cols: int) -> float:
+    """Title / label size in points for a grid ``cols`` columns wide (smaller for wide
+    grids, so a column title never runs into its neighbour's)."""
+    return float(np.clip(10 - 0.35 * cols, 6.5, 9))
+
+
+def _colorbar(fig, image, ax, size: float):
+    """A colour bar in an inset just right of ``ax`` (an inset keeps ``fig.axes`` = the map
+    panels; constrained layout leaves room for it)."""
+    cax = ax.inset_axes([1.08, 0.0, 0.12, 1.0])
+    bar = fig.colorbar(image, cax=cax)
+    bar.ax.tick_params(labelsize=size - 1, length=2, pad=1)
+    bar.ax.yaxis.get_offset_text().set_fontsize(size - 1)
+    return bar
 
 
 def plot_weight_maps(fitted: str | os.PathLike, out: str | os.PathLike | None = None, *,
                      trial: int | None = None, layers: Sequence[str] | None = None,
                      num_maps: int = 4, figure: str = "both", force: bool = False
                      ) -> WeightMapPlot:
-    """Fig. 4 (``figure="maps"``), Fig. 5 (``"sum"``) or both side by side."""
+    """Fig. 4 (``figure="maps"``), Fig. 5 (``"sum"``) or both side by side, of a fitted
+    C-DPCF/DPCF file (see :func:`draw_weight_maps`)."""
     if figure not in FIGURES:
         raise ParameterError("weight-map plot", "figure", figure,
                              f"must be one of {', '.join(FIGURES)}")
     data = read_weight_maps(fitted, trial, layers, num_maps)
+    from reidcli import fitted as fitted_files
+    method = fitted_files.load(fitted).method
+    draw_weight_maps(data, f"{method.upper()} weight maps — {Path(fitted).name}",
+                     num_maps=num_maps, figure=figure)
+    data.path = finish_figure(data.figure, out, force=force, inputs=[fitted])
+    return data
+
+
+def draw_weight_maps(data: WeightMapPlot, title: str, *, num_maps: int = 4,
+                     figure: str = "both") -> WeightMapPlot:
+    """Draw ``data`` into a new Figure (set as ``data.figure``): one row per (layer,
+    camera). A row's maps share one symmetric colour scale (coolwarm, 0 = white) with a
+    colour bar right of its last map; Σ|maps| has its own bar. Matplotlib's constrained
+    layout places titles, row labels and bars so that none overprints another (checked
+    for K = 10 maps × 6 cameras in tests/plotting)."""
     plt = pyplot()
     keys = list(data.maps)
     show_maps = figure in ("maps", "both")
     show_sum = figure in ("sum", "both")
     cols = (num_maps if show_maps else 0) + (2 if show_sum else 0)
-    fig, axes = plt.subplots(len(keys), cols, figsize=(1.3 * cols + 1, 2.2 * len(keys)),
-                             squeeze=False)
+    h, w = next(iter(data.sums.values())).shape
+    cell_h = CELL_WIDTH * min(h / w, 3.5)
+    size = _font_size(cols)
+    fig, axes = plt.subplots(len(keys), cols, squeeze=False, layout="constrained",
+                             figsize=(CELL_WIDTH * 1.25 * cols + 1.2 + 0.6 * show_maps,
+                                      (cell_h + 0.25) * len(keys) + 0.7))
+    fig.get_layout_engine().set(w_pad=0.03, h_pad=0.03, wspace=0.06, hspace=0.04)
+    data.colorbars = []
     for r, key in enumerate(keys):
         layer, cam = key
         c = 0
-        row_label = f"{layer}\n" + (f"camera {cam}" if cam >= 0 else "all cameras")
         if show_maps:
+            scale = float(np.abs(data.maps[key]).max()) or 1.0
+            shown = None
             for m in range(num_maps):
                 ax = axes[r][c]
                 if m < len(data.maps[key]):
-                    ax.imshow(data.maps[key][m], cmap="coolwarm")
+                    shown = ax.imshow(data.maps[key][m], cmap="coolwarm", vmin=-scale,
+                                      vmax=scale)
                     if r == 0:
-                        ax.set_title(f"map {m + 1}", fontsize=8)
+                        ax.set_title(f"map {m + 1}", fontsize=size)
+                else:
+                    ax.set_axis_off()
                 c += 1
+            if shown is not None:
+                data.colorbars.append(_colorbar(fig, shown, axes[r][c - 1], size))
         if show_sum:
             image = data.images.get(cam)
             if image is not None:
                 axes[r][c].imshow(image)
             if r == 0:
-                axes[r][c].set_title("average image", fontsize=8)
-            axes[r][c + 1].imshow(data.sums[key], cmap="hot")
+                axes[r][c].set_title("mean image", fontsize=size)
+            summed = axes[r][c + 1].imshow(data.sums[key], cmap="hot", vmin=0)
+            data.colorbars.append(_colorbar(fig, summed, axes[r][c + 1], size))
             if r == 0:
-                axes[r][c + 1].set_title("Σ|maps|", fontsize=8)
-        axes[r][0].set_ylabel(row_label, fontsize=8)
+                axes[r][c + 1].set_title("Σ|maps|", fontsize=size)
+        axes[r][0].set_ylabel(f"{layer}\n{_camera_name(cam)}", fontsize=size)
     for ax in axes.ravel():
         ax.set_xticks([])
         ax.set_yticks([])
-    from reidcli import fitted as fitted_files
-    method = fitted_files.load(fitted).method
-    fig.subplots_adjust(top=1 - 0.5 / (2.2 * len(keys)))   # title close to the first row
-    fig.suptitle(f"{method.upper()} weight maps — {Path(fitted).name}", fontsize=10)
+    fig.suptitle(title, fontsize=size + 1.5)
     data.figure = fig
-    data.path = finish_figure(fig, out, force=force,
-                              inputs=[fitted])
     return data
 
 
-__all__ = ["plot_weight_maps", "read_weight_maps", "WeightMapPlot", "FIGURES"]
+__all__ = ["plot_weight_maps", "read_weight_maps", "WeightMapPlot", "draw_weight_maps",
+           "FIGURES", "CELL_WIDTH"]

@@ -5,6 +5,10 @@
 the rows it is asked about, pools them with each image's own camera maps, projects them and
 sums the L·K Mahalanobis distances (Eq. 11). Maps are read in chunks, so memory holds one
 chunk of maps plus the pooled training features of one layer.
+
+A camera is the pair (domain, camid) (:mod:`reidcli.cameras`): the fitted file lists its
+cameras as ``camids`` with ``camera_domains`` (docs/formats.md), and every image is pooled with
+the maps of its own (domain, camid) camera.
 """
 from __future__ import annotations
 
@@ -13,15 +17,17 @@ from typing import Callable
 
 import numpy as np
 
+from reidcli.cameras import CameraTable, camera_codes, record_camera_columns
 from reidcli.errors import FittedModelError, ParameterError, UsageError
 from reidcli.estimator import Estimator, store_params
 from reidcli.fitted import TrialModel
 from reidcli.metric.xqda import XQDA
 from reidcli.params import NONE, TEXT, Interval, Options, validate_params
+from reidcli.progress import track
 from reidcli.registry import register
 from reidcli.pooling.geometry import area_positions, position_areas, same_area_mask
-from reidcli.pooling.pooled import (average_weights, camera_positions, center_and_normalize,
-                                    flat_maps, l2_rows, pad_by_camera, pool_by_camera)
+from reidcli.pooling.pooled import (average_weights, center_and_normalize, flat_maps, l2_rows,
+                                    pad_by_camera, pool_by_camera)
 from reidcli.pooling.projection import project_maps, random_orthonormal_projection
 from reidcli.pooling.weight_maps import CrossCameraScatter, top_eigenvectors
 
@@ -75,19 +81,26 @@ class PoolingConfig:
     def num_maps(self) -> int:
         return self.K if self.learns_maps else 1
 
-    def hyperparameters(self, layers: list[str], cameras: np.ndarray) -> dict:
-        """The JSON attrs of the fitted file (docs/methods/cdpcf.md)."""
+    def hyperparameters(self, layers: list[str], cameras: CameraTable | np.ndarray) -> dict:
+        """The JSON attrs of the fitted file (docs/methods/cdpcf.md): ``camids`` [C] and
+        ``camera_domains`` [C] list the fitted cameras in code order (an array of camids
+        is cameras of one unnamed domain)."""
+        if not isinstance(cameras, CameraTable):
+            cameras = camera_codes(None, cameras)[1]
         return {"method": self.method, "K": self.num_maps, "E": self.E,
                 "G": self.grid[0] * self.grid[1], "grid": f"{self.grid[0]}x{self.grid[1]}",
-                "layers": list(layers), "C": int(len(cameras)),
-                "camids": [int(c) for c in cameras], "seed": self.seed,
+                "layers": list(layers), "C": int(cameras.num_cameras),
+                "camids": [int(c) for c in cameras.cam_ids],
+                "camera_domains": [str(d) for d in cameras.domains], "seed": self.seed,
                 "metric": self.metric, "xqda_lambda": self.xqda_lambda,
                 "xqda_solver": self.xqda_solver, "xqda_dims": self.xqda_dims,
                 "center": self.center}
 
 
-def _chunks(n: int, size: int):
-    for start in range(0, n, size):
+def _chunks(n: int, size: int, description: str = "chunks"):
+    """Row positions [≤ size] of consecutive chunks of n rows, with progress."""
+    for start in track(range(0, n, size), description=description, unit="chunks",
+                       inner=True):
         yield np.arange(start, min(start + size, n))
 
 
@@ -96,7 +109,8 @@ def learn_weight_maps(read: MapReader, layer: str, layer_idx: int, rows: np.ndar
                       *, context: str = "") -> dict[str, np.ndarray]:
     """Weight maps of one layer (C-DPCF paper Eq. 8–9): {"weight_maps" [T, K], "eigenvalues" [K]}.
 
-    ``rows`` (increasing) are the training rows, ``pids``/``camids`` their labels. The maps
+    ``rows`` (increasing) are the training rows, ``pids``/``camids`` their labels (``camids``:
+    camera codes of :func:`reidcli.cameras.camera_codes`, or camids of one domain). The maps
     are streamed in chunks: project (q = R^T F*), accumulate the cross-camera statistics.
     """
     first = read(layer, rows[:1])
@@ -116,7 +130,7 @@ def learn_weight_maps(read: MapReader, layer: str, layer_idx: int, rows: np.ndar
         mask = None
     scatter = CrossCameraScatter(pids, camids, size, camera_specific=config.camera_specific,
                                  mask=mask, context=context or f"layer {layer}")
-    for idx in _chunks(len(rows), config.chunk):
+    for idx in _chunks(len(rows), config.chunk, f"{layer} weight maps"):
         scatter.add(idx, project_maps(read(layer, rows[idx]), projection, positions))
     weights, values = top_eigenvectors(scatter.result(), config.K,
                                        context=context or f"layer {layer}")
@@ -129,7 +143,7 @@ def pooled_features(read: MapReader, layer: str, rows: np.ndarray, cam_index: np
     """Pooled features x [n, K, G·D'] of ``rows`` (each image pooled by its camera's maps)."""
     out = None
     positions: list[np.ndarray] = []
-    for idx in _chunks(len(rows), config.chunk):
+    for idx in _chunks(len(rows), config.chunk, f"{layer} pooling"):
         raw = read(layer, rows[idx])
         if out is None:
             positions = area_positions(position_areas(raw.shape[2], raw.shape[3], config.grid))
@@ -172,7 +186,9 @@ def fit_layer(read: MapReader, layer: str, layer_idx: int, rows: np.ndarray,
               *, context: str = "") -> dict:
     """Everything one layer contributes to a fitted trial (docs/methods/cdpcf.md layout).
 
-    Returns ``{"weight_maps", "eigenvalues", "map_<k>": {"mean", "proj", "metric"}}``
+    ``camids`` [N] are camera labels: codes of :func:`reidcli.cameras.camera_codes` (a
+    camera is (domain, camid)), or camids when the rows come from one domain. Returns
+    ``{"weight_maps", "eigenvalues", "map_<k>": {"mean", "proj", "metric"}}``
     (weight maps absent for avgp*, XQDA arrays absent for ``metric="none"``).
     """
     rows = np.asarray(rows, dtype=np.int64)
@@ -222,7 +238,9 @@ class PooledMetricModel(TrialModel):
                 seed=int(hyperparameters["seed"]), metric=hyperparameters["metric"],
                 center=hyperparameters.get("center", "global"))
             self.layers = list(hyperparameters["layers"])
-            self.cameras = np.asarray(hyperparameters["camids"], dtype=np.int64)
+            # files written before camera_domains: cameras of one domain
+            self.cameras = CameraTable.from_lists(hyperparameters["camids"],
+                                                  hyperparameters.get("camera_domains"))
         except (KeyError, ValueError, TypeError) as exc:
             raise FittedModelError(f"pooling model hyperparameters are incomplete ({exc})",
                                    "re-fit with reid fit-pooling") from None
@@ -250,12 +268,18 @@ class PooledMetricModel(TrialModel):
             return np.asarray(self.arrays[layer]["weight_maps"], dtype=np.float64)
         return _map_weights(read, layer, rows, self.config)
 
-    def embed(self, read: MapReader, rows: np.ndarray, camids: np.ndarray) -> np.ndarray:
-        """Inputs of :meth:`distance` for ``rows``: float64 [n, Σ_lk r_lk] (or Σ D for none)."""
+    def embed(self, read: MapReader, rows: np.ndarray, camids: np.ndarray,
+              domains: np.ndarray | None = None) -> np.ndarray:
+        """Inputs of :meth:`distance` for ``rows``: float64 [n, Σ_lk r_lk] (or Σ D for none).
+
+        Each row's camera is (``domains``, ``camids``) [n], looked up in the fitted cameras
+        (:meth:`reidcli.cameras.CameraTable.lookup`: by camid alone when the model was fitted
+        on one domain); an unseen camera is a UsageError."""
         rows = np.asarray(rows, dtype=np.int64)
         order = np.argsort(rows, kind="stable")
         sorted_rows = rows[order]
-        cam_index = camera_positions(np.asarray(camids)[order], self.cameras, "reid eval")
+        cam_index = self.cameras.lookup(None if domains is None else np.asarray(domains)[order],
+                                        np.asarray(camids)[order], "reid eval")
         parts = []
         for layer in self.layers:
             x = pooled_features(read, layer, sorted_rows, cam_index,
@@ -268,7 +292,7 @@ class PooledMetricModel(TrialModel):
                 group = self._group(layer, k)
                 xn = _normalized(xk, np.asarray(group["mean"], dtype=np.float64), cam_index)
                 if self.config.method == "avgp-pad":
-                    xn = pad_by_camera(xn, cam_index, len(self.cameras))
+                    xn = pad_by_camera(xn, cam_index, self.cameras.num_cameras)
                 parts.append(xn @ np.asarray(group["proj"], dtype=np.float64))
         out = np.concatenate(parts, axis=1)
         restore = np.empty_like(order)
@@ -278,8 +302,8 @@ class PooledMetricModel(TrialModel):
     def read_inputs(self, store, rows: np.ndarray) -> np.ndarray:
         """:meth:`embed` with conv maps and cameras read from a feature store."""
         store.require_convmaps(self.layers)
-        camids = store.records["camid"].to_numpy()[np.asarray(rows, dtype=np.int64)]
-        return self.embed(store.convmaps, rows, camids)
+        domains, camids = record_camera_columns(store.records, rows)
+        return self.embed(store.convmaps, rows, camids, domains)
 
     def transform(self, features: np.ndarray) -> np.ndarray:
         """Inputs already come embedded from :meth:`read_inputs`: returned as float64."""
@@ -309,10 +333,12 @@ class PooledMetricModel(TrialModel):
 class PoolingEstimator(Estimator):
     """One pooling method (C-DPCF, DPCF, AvgP, AvgP+pad.) fitted on conv maps.
 
-    ``fit(maps, pids [N], camids [N], rows=None)``: ``maps`` is ``{layer: [N, D', H, W]}`` or
-    a :data:`MapReader` ``read(layer, rows)`` (then ``rows`` [N] are the training rows it
-    reads and ``layers`` must be given). Sets ``arrays_`` (``{layer: fit_layer(...)}``),
-    ``layers_`` and ``cameras_``; ``fitted_model()`` is the :class:`PooledMetricModel`.
+    ``fit(maps, pids [N], camids [N], domains=None, rows=None)``: ``maps`` is
+    ``{layer: [N, D', H, W]}`` or a :data:`MapReader` ``read(layer, rows)`` (then ``rows`` [N]
+    are the training rows it reads and ``layers`` must be given); ``domains`` [N] make each
+    camera the pair (domain, camid). Sets ``arrays_`` (``{layer: fit_layer(...)}``),
+    ``layers_`` and ``cameras_`` (a :class:`~reidcli.cameras.CameraTable`);
+    ``fitted_model()`` is the :class:`PooledMetricModel`.
     """
 
     reads = "convmaps"
@@ -326,9 +352,9 @@ class PoolingEstimator(Estimator):
                        "grid": "Pooling grid GhxGw (default Gx1); overrides G.",
                        "seed": "Seed of R and of the id subsets.",
                        "metric": "xqda | none (w/o V: 1 − cosine of raw pooled vectors).",
-                       "xqda_lambda": "XQDA regulariser λ.",
+                       "xqda_lambda": "XQDA's λ: regulariser added to Σ_I.",
                        "xqda_solver": "svd (public release) | eigh (the paper's).",
-                       "xqda_dims": "Cap on the XQDA subspace rank.",
+                       "xqda_dims": "Cap on the XQDA subspace rank (dimension).",
                        "center": "Mean removed before L2: global | per-camera.",
                        "chunk": "Images per block of conv maps read.",
                        "layers": "Conv-map layers, e.g. conv4_x,conv5_x (default: all)."}
@@ -359,7 +385,8 @@ class PoolingEstimator(Estimator):
             str(self.layers).split(",")
         return [n.strip() for n in names if n.strip()] or None
 
-    def fit(self, maps, pids, camids=None, *, rows=None, context: str = "") -> "PoolingEstimator":
+    def fit(self, maps, pids, camids=None, *, domains=None, rows=None,
+            context: str = "") -> "PoolingEstimator":
         from reidcli.pooling.projection import layer_index
         config = self.config()
         if callable(maps):
@@ -376,12 +403,12 @@ class PoolingEstimator(Estimator):
             read = lambda layer, idx: np.asarray(maps[layer])[idx]   # noqa: E731
             rows = np.arange(len(np.asarray(maps[layers[0]])))
         pids = np.asarray(pids, dtype=np.int64)
-        camids = np.asarray(camids, dtype=np.int64)
+        codes, cameras = camera_codes(domains, camids)
         self.arrays_ = {layer: fit_layer(read, layer, layer_index(layer, layers), rows, pids,
-                                         camids, config,
+                                         codes, config,
                                          context=f"{context}layer {layer}")
                         for layer in layers}
-        self.layers_, self.cameras_ = list(layers), np.unique(camids)
+        self.layers_, self.cameras_ = list(layers), cameras
         self.config_ = config
         return self
 
@@ -399,16 +426,20 @@ class PoolingEstimator(Estimator):
         return PooledMetricModel(dict(arrays), dict(hyperparameters))
 
 
+#: the one-name-per-concept flags of docs/cli.md
+_POOLING_FLAGS = {"xqda_lambda": "--reg", "xqda_dims": "--dim"}
+
+
 @register("cdpcf", stage="fit-pooling", paper="Matsukawa & Suzuki (C-DPCF)",
           summary="C-DPCF: camera-specific discriminative weight maps + XQDA per (layer, map).",
-          hidden=["chunk"])
+          flags=_POOLING_FLAGS, hidden=["chunk"])
 class CDPCF(PoolingEstimator):
     pooling_method = "cdpcf"
 
 
 @register("dpcf", stage="fit-pooling", paper="Matsukawa & Suzuki (C-DPCF), DPCF ablation",
           summary="DPCF: one discriminative weight-map set shared by all cameras + XQDA.",
-          hidden=["chunk"])
+          flags=_POOLING_FLAGS, hidden=["chunk"])
 class DPCF(PoolingEstimator):
     pooling_method = "dpcf"
 
@@ -416,7 +447,7 @@ class DPCF(PoolingEstimator):
 @register("avgp", stage="fit-pooling",
           paper="Matsukawa & Suzuki (C-DPCF), AvgP+XQDA baseline",
           summary="AvgP+XQDA: stripe-average pooling, one XQDA per layer.",
-          hidden=["chunk"])
+          flags=_POOLING_FLAGS, hidden=["chunk", "K", "E"])
 class AvgP(PoolingEstimator):
     pooling_method = "avgp"
 
@@ -424,6 +455,6 @@ class AvgP(PoolingEstimator):
 @register("avgp-pad", stage="fit-pooling", paper="Matsukawa & Suzuki (C-DPCF), AvgP+pad.+XQDA "
           "baseline (CRAFT-style padding)",
           summary="AvgP+pad.+XQDA: camera zero-padded stripe averages + XQDA.",
-          hidden=["chunk"])
+          flags=_POOLING_FLAGS, hidden=["chunk", "K", "E"])
 class AvgPPad(PoolingEstimator):
     pooling_method = "avgp-pad"

@@ -7,16 +7,22 @@ a store without protocol trials is fitted on its ``train`` rows and scored on it
 random subsets of its training ids (Fig. 7), drawn by
 :func:`reidcli.data.protocols.reduced_id_subset` over the trial's training pids with the seed
 tuple ``[seed, 11, t, r, n]``.
+
+A camera is the pair (domain, camid) (:mod:`reidcli.cameras`): the fitted file's ``camids`` and
+``camera_domains`` list the union of the trials' training cameras in (domain, camid) order.
 """
 from __future__ import annotations
 
 import dataclasses
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
 
 from reidcli import fitted
+from reidcli.cameras import CameraTable, record_cameras
+from reidcli.data.protocols import person_labels
 from reidcli.errors import UsageError
 from reidcli.pooling.cdpcf import PoolingConfig, fit_layer
 from reidcli.pooling.projection import layer_index
@@ -29,13 +35,14 @@ TRAIN_ID_LIMITS = (10, 30, 50, 100)
 
 @dataclasses.dataclass
 class PoolingFitSummary:
-    """What a fit wrote: path, trials, layers, cameras and seconds spent per trial."""
+    """What a fit wrote: path, trials, layers, cameras (``"camid"``, or ``"domain/camid"``
+    when the training rows span several domains) and seconds spent per trial."""
 
     path: Path
     method: str
     trials: list[int]
     layers: list[str]
-    cameras: list[int]
+    cameras: list[str]
     num_train_images: list[int]
     seconds: float
 
@@ -59,15 +66,29 @@ def reduced_id_rows(rows: np.ndarray, pids: np.ndarray, limit: int, trial: int, 
                                   where=f" of trial {trial}")]
 
 
+def warn_if_several_networks(camera_domains: np.ndarray, trial: int) -> None:
+    """C-DPCF learns each camera's maps from cross-camera pairs of one camera network (Eq. 1–9);
+    training cameras [C] of several domains share no identity, so only negative pairs join
+    the networks and the joint eigenproblem can separate domains instead of persons
+    (docs/methods/cdpcf.md, "Several domains")."""
+    domains = sorted({str(d) for d in camera_domains})
+    if len(domains) > 1:
+        warnings.warn(f"C-DPCF trial {trial}: the training cameras belong to {len(domains)} "
+                      f"domains ({', '.join(domains)}) that share no identity, so their "
+                      "camera-specific maps are learned from negative pairs only across domains "
+                      "— fit one domain (reid extract --option domains=...) or use dpcf")
+
+
 def fit_trial(store, rows: np.ndarray, layers: list[str], config: PoolingConfig,
               trial: int) -> dict:
-    """Arrays of one trial: ``{layer: fit_layer(...)}`` on the given training rows."""
+    """Arrays of one trial: ``{layer: fit_layer(...)}`` on the given training rows, each
+    grouped by its (domain, camid) camera."""
     records = store.records
     rows = np.sort(rows)
-    pids = records["pid"].to_numpy(np.int64)[rows]
-    camids = records["camid"].to_numpy(np.int64)[rows]
+    pids = person_labels(records)[rows]
+    codes, _ = record_cameras(records, rows)
     return {layer: fit_layer(store.convmaps, layer, layer_index(layer, layers), rows, pids,
-                             camids, config, context=f"trial {trial}, layer {layer}")
+                             codes, config, context=f"trial {trial}, layer {layer}")
             for layer in layers}
 
 
@@ -84,7 +105,8 @@ def average_images(paths: list[str], cam_index: np.ndarray, num_cameras: int,
 
     rng = np.random.Generator(np.random.PCG64([seed, 5]))
     out = np.zeros((num_cameras, *size, 3))
-    for c in range(num_cameras):
+    for c in track(range(num_cameras), description="average images", unit="cameras",
+                   inner=True):
         idx = np.flatnonzero(cam_index == c)
         if len(idx) > per_camera:
             idx = np.sort(rng.choice(idx, per_camera, replace=False))
@@ -125,8 +147,8 @@ def fit_pooling_store(store_path: str | Path, out: str | Path, config: PoolingCo
         all_trials = store_trials(st)
         chosen = parse_trials(trials, len(all_trials))
         records = st.records
-        pids_all = records["pid"].to_numpy(np.int64)
-        cams_all = records["camid"].to_numpy(np.int64)
+        pids_all = person_labels(records)
+        cams_all, camera_table = record_cameras(records)
         fits: dict[int, dict] = {}
         sizes, cameras = [], set()
         for k in track(chosen, description=f"fit-pooling {config.method}", unit="trial",
@@ -137,6 +159,8 @@ def fit_pooling_store(store_path: str | Path, out: str | Path, config: PoolingCo
                 raise UsageError(f"trial {k} of store {store_path} has no training rows",
                                  "write train rows or a protocol with train_idx into the store")
             trial_cams, cam_index = np.unique(cams_all[rows], return_inverse=True)
+            if config.camera_specific:
+                warn_if_several_networks(camera_table.domains[trial_cams], k)
             cameras.update(trial_cams.tolist())
             sizes.append(int(len(rows)))
             if train_ids_limit is None:
@@ -151,8 +175,11 @@ def fit_pooling_store(store_path: str | Path, out: str | Path, config: PoolingCo
                                         len(trial_cams), seed=config.seed)
                 if images is not None:
                     fits[k]["average_images"] = images
-                    fits[k]["average_image_camids"] = trial_cams
-        hyper = config.hyperparameters(layers, np.array(sorted(cameras)))
+                    fits[k]["average_image_camids"] = camera_table.cam_ids[trial_cams]
+        trained = np.array(sorted(cameras), dtype=np.int64)
+        trained_table = CameraTable(cam_ids=camera_table.cam_ids[trained],
+                                    domains=camera_table.domains[trained])
+        hyper = config.hyperparameters(layers, trained_table)
         hyper["map_sizes"] = {layer: "x".join(map(str, st.convmap_shape(layer)[1:]))
                               for layer in layers}                  # for the Fig. 4/5 plots
         hyper.update({"train_ids_limit": train_ids_limit,
@@ -163,6 +190,8 @@ def fit_pooling_store(store_path: str | Path, out: str | Path, config: PoolingCo
     fitted.save(out, config.method, fits, hyperparameters=hyper, provenance=provenance,
                 force=force, inputs=[store_path])
     return PoolingFitSummary(path=Path(out), method=config.method, trials=chosen,
-                             layers=list(layers), cameras=sorted(cameras),
+                             layers=list(layers),
+                             cameras=[trained_table.key(c)
+                                      for c in range(trained_table.num_cameras)],
                              num_train_images=sizes,
                              seconds=round(time.perf_counter() - started, 3))

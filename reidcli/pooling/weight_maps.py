@@ -13,7 +13,9 @@ import warnings
 import numpy as np
 import scipy.linalg
 
+from reidcli.cameras import camera_index
 from reidcli.errors import ParameterError, UsageError
+from reidcli.naming import param
 
 
 @dataclasses.dataclass
@@ -29,9 +31,10 @@ class PairScatter:
 class CrossCameraScatter:
     """Accumulates the closed-form cross-camera pair covariances of projected maps.
 
-    ``pids``, ``camids``: int [N] labels of the training images, known up front (they fix the
-    partner counts a^S_i = n_{p_i} − n_{p_i,c_i} and a^A_i = N − N_{c_i}). Feed every image's
-    q_i [E, S] once via :meth:`add`; :meth:`result` gives Σ_S, Σ_D of size T × T with
+    ``pids``, ``camids``: int [N] labels of the training images (``camids``: camera codes of
+    :func:`reidcli.cameras.camera_codes`, a camera being (domain, camid)), known up front
+    (they fix the partner counts a^S_i = n_{p_i} − n_{p_i,c_i} and a^A_i = N − N_{c_i}). Feed
+    every image's q_i [E, S] once via :meth:`add`; :meth:`result` gives Σ_S, Σ_D of size T × T with
     T = C·S when ``camera_specific`` (C-DPCF: Q_i = q_i in column block c_i, Eq. 6) else T = S
     (DPCF). ``mask`` (S × S) multiplies every product elementwise — the "w/o R" masked Gram
     path (§3.2), where q_i are the raw maps F^o_i.
@@ -44,9 +47,9 @@ class CrossCameraScatter:
         camids = np.asarray(camids, dtype=np.int64)
         if pids.shape != camids.shape or pids.ndim != 1:
             raise ValueError("pids and camids must be 1-D arrays of equal length")
-        self.cameras, self.cam_index = np.unique(camids, return_inverse=True)
+        self.cam_index, self.num_cameras = camera_index(camids)
         self.persons, self.person_index = np.unique(pids, return_inverse=True)
-        n_cams, n_persons = len(self.cameras), len(self.persons)
+        n_cams, n_persons = self.num_cameras, len(self.persons)
         counts = np.zeros((n_persons, n_cams), dtype=np.int64)       # n_{p,c}
         np.add.at(counts, (self.person_index, self.cam_index), 1)
         n_p, n_c, n = counts.sum(1), counts.sum(0), len(pids)
@@ -80,7 +83,7 @@ class CrossCameraScatter:
             raise ValueError(f"q has {s} positions, expected {self.positions}")
         if self._rows is None:
             self._rows = rows
-            c, p = len(self.cameras), len(self.persons)
+            c, p = self.num_cameras, len(self.persons)
             self._self_same = np.zeros((c, s, s))
             self._self_all = np.zeros((c, s, s))
             self._sums = np.zeros((p, c, rows * s))
@@ -101,7 +104,7 @@ class CrossCameraScatter:
                 a = qc * np.repeat(np.sqrt(w_same), rows)[:, None]
                 self._self_same[c] += a.T @ a
         # y_{p,c} += q_i via one scatter per (person, camera) group (one-hot product)
-        groups = self.person_index[index] * len(self.cameras) + cams
+        groups = self.person_index[index] * self.num_cameras + cams
         uniq, inverse = np.unique(groups, return_inverse=True)
         onehot = np.zeros((len(uniq), n))
         onehot[inverse, np.arange(n)] = 1.0
@@ -112,7 +115,7 @@ class CrossCameraScatter:
         """Σ_S = Z_S / N_S and Σ_D = (Z_A − Z_S) / (N_A − N_S) (C-DPCF paper Eq. 9)."""
         if self._rows is None or not self._seen.all():
             raise ValueError(f"{int((~self._seen).sum())} training images were never added")
-        c, s, rows = len(self.cameras), self.positions, self._rows
+        c, s, rows = self.num_cameras, self.positions, self._rows
         sums = self._sums.reshape(len(self.persons), c, rows, s)
         per_cam = sums.sum(0)                                          # y_c [C, E, S]
         blocks_same = np.zeros((c, c, s, s))
@@ -161,8 +164,11 @@ def top_eigenvectors(scatter: PairScatter, k: int, context: str = "") -> tuple[
     signs[signs == 0] = 1.0
     vectors = vectors * signs[None, :]
     if (values <= 0).any():
-        warnings.warn(f"{context}: {int((values <= 0).sum())} of the K={k} kept eigenvalues "
-                      "of Σ_D − Σ_S are ≤ 0; those weight maps are not discriminative",
+        bad = int((values <= 0).sum())
+        advice = (f"use {param('K', k - bad)} (the positive ones)" if bad < k else
+                  "check that the layer's maps differ between identities across cameras")
+        warnings.warn(f"{context}: {bad} of the {param('K', k)} kept eigenvalues of Σ_D − Σ_S "
+                      f"are ≤ 0, so those weight maps are not discriminative — {advice}",
                       stacklevel=2)
     return np.ascontiguousarray(vectors), values.copy()
 

@@ -62,7 +62,7 @@ def merge_shards(out: str | os.PathLike, shards: Sequence[str | os.PathLike], *,
     kept (shards of one extraction share it).
     """
     if not shards:
-        raise UsageError("no shards given", "pass the shard stores: reid store merge OUT S0 S1 ...")
+        raise UsageError("no shards given", "pass the shard stores: reid store merge --out OUT S0 S1 ...")
     stores = [open_store(p) for p in shards]
     try:
         metas = [_shard_meta(s) for s in stores]

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from reidcli.cameras import record_cameras
 from reidcli.data.records import SPLITS
 from reidcli.store.reader import FeatureStore
 
@@ -21,7 +22,7 @@ def store_summary(store: FeatureStore) -> dict[str, Any]:
         splits[split] = {
             "images": int(len(part)),
             "ids": int(len(ids)),
-            "cams": int(len(part[["domain", "camid"]].drop_duplicates())),
+            "cams": record_cameras(part)[1].num_cameras,     # a camera is (domain, camid)
             "modalities": sorted(set(part["modality"])),
             "domains": sorted(set(part["domain"])),
         }

@@ -17,7 +17,7 @@ def test_help_lists_every_method(capsys):
 
 def test_dart3_lite_then_eval(biased_stores, tmp_path, capsys):
     out = tmp_path / "a.h5"
-    code, _, err = run_cli(capsys, "adapt", "dart3-lite", "--in", biased_stores[0], "--out",
+    code, _, err = run_cli(capsys, "adapt", "dart3-lite", "--store", biased_stores[0], "--out",
                            out, "--lr", "0.01", "--steps", "3", "--batch-size", "16",
                            "--split-by-query-camera")
     assert code == 0, err

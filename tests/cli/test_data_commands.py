@@ -24,7 +24,7 @@ def test_synth_then_check(capsys, tmp_path):
 
 def test_synth_bad_param_is_usage_error(capsys, tmp_path):
     code, _, err = run_cli(capsys, "data", "synth", "--preset", "tiny", "--out", tmp_path,
-                           "--param", "num_cameras=12")
+                           "--option", "num_cameras=12")
     assert code == 2 and err.startswith("error: ") and "num_cameras" in err
     code, _, err = run_cli(capsys, "data", "synth", "--preset", "tiny", "--out", tmp_path,
                            "--param", "oops")

@@ -176,7 +176,7 @@ def test_user_errors_are_one_line(capsys, tmp_path):
 def test_imported_store_without_dataset_is_scored_with_market(capsys, tmp_path):
     pids, cams, splits, feats = _problem(5)
     np.savez(tmp_path / "e.npz", features=feats, pid=pids, camid=cams, split=splits)
-    code, _, err = run_cli(capsys, "store", "import", tmp_path / "s.h5", "--npz",
+    code, _, err = run_cli(capsys, "store", "import", "--out", tmp_path / "s.h5", "--npz",
                            tmp_path / "e.npz")
     assert code == 0, err
     code, _, err = run_cli(capsys, "eval", "--store", tmp_path / "s.h5", "--json",

@@ -23,7 +23,7 @@ def test_version(capsys):
 
 
 def test_user_error_is_one_line_exit_2(capsys, tmp_path):
-    code, out, err = run_cli(capsys, "store", "info", tmp_path / "missing.h5")
+    code, out, err = run_cli(capsys, "store", "info", "--store", tmp_path / "missing.h5")
     assert code == 2
     lines = err.strip().splitlines()
     assert len(lines) == 1
@@ -32,7 +32,7 @@ def test_user_error_is_one_line_exit_2(capsys, tmp_path):
 
 
 def test_debug_shows_traceback(capsys, tmp_path):
-    code, _, err = run_cli(capsys, "store", "info", tmp_path / "missing.h5", "--debug")
+    code, _, err = run_cli(capsys, "store", "info", "--store", tmp_path / "missing.h5", "--debug")
     assert code == 2
     assert "Traceback" in err and err.strip().splitlines()[-1].startswith("error: ")
 

@@ -20,16 +20,16 @@ def _npz(tmp_path, n=20, seed=0):
 
 def test_import_then_info_round_trip(capsys, tmp_path):
     feats = _npz(tmp_path)
-    code, out, err = run_cli(capsys, "store", "import", tmp_path / "s.h5", "--npz",
+    code, out, err = run_cli(capsys, "store", "import", "--out", tmp_path / "s.h5", "--npz",
                              tmp_path / "e.npz", "--name", "emb")
     assert code == 0, err
     assert "20 rows" in out
     with open_store(tmp_path / "s.h5") as st:
         assert st.features("emb").tobytes() == feats.tobytes()
         assert st.provenance["command"].startswith("reid store import")
-    code, out, _ = run_cli(capsys, "store", "info", tmp_path / "s.h5")
+    code, out, _ = run_cli(capsys, "store", "info", "--store", tmp_path / "s.h5")
     assert code == 0 and "emb" in out and "query" in out and "20×5" in out
-    code, out, _ = run_cli(capsys, "store", "info", tmp_path / "s.h5", "--json")
+    code, out, _ = run_cli(capsys, "store", "info", "--store", tmp_path / "s.h5", "--json")
     summary = json.loads(out)
     assert summary["splits"]["query"]["images"] == 10
     assert summary["features"]["emb"]["shape"] == [20, 5]
@@ -37,11 +37,11 @@ def test_import_then_info_round_trip(capsys, tmp_path):
 
 def test_import_refuses_existing_output(capsys, tmp_path):
     _npz(tmp_path)
-    assert run_cli(capsys, "store", "import", tmp_path / "s.h5", "--npz", tmp_path / "e.npz")[0] == 0
-    code, _, err = run_cli(capsys, "store", "import", tmp_path / "s.h5", "--npz",
+    assert run_cli(capsys, "store", "import", "--out", tmp_path / "s.h5", "--npz", tmp_path / "e.npz")[0] == 0
+    code, _, err = run_cli(capsys, "store", "import", "--out", tmp_path / "s.h5", "--npz",
                            tmp_path / "e.npz")
-    assert code == 2 and err.startswith("error: OUT ") and "--force" in err
-    code, _, err = run_cli(capsys, "store", "import", tmp_path / "s.h5", "--npz",
+    assert code == 2 and err.startswith("error: --out ") and "--force" in err
+    code, _, err = run_cli(capsys, "store", "import", "--out", tmp_path / "s.h5", "--npz",
                            tmp_path / "e.npz", "--force")
     assert code == 0
 
@@ -51,12 +51,12 @@ def test_import_errors_name_the_flags_the_library_names_the_parameters(capsys, t
     from reidcli.store.importer import import_store
 
     np.save(tmp_path / "f.npy", np.zeros((3, 2), np.float32))
-    code, _, err = run_cli(capsys, "store", "import", tmp_path / "s.h5", "--features",
+    code, _, err = run_cli(capsys, "store", "import", "--out", tmp_path / "s.h5", "--features",
                            tmp_path / "f.npy")
     assert code == 2 and "--features needs labels — add --labels labels.csv or" in err
-    code, _, err = run_cli(capsys, "store", "import", tmp_path / "s.h5", "--features",
-                           tmp_path / "f.npy", "--metric", "manhattan")
-    assert code == 2 and err.startswith("error: --metric 'manhattan' is not one of")
+    code, _, err = run_cli(capsys, "store", "import", "--out", tmp_path / "s.h5", "--features",
+                           tmp_path / "f.npy", "--distance", "manhattan")
+    assert code == 2 and err.startswith("error: --distance 'manhattan' is not one of")
     with pytest.raises(UsageError, match="features needs labels — add labels_csv=labels.csv"):
         import_store(tmp_path / "s.h5", features=tmp_path / "f.npy")
     with pytest.raises(UsageError, match="store import parameter metric='manhattan'"):
@@ -65,7 +65,7 @@ def test_import_errors_name_the_flags_the_library_names_the_parameters(capsys, t
 
 def test_info_refuses_non_store(capsys, tmp_path):
     _npz(tmp_path)
-    code, _, err = run_cli(capsys, "store", "info", tmp_path / "e.npz")
+    code, _, err = run_cli(capsys, "store", "info", "--store", tmp_path / "e.npz")
     assert code == 2 and "not an HDF5 file" in err and len(err.strip().splitlines()) == 1
 
 
@@ -88,10 +88,10 @@ def test_merge_command_joins_shards(capsys, tmp_path):
         with StoreWriter(paths[-1], rec.iloc[rows].reset_index(drop=True), shard=(i, 2),
                          shard_source=source) as w:
             w.set_feature("emb", feats[rows])
-    code, out, err = run_cli(capsys, "store", "merge", tmp_path / "m.h5", *paths)
+    code, out, err = run_cli(capsys, "store", "merge", "--out", tmp_path / "m.h5", *paths)
     assert code == 0, err
     assert "9 rows from 2 shards" in out
     with open_store(tmp_path / "m.h5") as st:
         assert np.array_equal(st.features("emb"), feats)
-    code, _, err = run_cli(capsys, "store", "merge", tmp_path / "m2.h5", paths[0])
+    code, _, err = run_cli(capsys, "store", "merge", "--out", tmp_path / "m2.h5", paths[0])
     assert code == 2 and "missing: [1]" in err

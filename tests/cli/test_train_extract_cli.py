@@ -19,7 +19,7 @@ def _data(root):
 def test_train_extract_eval_chain(capsys, tiny_synthetic_root, tmp_path):
     run = tmp_path / "run"
     code, _, err = run_cli(capsys, "train", "bot", *_data(tiny_synthetic_root), "--preset",
-                           "tiny", "--P", "3", "--K", "4", "--epochs", "2", "--out", run)
+                           "tiny", "--ids-per-batch", "3", "--images-per-id", "4", "--epochs", "2", "--out", run)
     assert code == 0, err
     assert "wrote" in err and (run / "model.pt").exists()
     store = tmp_path / "s.h5"
@@ -27,7 +27,7 @@ def test_train_extract_eval_chain(capsys, tiny_synthetic_root, tmp_path):
                            "--features", "bnneck,pool5", "--maps", "conv5_x", "--map-size",
                            "4x2", "--flip", "--out", store)
     assert code == 0, err
-    code, out, err = run_cli(capsys, "store", "info", store)
+    code, out, err = run_cli(capsys, "store", "info", "--store", store)
     assert code == 0 and "bnneck" in out and "pool5" in out and "conv5_x" in out
     report = tmp_path / "r.json"
     code, _, err = run_cli(capsys, "eval", "--store", store, "--json", report, "--quiet")
@@ -97,12 +97,12 @@ def test_training_prints_the_init_report_of_a_torchreid_state_dict(capsys, tiny_
 def test_train_bot_batch_size_sets_p_from_k(capsys, tiny_synthetic_root, tmp_path):
     run = tmp_path / "bot"
     code, _, err = run_cli(capsys, "train", "bot", *_data(tiny_synthetic_root), "--preset",
-                           "tiny", "--batch-size", "6", "--K", "2", "--max-iters", "1",
+                           "tiny", "--batch-size", "6", "--images-per-id", "2", "--max-iters", "1",
                            "--out", run)
     assert code == 0, err
     config = json.loads((run / "config.json").read_text())["config"]
     assert (config["p"], config["k"], config["batch_size"]) == (3, 2, 6)
     code, _, err = run_cli(capsys, "train", "bot", *_data(tiny_synthetic_root), "--preset",
-                           "tiny", "--batch-size", "7", "--K", "2", "--out", tmp_path / "x")
-    assert code == 2 and err.count("\n") == 1 and "multiple of --K 2" in err
+                           "tiny", "--batch-size", "7", "--images-per-id", "2", "--out", tmp_path / "x")
+    assert code == 2 and err.count("\n") == 1 and "multiple of --images-per-id 2" in err
     assert not (tmp_path / "x").exists()

@@ -163,7 +163,7 @@ def test_mutated_store_info_and_eval_fail_cleanly(base_store, mutation):
         path = tmp / "s.h5"
         shutil.copyfile(base_store, path)
         apply_mutation(path, kind, data)
-        code, out, err = run_main("store", "info", path, "--json")
+        code, out, err = run_main("store", "info", "--store", path, "--json")
         assert_clean_outcome(code, err)
         if code == 0:
             summary = json.loads(out)
@@ -231,12 +231,12 @@ def test_mutated_npz_import_fails_cleanly(mutation):
             raw = src.read_bytes()
             src.write_bytes(raw[:int(len(raw) * truncate_at)])
         out = tmp / "s.h5"
-        code, stdout, err = run_main("store", "import", out, "--npz", src)
+        code, stdout, err = run_main("store", "import", "--out", out, "--npz", src)
         assert_clean_outcome(code, err)
         no_partial(tmp)
         if code != 0:
             assert not out.exists()
             return
-        code, stdout, err = run_main("store", "info", out, "--json")
+        code, stdout, err = run_main("store", "info", "--store", out, "--json")
         assert code == 0, err
         assert json.loads(stdout)["rows"] > 0

@@ -40,7 +40,7 @@ def test_signal_during_synth_removes_tree_and_stops_workers(tmp_path, signum, co
         time.sleep(0.5)                       # the pool is rendering
         workers = children_of(proc.pid)
         proc.send_signal(signum)
-        out, err = proc.communicate(timeout=30)
+        out, err = proc.communicate(timeout=120)
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -48,7 +48,7 @@ def test_signal_during_synth_removes_tree_and_stops_workers(tmp_path, signum, co
     assert not partial.exists()
     assert not (tmp_path / "synthetic" / "default").exists()
     assert not list(tmp_path.rglob("*.lock"))
-    _wait_for(lambda: not alive(workers), timeout=10)
+    _wait_for(lambda: not alive(workers), timeout=120)
 
 
 def test_sigint_during_start_up_imports(tmp_path):
@@ -70,7 +70,7 @@ def test_sigint_during_start_up_imports(tmp_path):
     try:
         assert proc.stderr.readline().strip() == "importing"
         proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=30)
+        out, err = proc.communicate(timeout=120)
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -87,11 +87,11 @@ def test_sigterm_during_store_import_leaves_no_temp(tmp_path):
              camid=np.arange(n) % 4, split=np.array(["gallery", "query"] * (n // 2)))
     out_dir = tmp_path / "out"
     out_dir.mkdir()
-    proc = start_reid("store", "import", out_dir / "s.h5", "--npz", npz)
+    proc = start_reid("store", "import", "--out", out_dir / "s.h5", "--npz", npz)
     try:
         _wait_for(lambda: (out_dir / "s.h5.partial").exists(), timeout=60, step=0.005)
         proc.send_signal(signal.SIGTERM)
-        out, err = proc.communicate(timeout=30)
+        out, err = proc.communicate(timeout=120)
     finally:
         if proc.poll() is None:
             proc.kill()

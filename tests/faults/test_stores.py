@@ -76,7 +76,7 @@ def _flip_byte_of(path, dataset, index=0):
 # -- defect 1: foreign stores --------------------------------------------------------------------
 def test_foreign_store_without_kind_attrs_is_read_by_info_and_eval(tmp_path):
     store = write_foreign_store(tmp_path / "foreign.h5")
-    proc = reid("store", "info", store, "--json")
+    proc = reid("store", "info", "--store", store, "--json")
     assert proc.returncode == 0, proc.stderr
     summary = json.loads(proc.stdout)
     assert summary["splits"]["query"]["images"] == 6
@@ -99,7 +99,7 @@ def test_foreign_store_columns_keep_their_kinds(tmp_path):
 def test_flipped_byte_in_records_pid_is_a_digest_mismatch(tmp_path):
     store = write_valid_store(tmp_path / "s.h5")
     _flip_byte_of(store, "records/pid", 3)
-    proc = reid("store", "info", store)
+    proc = reid("store", "info", "--store", store)
     assert_one_line_error(proc, str(store), "records digest mismatch — the file is damaged")
 
 
@@ -132,7 +132,7 @@ def _replace_trial_array(path, name, value):
 def test_bad_protocol_index_arrays_are_one_line(capsys, tmp_path, name, value, needle):
     store = write_valid_store(tmp_path / "s.h5")
     _replace_trial_array(store, name, value)
-    for argv in (("store", "info", store), ("eval", "--store", store)):
+    for argv in (("store", "info", "--store", store), ("eval", "--store", store)):
         code, _, err = run_cli(capsys, *argv)
         assert code == 2 and err.count("\n") == 1 and err.startswith("error: "), err
         assert "trial_0" in err and name in err and needle in err, err
@@ -141,7 +141,7 @@ def test_bad_protocol_index_arrays_are_one_line(capsys, tmp_path, name, value, n
 def test_missing_train_idx_fails_training_with_one_line(capsys, tmp_path):
     store = write_valid_store(tmp_path / "s.h5")
     _replace_trial_array(store, "train_idx", None)
-    code, _, _ = run_cli(capsys, "store", "info", store)
+    code, _, _ = run_cli(capsys, "store", "info", "--store", store)
     assert code == 0                                    # scoring does not need it
     before = files(tmp_path)
     code, _, err = run_cli(capsys, "train", "xqda", "--store", store, "--out", tmp_path / "m.h5")
@@ -167,7 +167,7 @@ def _replace_feature(path, value):
 def test_malformed_features_are_one_line(capsys, tmp_path, value, needle):
     store = write_valid_store(tmp_path / "s.h5")
     _replace_feature(store, value)
-    for argv in (("store", "info", store), ("eval", "--store", store)):
+    for argv in (("store", "info", "--store", store), ("eval", "--store", store)):
         code, _, err = run_cli(capsys, *argv)
         assert code == 2 and err.count("\n") == 1, err
         assert "/features/emb" in err and needle in err, err
@@ -177,7 +177,7 @@ def test_truncated_store_is_damaged(tmp_path):
     store = write_valid_store(tmp_path / "s.h5")
     data = store.read_bytes()
     store.write_bytes(data[:len(data) // 2])
-    assert_one_line_error(reid("store", "info", store), str(store),
+    assert_one_line_error(reid("store", "info", "--store", store), str(store),
                           "is damaged or not an HDF5 file")
 
 
@@ -190,21 +190,21 @@ def test_overwritten_metadata_is_one_line(capsys, tmp_path, where):
     with open(store, "r+b") as fh:
         fh.seek(offset)
         fh.write(b"\xa5" * 48)
-    code, _, err = run_cli(capsys, "store", "info", store)
+    code, _, err = run_cli(capsys, "store", "info", "--store", store)
     assert code == 2 and err.count("\n") == 1 and err.startswith("error: "), err
     assert str(store) in err
 
 
 def test_plain_text_file_is_not_an_hdf5_file(capsys, tmp_path):
     (tmp_path / "t.h5").write_text("hello")
-    code, _, err = run_cli(capsys, "store", "info", tmp_path / "t.h5")
+    code, _, err = run_cli(capsys, "store", "info", "--store", tmp_path / "t.h5")
     assert code == 2 and "is damaged or not an HDF5 file" in err
 
 
 def test_store_locked_by_a_writer_is_in_use(tmp_path):
     store = write_valid_store(tmp_path / "s.h5")
     with h5py.File(store, "r+"):                      # holds HDF5's write lock
-        proc = reid("store", "info", store, env={"HDF5_USE_FILE_LOCKING": "TRUE"})
+        proc = reid("store", "info", "--store", store, env={"HDF5_USE_FILE_LOCKING": "TRUE"})
     line = assert_one_line_error(proc, str(store), "in use by another process")
     assert "not an HDF5 file" not in line
 
@@ -222,7 +222,7 @@ def test_truncated_npz_is_one_line(tmp_path):
     data = src.read_bytes()
     src.write_bytes(data[:len(data) * 2 // 3])
     before = files(tmp_path)
-    proc = reid("store", "import", tmp_path / "s.h5", "--npz", src)
+    proc = reid("store", "import", "--out", tmp_path / "s.h5", "--npz", src)
     assert_one_line_error(proc, "--npz", "is not a readable .npz file")
     assert_nothing_written(tmp_path, before)
 
@@ -232,7 +232,7 @@ def test_npz_cut_anywhere_is_one_line(capsys, tmp_path, cut):
     src = _npz(tmp_path)
     data = src.read_bytes()
     src.write_bytes(data[:cut])
-    code, _, err = run_cli(capsys, "store", "import", tmp_path / "s.h5", "--npz", src)
+    code, _, err = run_cli(capsys, "store", "import", "--out", tmp_path / "s.h5", "--npz", src)
     assert code == 2 and err.count("\n") == 1 and "--npz" in err, err
     assert not (tmp_path / "s.h5").exists()
 
@@ -241,7 +241,7 @@ def test_npz_cut_anywhere_is_one_line(capsys, tmp_path, cut):
 def test_bad_feature_names_are_refused(capsys, tmp_path, name):
     src = _npz(tmp_path)
     before = files(tmp_path)
-    code, _, err = run_cli(capsys, "store", "import", tmp_path / "s.h5", "--npz", src,
+    code, _, err = run_cli(capsys, "store", "import", "--out", tmp_path / "s.h5", "--npz", src,
                            "--name", name)
     assert code == 2 and err.count("\n") == 1 and err.startswith("error: --name "), err
     assert_nothing_written(tmp_path, before)
@@ -250,7 +250,7 @@ def test_bad_feature_names_are_refused(capsys, tmp_path, name):
 def test_name_with_slash_subprocess(tmp_path):
     src = _npz(tmp_path)
     before = files(tmp_path)
-    proc = reid("store", "import", tmp_path / "s.h5", "--npz", src, "--name", "a/b")
+    proc = reid("store", "import", "--out", tmp_path / "s.h5", "--npz", src, "--name", "a/b")
     assert_one_line_error(proc, "--name", "a/b")
     assert_nothing_written(tmp_path, before)
 
@@ -261,18 +261,18 @@ def test_one_based_camids_are_refused_or_shifted(capsys, tmp_path):
     _, cams, _, _ = _problem(2)
     src = _npz(tmp_path, cams + 1)
     before = files(tmp_path)
-    code, _, err = run_cli(capsys, "store", "import", tmp_path / "s.h5", "--npz", src)
+    code, _, err = run_cli(capsys, "store", "import", "--out", tmp_path / "s.h5", "--npz", src)
     assert code == 2 and err.count("\n") == 1 and "1-based" in err and "--camid-base 1" in err
     assert_nothing_written(tmp_path, before)
-    code, _, err = run_cli(capsys, "store", "import", tmp_path / "s.h5", "--npz", src,
+    code, _, err = run_cli(capsys, "store", "import", "--out", tmp_path / "s.h5", "--npz", src,
                            "--camid-base", "1")
     assert code == 0, err
     with open_store(tmp_path / "s.h5") as st:
         assert st.records["camid"].tolist() == cams.tolist()
-    code, _, err = run_cli(capsys, "store", "import", tmp_path / "k.h5", "--npz", src,
+    code, _, err = run_cli(capsys, "store", "import", "--out", tmp_path / "k.h5", "--npz", src,
                            "--camid-base", "0")
     assert code == 0, err
     zero = _npz(tmp_path, cams, name="z.npz")
-    code, _, err = run_cli(capsys, "store", "import", tmp_path / "z.h5", "--npz", zero,
+    code, _, err = run_cli(capsys, "store", "import", "--out", tmp_path / "z.h5", "--npz", zero,
                            "--camid-base", "1")
     assert code == 2 and "camid 0" in err and not (tmp_path / "z.h5").exists()

@@ -139,11 +139,11 @@ def test_plot_tsne_nan_rows_one_line(capsys, biased_stores, tmp_path):
         x = f["features/emb"][...]
         x[5, 3] = np.nan
         f["features/emb"][...] = x
-    code, _, err = run_cli(capsys, "plot", "tsne", store, "--out", tmp_path / "t.png")
+    code, _, err = run_cli(capsys, "plot", "tsne", "--store", store, "--out", tmp_path / "t.png")
     _one_line(code, err, str(store), "'emb'", "NaN", "store row 5")
     for option, value in (("--perplexity", "nan"), ("--perplexity", "0"),
                           ("--max-points", "0"), ("--seed", "-1")):
-        code, _, err = run_cli(capsys, "plot", "tsne", biased_stores[0], "--out",
+        code, _, err = run_cli(capsys, "plot", "tsne", "--store", biased_stores[0], "--out",
                                tmp_path / "t.png", option, value)
         _one_line(code, err, option)
     assert not (tmp_path / "t.png").exists()
@@ -267,10 +267,10 @@ def test_chunked_reduction_matches_reference(monkeypatch, layout, batch):
     (["--max-rank", "0"], ["--max-rank"]),
     (["--sgs-repeats", "2000000000"], ["--sgs-repeats"]),
     (["--block-size", "-1"], ["--block-size"]),
-    (["--rerank", "--lambda", "nan"], ["--lambda"]),
-    (["--rerank", "--k1", "0"], ["--k1"]),
+    (["--rerank", "--rerank-lambda", "nan"], ["--rerank-lambda"]),
+    (["--rerank", "--rerank-k1", "0"], ["--rerank-k1"]),
     (["--nmi", "--nmi-k", "2000000000"], ["--nmi-k"]),
-    (["--feat-norm", "parts", "--n-parts", "0"], ["--n-parts"]),
+    (["--feat-norm", "parts", "--parts", "0"], ["--parts"]),
 ])
 def test_eval_absurd_values_one_line(capsys, biased_stores, args, needles):
     code, _, err = run_cli(capsys, "eval", "--store", biased_stores[0], "--quiet",
@@ -314,10 +314,10 @@ def test_eval_max_rank_subprocess(biased_stores):
 
 
 # -- 8: errors name the flag the user typed -------------------------------------------------
-def test_train_xqda_lambda_names_lambda(capsys, biased_stores, tmp_path):
+def test_train_xqda_reg_names_reg(capsys, biased_stores, tmp_path):
     code, _, err = run_cli(capsys, "train", "xqda", "--store", biased_stores[0],
-                           "--out", tmp_path / "x.h5", "--lambda", "-1")
-    line = _one_line(code, err, "--lambda")
+                           "--out", tmp_path / "x.h5", "--reg", "-1")
+    line = _one_line(code, err, "--reg")
     assert "--xqda-lambda" not in line
 
 

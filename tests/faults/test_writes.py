@@ -53,7 +53,7 @@ def test_disk_full_injected_is_one_line_and_leaves_nothing(tmp_path, monkeypatch
         def full(self):
             raise OSError(errno.ENOSPC, "No space left on device")
         monkeypatch.setattr(h5py.File, "flush", full)
-    res = _main(capsys, "store", "import", out_dir / "s.h5", "--npz", npz)
+    res = _main(capsys, "store", "import", "--out", out_dir / "s.h5", "--npz", npz)
     assert_one_line_error(res, "disk full")
     assert "wrote" not in res.stdout
     assert files(out_dir) == set()
@@ -83,7 +83,7 @@ def test_disk_full_real_tmpfs_store_import(tmp_path, tiny_tmpfs):
     """5,000×256 rows (5 MB) into a 2 MB file system: before, "wrote" + a complete-looking
     store of zeros; now one line and nothing at the path."""
     npz = _npz(tmp_path / "in.npz")
-    res = reid("store", "import", tiny_tmpfs / "s.h5", "--npz", npz, timeout=120)
+    res = reid("store", "import", "--out", tiny_tmpfs / "s.h5", "--npz", npz, timeout=120)
     assert_one_line_error(res, "disk full")
     assert "wrote" not in res.stdout
     assert files(tiny_tmpfs) == set()
@@ -96,7 +96,7 @@ def test_force_never_deletes_a_folder(tmp_path):
     with pytest.raises(UsageError, match="is a folder"):
         write_json_atomic(results, {"mAP": 1.0}, force=True)
     npz = _npz(tmp_path / "in.npz", n=20, d=4)
-    res = reid("store", "import", results, "--npz", npz, "--force")
+    res = reid("store", "import", "--out", results, "--npz", npz, "--force")
     assert_one_line_error(res, "is a folder")
     assert (results / "draft.tex").read_text() == "paper"
 
@@ -114,11 +114,11 @@ def test_second_concurrent_writer_is_refused(tmp_path):
     try:
         assert holder.stdout.readline().strip() == "writing"
         npz = _npz(tmp_path / "in.npz", n=20, d=4)
-        res = reid("store", "import", out, "--npz", npz, "--force")
+        res = reid("store", "import", "--out", out, "--npz", npz, "--force")
         assert_one_line_error(res, "being written by another process")
         holder.stdin.write("\n")
         holder.stdin.flush()
-        assert holder.wait(timeout=30) == 0
+        assert holder.wait(timeout=120) == 0
     finally:
         if holder.poll() is None:
             holder.kill()
@@ -169,7 +169,7 @@ def test_read_only_mount_is_refused_up_front(tmp_path):
                       capture_output=True).returncode != 0:
         pytest.skip("mounting a tmpfs is not allowed here")
     try:
-        res = reid("store", "import", ro / "s.h5", "--npz", npz)
+        res = reid("store", "import", "--out", ro / "s.h5", "--npz", npz)
         assert_one_line_error(res, "not writable")
     finally:
         subprocess.run(["umount", "-l", str(ro)], capture_output=True)

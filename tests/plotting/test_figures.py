@@ -33,7 +33,8 @@ def test_cmc_curves_bands_and_legend(two_results, tmp_path):
     np.testing.assert_allclose(mean, [30, 50, 70])
     np.testing.assert_allclose(std, [10, 10, 10])                  # band = std over trials
     assert plot.curves["hsv-stripes"][1] is None                   # one trial: no band
-    assert plot.labels == ["C-DPCF (R1 30.0%)", "hsv-stripes (R1 10.0%)"]
+    assert plot.names == ["C-DPCF", "hsv-stripes"]
+    assert plot.labels == ["C-DPCF — R1 30.0 %, mAP —", "hsv-stripes — R1 10.0 %, mAP —"]
     ax, = plot.figure.axes
     lines = _data_lines(ax)
     assert len(lines) == 2                                         # one line per run
@@ -129,7 +130,7 @@ def test_weight_maps_fig4_and_fig5(toy_fit, tmp_path):
         assert [len(ax.images) for ax in row] == [1, 1, 1, 1]
         np.testing.assert_array_equal(row[2].images[0].get_array(), plot.images[key[1]])
         np.testing.assert_allclose(row[3].images[0].get_array(), plot.sums[key])
-    assert axes[0][2].get_title() == "average image"
+    assert axes[0][2].get_title() == "mean image"
     assert png_size(out)[1] > 200
     only_maps = plot_weight_maps(fitted, num_maps=3, figure="maps")
     assert len(only_maps.figure.axes) == 3 * len(only_maps.maps)
@@ -176,7 +177,8 @@ def test_ranklist_follows_the_market_rule(tiny_store, tmp_path, recwarn):
 
 def test_ranklist_warns_about_missing_images(two_modality_store):
     with pytest.warns(UserWarning, match=r"rank list: (\d+) image file\(s\) missing or "
-                                         r"unreadable, drawn as grey tiles \(first: mm/") as w:
+                                         r"unreadable, drawn as grey tiles \(first tried: "
+                                         r"/.*mm/.* — pass images_root=DIR") as w:
         plot = plot_ranklist(two_modality_store, queries=2, topk=3)
     shown = {*plot.queries.tolist(), *plot.ranked.ravel().tolist()}
     assert len(plot.missing) == len(shown)                          # every distinct file once

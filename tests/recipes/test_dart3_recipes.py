@@ -1,31 +1,29 @@
-"""recipes/dart3_*.sh: the synthetic chain, and the real-data recipes on tiny fake trees."""
+"""recipes/dart3_*.sh: the synthetic chain (shrunk in the default run, full size under
+``-m slow``), and the real-data recipes on tiny fake trees."""
 from __future__ import annotations
 
 import json
-import os
+import re
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-RECIPES = Path(__file__).resolve().parents[2] / "recipes"
+from reidcli.paper.compare import DART3_CLAIMS
+from tests.recipes.helpers import (FULL_TIMEOUT_S, ONE_THREAD, RECIPES, claim_verdicts,
+                                   recipe_env, run_recipe, shrunk_notice)
+
 METHODS = ("No-adapt", "TENT", "TEMP", "Norm", "DART3", "DART3 LITE")
+#: 60 + 30 persons (~1,400 images), BoT trained 1 epoch on 200 images of cameras 0–4
+SHRUNK = dict(DART3_TRAIN_IDS="60", DART3_TEST_IDS="30", BOT_EPOCHS="1", BOT_MAX_IMAGES="200")
+#: the methods of the paper's claims (each `reid adapt` costs seconds of start-up alone; TENT
+#: runs in the fake-tree test below, through the same branch of the chain as TEMP)
+SHRUNK_METHODS = {"none": "No-adapt", "norm": "Norm", "dart3": "DART3", "dart3-lite": "DART3 LITE"}
 
 
-def _env(**extra):
-    env = dict(os.environ)
-    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-    env.update(COLUMNS="160", **extra)
-    return env
-
-
-def _run(script: str, *args, timeout=600, **env):
-    proc = subprocess.run(["bash", str(RECIPES / script), *map(str, args)],
-                          capture_output=True, text=True, timeout=timeout, env=_env(**env))
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return proc.stdout
+def _run(script: str, *args, **env) -> str:
+    return run_recipe(script, *args, **ONE_THREAD, **env)
 
 
 def write_market_tree(folder: Path, *, train_ids=10, test_ids=8, cams=6, seed=0,
@@ -56,20 +54,40 @@ def write_market_tree(folder: Path, *, train_ids=10, test_ids=8, cams=6, seed=0,
     return folder
 
 
-def test_dart3_synthetic_recipe_runs_setting_a(tmp_path):
-    # every method of Table 1 and the upper bound (all cameras, as many images)
-    out = _run("dart3_synthetic.sh", tmp_path, BOT_MAX_IMAGES="1000", UPPER="1")
-    for label in METHODS + ("Upper Bound",):
-        assert label in out
-    assert "PASS  Norm ≥ No-adapt" in out and "PASS  DART3 LITE > No-adapt" in out
-    report = json.loads((tmp_path / "dart3-lite.json").read_text())
+def _check_setting_a(out: str, work: Path, images: int, methods=METHODS) -> dict[str, str]:
+    """Every method of ``methods`` and the upper bound (all cameras, as many images) ran."""
+    for label in (*methods, "Upper Bound"):
+        assert re.search(rf"^│ {re.escape(label)} +│", out, flags=re.M), label
+    assert "TransReID mAP / R1" in out and "CLIP-ReID mAP / R1" in out    # the paper's columns
+    report = json.loads((work / "dart3-lite.json").read_text())
     assert report["protocol"] == "camera-split"
     assert set(report["per_camera"]["cameras"]) == {"5", "6", "7"}      # the unseen cameras
-    assert report["nmi"]["nmi"] < json.loads((tmp_path / "none.json").read_text())["nmi"]["nmi"]
-    cfg = json.loads((tmp_path / "backbone" / "config.json").read_text())
-    upper = json.loads((tmp_path / "upper" / "config.json").read_text())
-    assert upper["num_images"] == cfg["num_images"] == 1000
+    cfg = json.loads((work / "backbone" / "config.json").read_text())
+    upper = json.loads((work / "upper" / "config.json").read_text())
+    assert upper["num_images"] == cfg["num_images"] == images
     assert upper["config"]["train_cams"] is None and cfg["config"]["train_cams"] == [0, 1, 2, 3, 4]
+    # DART3 LITE removes camera clusters (0.28 → 0.07 shrunk)
+    assert report["nmi"]["nmi"] < json.loads((work / "none.json").read_text())["nmi"]["nmi"]
+    return claim_verdicts(out, DART3_CLAIMS)
+
+
+def test_dart3_synthetic_recipe_shrunk(tmp_path):
+    out = _run("dart3_synthetic.sh", tmp_path, UPPER="1", DART3_METHODS=" ".join(SHRUNK_METHODS),
+               **SHRUNK)
+    _check_setting_a(out, tmp_path, int(SHRUNK["BOT_MAX_IMAGES"]), SHRUNK_METHODS.values())
+    notice = shrunk_notice(out)
+    assert all(f"{knob}={value}" in notice for knob, value in SHRUNK.items()), notice
+    meta = json.loads((tmp_path / "data" / "synthetic" / "dart3" / "meta.json").read_text())
+    assert (meta["params"]["num_train_ids"], meta["params"]["num_test_ids"]) == (60, 30)
+
+
+@pytest.mark.slow
+def test_dart3_synthetic_recipe_full(tmp_path):
+    out = _run("dart3_synthetic.sh", tmp_path, timeout=FULL_TIMEOUT_S, BOT_MAX_IMAGES="1000",
+               UPPER="1")
+    verdicts = _check_setting_a(out, tmp_path, 1000)
+    assert verdicts["Norm ≥ No-adapt"] == verdicts["DART3 LITE > No-adapt"] == "PASS"
+    assert shrunk_notice(out).startswith("SHRUNK run (BOT_MAX_IMAGES=1000)")
 
 
 def test_setting_a_recipe_on_a_fake_market_tree(tmp_path):
@@ -101,8 +119,8 @@ def test_cross_dataset_recipe_on_fake_trees(tmp_path):
 @pytest.mark.parametrize("name", ["msmt17_5cam", "msmt17_10cam", "duke_5cam", "market_5cam",
                                   "cross_dataset"])
 def test_real_recipes_need_reidcli_data(tmp_path, name):
-    env = _env()
+    env = recipe_env()
     env.pop("REIDCLI_DATA", None)
     proc = subprocess.run(["bash", str(RECIPES / f"dart3_{name}.sh"), str(tmp_path)],
-                          capture_output=True, text=True, env=env, timeout=60)
+                          capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode != 0 and "REIDCLI_DATA" in proc.stderr

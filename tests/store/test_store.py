@@ -113,7 +113,7 @@ def test_killed_writer_leaves_no_file_at_output(tmp_path):
     proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
     assert proc.stdout.readline().strip() == "half"
     proc.send_signal(signal.SIGKILL)
-    proc.wait(timeout=30)
+    proc.wait(timeout=120)
     assert not out.exists()
     # the leftover .partial is refused by readers: it never passes for a valid store
     partial = tmp_path / "killed.h5.partial"

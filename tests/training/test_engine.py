@@ -159,7 +159,7 @@ def test_ddp_two_processes_with_torchrun(tiny_synthetic_root, tmp_path):
            "bot", "--dataset", "synthetic", "--root", str(tiny_synthetic_root), "--option",
            "name=tiny", "--preset", "tiny", "--P", "3", "--K", "2", "--epochs", "2",
            "--log-every", "1", "--out", str(run), "--quiet"]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120,
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600,
                           env={**__import__("os").environ, "OMP_NUM_THREADS": "1"})
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stderr.count("wrote ") == 1                     # rank 0 only
