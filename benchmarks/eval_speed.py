@@ -462,6 +462,7 @@ def main(argv=None) -> int:
                   f"formulation's ~24 B per N² would be {24 * n * n / 2**30:.1f} GiB for "
                   f"N = {n})")
         if args.via_store:
+            Path(args.via_store).mkdir(parents=True, exist_ok=True)
             store = Path(args.via_store) / f"eval_speed_{size}_{args.dim}.h5"
             out = Path(args.via_store) / f"eval_speed_{size}_{args.dim}.json"
             run_child({"kind": "write_store", "path": str(store), **common})

@@ -90,6 +90,7 @@ def test_demo_tiny_end_to_end(capsys, tmp_path, monkeypatch):
         assert st.feature_info("hsv-stripes")["dim"] == 144
         assert st.convmap_layers == ["color-grid"]
         assert st.provenance["command"] == shlex.join(argvs[1])      # the printed command
+        assert st.provenance["inputs"][0]["listing_sha256"]           # the images it read
 
     # the outputs list names every file the demo wrote, each with a description
     listed = {Path(l.strip().split(" — ")[0]) for l in

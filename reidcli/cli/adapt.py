@@ -38,7 +38,7 @@ OPTIONS: dict[str, tuple] = {
                   "default feature)."),
     "trial": _o(int, 0, "--trial", "Protocol trial to adapt."),
     "query_cams": _o(Optional[str], None, "--query-cams", "Adapt only queries of these "
-                     "0-based cameras."),
+                     "0-based camids (in every domain)."),
     "mode": _o(str, "lite", "--mode", "lite (stored embeddings) | full (also the backbone's "
                "BN γ/β; needs --model)."),
     "model": _o(Optional[Path], None, "--model", "Run directory / model.pt of reid train."),

@@ -125,8 +125,10 @@ def synth(
     """Render the procedural synthetic dataset (docs/datasets.md) in the Market-1501 layout."""
     import pandas as pd
 
+    from reidcli.cli.context import set_flag_names
     from reidcli.data.synthetic import generate
 
+    set_flag_names({"root": "--out"})
     path = generate(out, preset=preset, name=name, seed=seed,
                     overrides=parse_key_values(option, "--option"), force=force)
     images = pd.read_csv(path / "images.csv")

@@ -38,10 +38,11 @@ def evaluate(
                                   "global (L2 per row) | parts (L2 per --parts slice)."),
     n_parts: int = typer.Option(6, "--parts", help="PCB parts: slices for --feat-norm parts."),
     query_cams: Optional[str] = typer.Option(None, "--query-cams", help="Score only queries "
-                                             "of these 0-based cameras (camera-split: the "
-                                             "unseen cameras)."),
+                                             "of these 0-based camids, in every domain "
+                                             "(camera-split: the unseen cameras)."),
     train_cams: Optional[str] = typer.Option(None, "--train-cams", help="camera-split: "
-                                             "cameras seen in training; the others are scored."),
+                                             "camids seen in training (in every domain); the "
+                                             "others are scored."),
     per_camera: bool = typer.Option(False, "--per-camera", help="Also report metrics per "
                                     "query camera and their valid-query-weighted mean."),
     full_cmc: bool = typer.Option(False, "--full-cmc", help="Keep the full CMC curve and "

@@ -84,7 +84,8 @@ def extract(
                             **parse_key_values(option, "--option"))
     path = extract_handcrafted_store(layout, out, names, maps=map_names, maps_dtype=maps_dtype,
                                      batch_size=batch_size, force=force, progress=ENABLED,
-                                     command=invoked_command())
+                                     command=invoked_command(),
+                                     inputs=[f for f in [layout.image_folder()] if f])
     typer.echo(f"wrote {path}: {len(layout.records)} images, {len(layout.trials)} trial(s)"
                + (f", features {', '.join(names)}" if names else "")
                + (f", maps {', '.join(map_names)}" if map_names else ""), err=True)

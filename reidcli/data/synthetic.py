@@ -399,7 +399,11 @@ def generate(root: str | os.PathLike, preset: str = "default", *, name: str | No
             f"synthetic dataset {target} exists with other parameters"
             + ("" if meta else " (no readable meta.json)"),
             f"allow regenerating it ({param('force')}), or choose another {param('name')}")
-    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except (NotADirectoryError, FileExistsError):
+        raise UsageError(f"cannot create the folder {target.parent}: a file is in its path",
+                         f"choose another {param('root')}") from None
     plans = plan(params)
     with atomic_folder(target, force=True, option="root") as tmp:
         for p in plans:

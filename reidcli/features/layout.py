@@ -36,6 +36,16 @@ class StoreLayout:
     options: dict[str, Any]
     trials: list[dict[str, np.ndarray]]
 
+    def image_folder(self) -> str | None:
+        """The deepest folder holding every record's image (the store's input, hashed into its
+        provenance as a listing); None without image paths."""
+        paths = [str(p) for p in self.records["path"] if isinstance(p, str) and p] \
+            if "path" in self.records else []
+        if not paths:
+            return None
+        import os
+        return os.path.commonpath([os.path.dirname(os.path.abspath(p)) for p in paths])
+
 
 def parse_trials(text: str | None, num_trials: int) -> list[int]:
     """``"all"``/None → every trial; ``"0,3"`` → [0, 3]; ParameterError naming ``trials``."""

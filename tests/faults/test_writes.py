@@ -173,3 +173,13 @@ def test_read_only_mount_is_refused_up_front(tmp_path):
         assert_one_line_error(res, "not writable")
     finally:
         subprocess.run(["umount", "-l", str(ro)], capture_output=True)
+
+
+def test_synth_under_a_file_is_one_line(capsys, tmp_path):
+    """A data root whose path runs through a file: one line naming --out, nothing written."""
+    (tmp_path / "afile").write_text("not a folder")
+    res = _main(capsys, "data", "synth", "--preset", "tiny", "--out", tmp_path / "afile" / "d")
+    assert res.returncode == 2 and "Traceback" not in res.stderr
+    line, = [l for l in res.stderr.splitlines() if l.startswith("error: ")]
+    assert "a file is in its path" in line and "--out" in line
+    assert (tmp_path / "afile").read_text() == "not a folder"
