@@ -135,3 +135,19 @@ def test_demo_stage_failure_names_the_command(capsys, tmp_path):
     assert lines[-1].startswith("error: demo stage 'data' failed (exit 2): reid data synth")
     assert lines[-2].startswith("error:")
     assert out.splitlines()[-1] in lines[-1]            # the printed command, as it ran
+
+
+def test_an_interrupted_stage_prints_one_line(capsys, tmp_path, monkeypatch):
+    """Ctrl-C inside a stage (a nested `reid` run) ends the demo with exit 130 and one
+    `error: interrupted` line, not one per level."""
+    import reidcli.data.synthetic
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt()
+
+    monkeypatch.setattr(reidcli.data.synthetic, "generate", interrupted)
+    code, _, err = run_cli(capsys, "demo", "--preset", "tiny", "--root", tmp_path / "data",
+                           "--out", tmp_path / "out")
+    assert code == 130
+    assert [l for l in err.splitlines() if l.startswith("error: ")] == \
+        ["error: interrupted (SIGINT) — outputs in progress were removed; run the command again"]

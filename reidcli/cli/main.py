@@ -25,6 +25,11 @@ class Terminated(KeyboardInterrupt):
 #: signals received (an exception raised in a C callback may be swallowed; this is not)
 RECEIVED: list[int] = []
 
+#: main() calls in progress (``reid demo`` runs each stage through a nested main()) and whether
+#: a nested one already printed the interrupt line, so that it prints once
+_DEPTH: list[int] = [0]
+_INTERRUPT_REPORTED: list[bool] = [False]
+
 
 def _note(signum: int) -> None:
     RECEIVED.append(int(signum))
@@ -65,9 +70,11 @@ def interrupted(exc: BaseException, debug: bool = False) -> SystemExit:
         if debug:
             import traceback
             traceback.print_exception(exc)
-        sys.stderr.write(f"error: interrupted ({'SIGTERM' if term else 'SIGINT'}) — outputs in "
-                         "progress were removed; run the command again\n")
-        sys.stderr.flush()
+        if not _INTERRUPT_REPORTED[0]:
+            sys.stderr.write(f"error: interrupted ({'SIGTERM' if term else 'SIGINT'}) — outputs "
+                             "in progress were removed; run the command again\n")
+            sys.stderr.flush()
+        _INTERRUPT_REPORTED[0] = _DEPTH[0] > 1          # a nested main's caller stays quiet
     finally:
         signal.signal(signal.SIGINT, signal.default_int_handler)
     return SystemExit(143 if term else 130)
@@ -163,6 +170,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in args
     args = [a for a in args if a != "--debug"]
+    if _DEPTH[0] == 0:
+        _INTERRUPT_REPORTED[0] = False
+    _DEPTH[0] += 1
     set_invocation(args)
     reset_flag_names()
     set_flag_namer(flag_for)             # library messages name parameters by their flags
@@ -197,6 +207,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt as exc:                     # also SIGTERM (Terminated)
         raise interrupted(exc, debug) from None
     finally:
+        _DEPTH[0] -= 1
         warnings_shown.__exit__(None, None, None)
         set_flag_namer(None)
         RECEIVED.clear()                 # handled: a caller in this process starts afresh

@@ -28,12 +28,21 @@ def reid(*args, env: dict | None = None, timeout: float = 300, cwd=None,
                           cwd=cwd, input=input)
 
 
+def default_sigint() -> None:
+    """In a child before exec: SIGINT back to its default disposition. A shell running the
+    suite in the background (``cmd &``) ignores SIGINT, and children inherit that; `reid`
+    rightly keeps an inherited SIG_IGN, so interrupt tests would see no interrupt."""
+    import signal
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def start_reid(*args, env: dict | None = None, cwd=None) -> subprocess.Popen:
-    """Start ``reid ARGS`` in its own process group (for interrupt tests)."""
+    """Start ``reid ARGS`` in its own process group (for interrupt tests), SIGINT enabled."""
     full_env = _env(env)
     return subprocess.Popen([sys.executable, "-m", "reidcli.cli.main", *map(str, args)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=full_env, cwd=cwd, start_new_session=True)
+                            env=full_env, cwd=cwd, start_new_session=True,
+                            preexec_fn=default_sigint)
 
 
 def assert_one_line_error(proc: subprocess.CompletedProcess, *needles: str,

@@ -1,16 +1,14 @@
 """SIGINT/SIGTERM: one line, exit 130/143, no temporary file, no surviving worker process."""
 from __future__ import annotations
 
-import os
 import signal
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
-from tests.faults.helpers import (REPO, _env, alive, assert_one_line_error, children_of,
-                                  requires_posix_signals, start_reid)
+from tests.faults.helpers import (_env, alive, assert_one_line_error, children_of,
+                                  default_sigint, requires_posix_signals, start_reid)
 
 pytestmark = requires_posix_signals
 
@@ -66,7 +64,7 @@ def test_sigint_during_start_up_imports(tmp_path):
     import subprocess
     proc = subprocess.Popen([sys.executable, "-c", script], stderr=subprocess.PIPE,
                             stdout=subprocess.PIPE, text=True, env=_env(None),
-                            start_new_session=True)
+                            start_new_session=True, preexec_fn=default_sigint)
     try:
         assert proc.stderr.readline().strip() == "importing"
         proc.send_signal(signal.SIGINT)
