@@ -51,6 +51,8 @@ ALIASES: tuple[Alias, ...] = (
     Alias("train *", "--gamma", "--lr-gamma"),
     Alias("data synth", "--param", "--option"),
     Alias("store import", "--metric", "--distance"),
+    Alias("plot weight-maps", "--maps", "--num-maps"),
+    Alias("plot ranklist", "--topk", "--max-rank"),
 )
 
 

@@ -82,7 +82,7 @@ def weight_maps(old_fitted: Optional[Path] = typer.Argument(None, hidden=True,
                 trial: Optional[int] = typer.Option(None, "--trial", help="Trial (default: "
                                                     "the file's first)."),
                 layers: Optional[str] = typer.Option(None, "--layers", help="e.g. conv4_x,conv5_x."),
-                num_maps: int = typer.Option(4, "--maps", help="First maps shown (Fig. 4)."),
+                num_maps: int = typer.Option(4, "--num-maps", help="First maps shown (Fig. 4)."),
                 figure: str = typer.Option("both", "--figure", help="maps (Fig. 4) | sum "
                                            "(Fig. 5) | both."),
                 force: bool = FORCE) -> None:
@@ -92,7 +92,7 @@ def weight_maps(old_fitted: Optional[Path] = typer.Argument(None, hidden=True,
 
     from reidcli.cli.aliases import positional_or_option
 
-    set_flag_names({"num_maps": "--maps", "fitted": "--model"})
+    set_flag_names({"num_maps": "--num-maps", "fitted": "--model"})
     fitted = positional_or_option(old_fitted, fitted, metavar="FITTED", flag="--model")
 
     chosen = [s.strip() for s in layers.split(",")] if layers else None
@@ -107,7 +107,8 @@ def ranklist(old_store: Optional[Path] = OLD_STORE, store: Optional[Path] = STOR
              queries: int = typer.Option(5, "--queries", help="Random queries shown."),
              query_index: Optional[str] = typer.Option(None, "--query-index", help="Store rows "
                                                        "of the queries, e.g. 3,17."),
-             topk: int = typer.Option(10, "--topk", help="Gallery images per query."),
+             topk: int = typer.Option(10, "--max-rank", help="Gallery images per query "
+                                      "(ranks 1..N)."),
              images_root: Optional[Path] = typer.Option(None, "--images-root", help="Folder "
                                                         "the store's relative image paths "
                                                         "are read under (default: the "
@@ -117,7 +118,8 @@ def ranklist(old_store: Optional[Path] = OLD_STORE, store: Optional[Path] = STOR
     from reidcli.cli.context import set_flag_names
     from reidcli.errors import UsageError
 
-    set_flag_names({"trials": "--trial"})     # the trial goes through the eval trial parser
+    set_flag_names({"trials": "--trial",     # the trial goes through the eval trial parser
+                    "topk": "--max-rank"})
     from reidcli.plotting.ranklist import plot_ranklist
 
     store = _store(old_store, store)

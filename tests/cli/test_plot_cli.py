@@ -17,7 +17,7 @@ def test_every_kind_from_the_cli(capsys, tiny_store, two_results, run_dir, two_m
         "cmc": ["cmc", *map(str, two_results), "--label", "A", "--label", "B"],
         "tsne": ["tsne", str(tiny_store), "--max-points", "25", "--perplexity", "5",
                  "--color-by", "pid"],
-        "ranklist": ["ranklist", str(tiny_store), "--queries", "2", "--topk", "3"],
+        "ranklist": ["ranklist", str(tiny_store), "--queries", "2", "--max-rank", "3"],
         "training": ["training", str(run_dir)],
         "distances": ["distances", str(tiny_store), "--bins", "10"],
         "distances-mm": ["distances", str(two_modality_store), "--bins", "6"],
@@ -46,7 +46,7 @@ def test_weight_maps_from_the_cli_draws_the_chosen_figure(capsys, toy_fit, tmp_p
     drawn = spy(monkeypatch, weight_maps, "plot_weight_maps")
     out = tmp_path / "w.svg"
     code, _, err = run_cli(capsys, "plot", "weight-maps", "--model", toy_fit[1], "--out", out,
-                           "--maps", "3", "--figure", "maps", "--trial", "1")
+                           "--num-maps", "3", "--figure", "maps", "--trial", "1")
     assert code == 0, err
     assert f"wrote {out}" in err and out.read_text().lstrip().startswith("<?xml")
     plot, = drawn
@@ -82,7 +82,7 @@ def test_ranklist_cli_warns_about_missing_images(capsys, two_modality_store, tmp
     with warnings.catch_warnings():
         warnings.simplefilter("always")
         code, _, err = run_cli(capsys, "plot", "ranklist", "--store", two_modality_store,
-                               "--queries", "2", "--topk", "2", "--out", out)
+                               "--queries", "2", "--max-rank", "2", "--out", out)
     assert code == 0, err
     lines = [line for line in err.splitlines() if "missing or unreadable" in line]
     assert len(lines) == 1 and lines[0].startswith("warning: ")      # one line, no source path

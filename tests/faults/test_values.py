@@ -337,7 +337,7 @@ def test_fit_pooling_cdpcf_g_names_g(capsys, biased_stores, tmp_path):
     ("distances", ["--trial", "-1"], ["--trial '-1'"]),
     ("ranklist", ["--queries", "0"], ["--queries"]),
     ("ranklist", ["--queries", "-1"], ["--queries"]),
-    ("ranklist", ["--topk", "-1"], ["--topk"]),
+    ("ranklist", ["--max-rank", "-1"], ["--max-rank"]),
     ("ranklist", ["--seed", "-1"], ["--seed"]),
     ("cmc", ["--max-rank", "0"], ["--max-rank"]),
 ])
