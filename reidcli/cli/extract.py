@@ -112,7 +112,8 @@ def _extract_with_model(model, dataset, out, root, names, map_names, maps_dtype,
                                map_size=size, maps_dtype=maps_dtype, flip=flip,
                                batch_size=batch_size, shard=part, device=device, amp=amp,
                                allow_large=allow_large, workers=workers, force=force,
-                               progress=ENABLED, command=invoked_command())
+                               progress=ENABLED, command=invoked_command(),
+                               inputs=[f for f in [layout.image_folder()] if f])
     from reidcli.store.reader import open_store
 
     with open_store(path) as st:

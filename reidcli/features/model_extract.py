@@ -128,9 +128,11 @@ def extract_model_store(layout: StoreLayout, out: str | os.PathLike,
                         shard: tuple[int, int] | None = None, device: str = "auto",
                         amp: str = "off", allow_large: bool = False, workers: int | None = None,
                         force: bool = False, progress: bool = True,
-                        command: list[str] | None = None) -> Path:
+                        command: list[str] | None = None,
+                        inputs: Sequence[str | os.PathLike] = ()) -> Path:
     """Run the model of ``model_path`` over the rows of ``layout`` (or shard ``i/n`` of them)
     and write ``/features/<name>`` [N, d], ``/convmaps/<tap>`` [N, C, h, w] and the protocol.
+    The provenance hashes the model file and ``inputs`` (e.g. the image folder).
     """
     dev = resolve_device(device, owner="extraction")
     model = load_model(model_path, dev)
@@ -152,8 +154,8 @@ def extract_model_store(layout: StoreLayout, out: str | os.PathLike,
     dataset = ImageRecordDataset(records, model.transform, return_index=False)
     loader = make_loader(dataset, batch_size=batch_size, workers=workers, device=dev)
     input_size = _size_text(model.input_size)
-    prov = make_provenance(command=command, inputs=[model.path], features=names, maps=taps,
-                           protocol=layout.protocol, model=model.spec.as_dict())
+    prov = make_provenance(command=command, inputs=[model.path, *inputs], features=names,
+                           maps=taps, protocol=layout.protocol, model=model.spec.as_dict())
     attrs = {"default_feature": names[0], "source_checkpoint": str(model.path),
              "model_kind": model.kind, "input_size": input_size, "flip": bool(flip)}
     if layout.options.get("train_cams"):

@@ -19,7 +19,8 @@ def _data(root):
 def test_train_extract_eval_chain(capsys, tiny_synthetic_root, tmp_path):
     run = tmp_path / "run"
     code, _, err = run_cli(capsys, "train", "bot", *_data(tiny_synthetic_root), "--preset",
-                           "tiny", "--ids-per-batch", "3", "--images-per-id", "4", "--epochs", "2", "--out", run)
+                           "tiny", "--ids-per-batch", "3", "--images-per-id", "4", "--epochs", "2",
+                           "--out", run)
     assert code == 0, err
     assert "wrote" in err and (run / "model.pt").exists()
     store = tmp_path / "s.h5"
@@ -29,6 +30,10 @@ def test_train_extract_eval_chain(capsys, tiny_synthetic_root, tmp_path):
     assert code == 0, err
     code, out, err = run_cli(capsys, "store", "info", "--store", store)
     assert code == 0 and "bnneck" in out and "pool5" in out and "conv5_x" in out
+    from reidcli.store import open_store
+    with open_store(store) as st:                 # provenance: the model and the images read
+        model_input, images_input = st.provenance["inputs"]
+    assert model_input["sha256"] and images_input["listing_sha256"]
     report = tmp_path / "r.json"
     code, _, err = run_cli(capsys, "eval", "--store", store, "--json", report, "--quiet")
     assert code == 0, err

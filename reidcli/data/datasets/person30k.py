@@ -33,7 +33,7 @@ QUERY_RULE = ("query/gallery division is a reidcli toolkit assumption (unconfirm
 
 INFO = DatasetInfo(
     name="person30k", title="Person30K (reidcli manifest format)",
-    url="no public download found (CVPR 2021 paper, shared/papers/dmgnet_person30k.txt); "
+    url="no public download found (Bai et al., CVPR 2021); "
         "describe your copy with person30k/manifest.csv",
     license="unknown (no public release found); reidcli never downloads it",
     tree="person30k/\n"
