@@ -154,12 +154,6 @@ def encode_identities(frame: pd.DataFrame) -> tuple[np.ndarray, list[tuple]]:
     return labels, classes
 
 
-def camera_keys(frame: pd.DataFrame) -> pd.Series:
-    """Global camera key per row: ``(domain, camid)`` tuples."""
-    return pd.Series(list(zip(frame["domain"], frame["camid"].astype(np.int64))),
-                     index=frame.index)
-
-
 def frame_to_records(frame: pd.DataFrame) -> list[ReidRecord]:
     """Inverse of :func:`records_to_frame` (``<NA>`` frame → None, NaN extras dropped)."""
     extra_cols = [c for c in frame.columns if c.startswith("x_")]

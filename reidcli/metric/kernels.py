@@ -28,6 +28,12 @@ from reidcli.params import Interval, Options, check_param
 from reidcli.progress import track
 
 KERNELS = ("linear", "chi2", "chi2rbf", "rbf", "poly")
+
+#: ``--help`` of the kernel parameters every kernel method shares (kLFDA, rPCCA, WARCA)
+KERNEL_PARAMETER_HELP = {
+    "gamma": "Kernel bandwidth, or auto (1 / median distance; poly: 1 / D).",
+    "degree": "poly kernel degree.", "coef0": "poly kernel offset.",
+    "max_kernel_n": "Refuse more training rows than this (N × N kernel)."}
 #: kernels with a bandwidth / scale γ
 GAMMA_KERNELS = ("chi2rbf", "rbf", "poly")
 #: kernels that need non-negative features

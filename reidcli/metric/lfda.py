@@ -31,9 +31,10 @@ import scipy.sparse
 
 from reidcli.errors import UsageError
 from reidcli.estimator import Estimator, store_params
-from reidcli.metric.kernels import (BLOCK_ELEMENTS, KERNELS, Kernel, KernelProjection,
-                                    check_features, check_labels, kernel_arrays,
-                                    linear_from_dual, projection_model, resolve_kernel)
+from reidcli.metric.kernels import (BLOCK_ELEMENTS, KERNEL_PARAMETER_HELP, KERNELS, Kernel,
+                                    KernelProjection, check_features, check_labels,
+                                    kernel_arrays, linear_from_dual, projection_model,
+                                    resolve_kernel)
 from reidcli.metric.pca import DIM
 from reidcli.params import Interval, Options, TEXT
 from reidcli.progress import track
@@ -253,9 +254,7 @@ class KernelLFDA(Estimator):
                               "max_kernel_n": [Interval(int, 1, None)], "device": [TEXT],
                               "seed": [Interval(int, 0, None)]}
     _parameter_help = {**_COMMON_HELP, "kernel": "Kernel: " + " | ".join(KERNELS) + ".",
-                       "gamma": "Kernel bandwidth, or auto (1 / median distance).",
-                       "degree": "poly kernel degree.", "coef0": "poly kernel offset.",
-                       "max_kernel_n": "Refuse more training rows than this (N × N kernel).",
+                       **KERNEL_PARAMETER_HELP,
                        "device": "torch device of the kernel matrices.",
                        "seed": "Seed of the pairs behind gamma=auto."}
 

@@ -38,10 +38,10 @@ import numpy as np
 
 from reidcli.errors import UsageError
 from reidcli.estimator import Estimator, store_params
-from reidcli.metric.kernels import (KERNELS, Kernel, KernelProjection, check_features,
-                                    check_labels, count_pairs, kernel_arrays, linear_from_dual,
-                                    negative_pairs, positive_pairs, projection_model,
-                                    resolve_kernel)
+from reidcli.metric.kernels import (KERNEL_PARAMETER_HELP, KERNELS, Kernel, KernelProjection,
+                                    check_features, check_labels, count_pairs, kernel_arrays,
+                                    linear_from_dual, negative_pairs, positive_pairs,
+                                    projection_model, resolve_kernel)
 from reidcli.metric.pca import DIM
 from reidcli.params import TEXT, Interval, Options
 from reidcli.progress import track
@@ -270,8 +270,7 @@ class RPCCA(Estimator):
         "seed": [Interval(int, 0, None)]}
     _parameter_help = {
         "dim": "Output dimension d.", "kernel": "Kernel: " + " | ".join(KERNELS) + ".",
-        "gamma": "Kernel bandwidth, or auto (1 / median distance).",
-        "degree": "poly kernel degree.", "coef0": "poly kernel offset.",
+        **KERNEL_PARAMETER_HELP,
         "beta": "Sharpness β of the generalised logistic loss.",
         "lam": "rPCCA's λ: regulariser weight of tr(A K Aᵀ).",
         "neg_ratio": "Negative pairs per positive pair.",
@@ -281,7 +280,6 @@ class RPCCA(Estimator):
         "adam_bias": "Adam bias correction: constant | standard.",
         "init_std": "Std of the random initial A.", "log_every": "Log period (iterations).",
         "snapshot_every": "Keep A every s steps (0 = never).",
-        "max_kernel_n": "Refuse more training rows than this (N × N kernel).",
         "device": "torch device.", "seed": "Seed of pairs, init and minibatches."}
 
     _quick_params = {"dim": 8, "kernel": "rbf", "max_iter": 20}

@@ -27,6 +27,7 @@ import numpy as np
 
 from reidcli.errors import FittedModelError, UsageError
 from reidcli.estimator import Estimator, store_params
+from reidcli.metric.kernels import KERNEL_PARAMETER_HELP
 from reidcli.metric.warca_kernel import KERNELS, NORMALIZE
 from reidcli.metric.warca_model import WARCAModel
 from reidcli.metric.warca_trainer import WARCATrainer
@@ -109,13 +110,11 @@ class WARCA(Estimator):
         "optimizer": "adam | sgd (for kernels, the paper's Eq. 25).",
         "adam_bias": "Adam bias correction: constant (code) | standard.",
         "kernel": "Kernel: none (primal W) | " + " | ".join(KERNELS[1:]) + " (WARCA-χ²: chi2rbf).",
-        "gamma": "Kernel bandwidth, or auto (1 / median distance; poly: 1 / D).",
-        "degree": "poly kernel degree.", "coef0": "poly kernel offset.",
+        **KERNEL_PARAMETER_HELP,
         "normalize": "Row preprocessing at training and test time: none | l2.",
         "positives": "Positive pairs: all | cross-camera.",
         "seed": "Seed of initialisation and sampling.", "device": "torch device.",
         "dtype": "float32 | float64.",
-        "max_kernel_n": "Refuse more training rows than this (N × N kernel).",
         "cv": "Select (λ, η) on validation ids carved from the training ids.",
         "cv_val_frac": "Fraction of training ids held out by cv.",
         "cv_lams": "λ grid of cv (comma-separated).", "cv_lrs": "η grid of cv.",

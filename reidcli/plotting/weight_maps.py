@@ -13,6 +13,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from reidcli.cameras import CameraTable, camera_key_name
 from reidcli.errors import FittedModelError, ParameterError
 from reidcli.plotting.common import finish_figure, pyplot
 
@@ -99,21 +100,21 @@ def read_weight_maps(fitted: str | os.PathLike, trial: int | None = None,
 
 def _camera_keys(hyper: dict) -> list[int | str]:
     """One key per fitted camera, in the file's camera-table order: the camid when the fit
-    spans one domain, ``"<domain>/<camid>"`` when it spans several (a camera is the pair
-    (domain, camid), docs/formats.md)."""
-    camids = [int(c) for c in hyper.get("camids", [])]
-    domains = [str(d) for d in hyper.get("camera_domains") or []]
-    if len(domains) != len(camids) or len(set(domains)) < 2:
-        return camids
-    return [f"{d}/{c}" for d, c in zip(domains, camids)]
+    spans one domain, :meth:`~reidcli.cameras.CameraTable.key` ``"<domain>/<camid>"`` when it
+    spans several (a camera is the pair (domain, camid), docs/formats.md)."""
+    try:
+        table = CameraTable.from_lists(hyper.get("camids", []), hyper.get("camera_domains"))
+    except ValueError as exc:
+        raise FittedModelError(f"the fitted file's camera list is inconsistent ({exc})",
+                               "re-fit with reid fit-pooling") from None
+    if not table.several_domains:
+        return [int(c) for c in table.cam_ids]
+    return [table.key(code) for code in range(table.num_cameras)]
 
 
 def _camera_name(cam: int | str) -> str:
-    """Row label of a camera key: ``cam 3``, ``syn_a/cam 3`` or ``all cams`` (-1)."""
-    if isinstance(cam, str):
-        domain, _, camid = cam.rpartition("/")
-        return f"{domain}/cam {camid}"
-    return f"cam {cam}" if cam >= 0 else "all cams"
+    """Row label of a camera key: ``cam 3``, ``syn_a/cam 3`` or ``all cams`` (-1, DPCF)."""
+    return "all cams" if cam == -1 else camera_key_name(str(cam))
 
 
 #: figure inches per weight-map column (a map is drawn at its grid's aspect below it)

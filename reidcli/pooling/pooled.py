@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from reidcli.errors import UsageError
-
 
 def flat_maps(maps: np.ndarray, dtype=np.float64) -> np.ndarray:
     """Conv maps [n, D', H, W] (any float dtype) → [n, D', S] in ``dtype``."""
@@ -74,18 +72,3 @@ def pad_by_camera(x: np.ndarray, cam_index: np.ndarray, num_cameras: int) -> np.
         pick = cam_index == c
         out[pick, c * d:(c + 1) * d] = x[pick]
     return out
-
-
-def camera_positions(camids: np.ndarray, fitted_cameras: np.ndarray, what: str) -> np.ndarray:
-    """Index of each camid in the fitted cameras; UsageError naming an unseen camera."""
-    camids = np.asarray(camids, dtype=np.int64)
-    fitted_cameras = np.asarray(fitted_cameras, dtype=np.int64)
-    idx = np.searchsorted(fitted_cameras, camids)
-    idx = np.clip(idx, 0, len(fitted_cameras) - 1)
-    bad = fitted_cameras[idx] != camids
-    if bad.any():
-        raise UsageError(f"{what}: camera {int(camids[bad][0])} was not seen in training "
-                         f"(fitted cameras: {', '.join(map(str, fitted_cameras))})",
-                         "camera-specific pooling needs every test camera among the training "
-                         "cameras")
-    return idx
