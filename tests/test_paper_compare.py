@@ -76,3 +76,125 @@ def test_dart3_tables_and_claims(tmp_path):
     assert verdicts["Norm ≥ No-adapt"] is True and verdicts["DART3 LITE ≥ Norm"] is False
     assert verdicts["DART3 > No-adapt"] is None                       # not run
     assert main(["dart3", "--table", "3", "--dataset", "x", f"Norm={tmp_path / 'm.json'}"]) == 2
+
+
+def _vi_report(path, rank1, m_ap, *, stores=0, std=0.02, num_trials=1):
+    """A ``reid eval --json`` report of a visible-infrared run (across ``stores`` stores when
+    given); rank-k = rank-1 + 0.01·(k−1)."""
+    report = {"protocol": "regdb", "cmc": [min(1.0, rank1 + 0.01 * k) for k in range(30)],
+              "mAP": m_ap, "mINP": m_ap / 2, "num_trials": num_trials,
+              "std": {"cmc": [std] * 30, "mAP": std, "mINP": std / 2}}
+    if stores:
+        report["stores"] = [f"trial_{k}.h5" for k in range(stores)]
+    path.write_text(json.dumps(report))
+    return path
+
+
+def test_dgvae_tables_transcription():
+    t1 = {r["method"]: r for r in paper_table("dgvae_table1")}
+    assert len(t1) == 14
+    assert (t1["DG-VAE"]["regdb_r1"], t1["DG-VAE"]["sysu_r10"], t1["DG-VAE"]["sysu_map"]) == \
+        ("72.97", "93.77", "58.46")
+    assert t1["D2RL"]["regdb_r1"] == "43.4" and t1["JSIA"]["regdb_r10"] == ""
+    assert t1["cmGAN"]["regdb_map"] == "" and t1["cmGAN"]["sysu_r1"] == "26.97"
+    assert t1["DFE"]["sysu_map"] == "48.59" and t1["MAC"]["sysu_map"] == "44.95"
+    t2 = paper_table("dgvae_table2")
+    from reidcli.paper.dgvae_compare import VARIANTS
+    assert tuple(r["variant"] for r in t2) == VARIANTS              # row order of Table 2
+    rows = {r["variant"]: r for r in t2}
+    assert rows["baseline"]["sysu_r1"] == "44.45" and rows["vae2_tsr"]["regdb_map"] == "69.75"
+    assert rows["dgvae_nolmc"]["row"] == "11" and rows["ae_tsr_idc_cyc"]["sysu_r1"] == "49.01"
+    # Table 2's last row is Table 1's DG-VAE row
+    assert [rows["dgvae"][k] for k in ("sysu_r1", "sysu_map", "regdb_r1", "regdb_map")] == \
+        [t1["DG-VAE"][k] for k in ("sysu_r1", "sysu_map", "regdb_r1", "regdb_map")]
+    # the paper's stated gaps (§4.3–4.4) follow from the transcribed cells
+    assert round(float(t1["DG-VAE"]["sysu_r1"]) - float(t1["DFE"]["sysu_r1"]), 2) == 10.78
+    assert round(float(t1["DG-VAE"]["regdb_map"]) - float(t1["AlignGAN"]["regdb_map"]), 2) == \
+        18.38
+    assert round(float(rows["dgvae"]["sysu_map"]) - float(rows["mog_lmc"]["sysu_map"]), 2) == \
+        13.05
+    t3 = paper_table("dgvae_table3")
+    assert [(r["strategy"], r["discriminator"], r["params_m"]) for r in t3][3] == \
+        ("Original Images", "yes", "47.10")
+
+
+def test_dgvae_claims_hold_on_the_papers_own_numbers():
+    """Every ordering claim holds on the paper's Table 2, both datasets, both metrics."""
+    from reidcli.paper.dgvae_compare import DGVAE_CLAIMS, check_dgvae_claims
+
+    rows = {r["variant"]: r for r in paper_table("dgvae_table2")}
+    for dataset in ("sysu", "regdb"):
+        ours = {v: {"r1": float(r[f"{dataset}_r1"]), "map": float(r[f"{dataset}_map"])}
+                for v, r in rows.items()}
+        verdicts = check_dgvae_claims(ours, Console(record=True))
+        assert len(verdicts) == 2 * len(DGVAE_CLAIMS)
+        assert all(ok is True for _, ok in verdicts), verdicts
+
+
+def test_dgvae_compare_prints_ours_beside_the_paper(tmp_path):
+    from reidcli.paper.dgvae_compare import compare_dgvae
+
+    console = Console(record=True, width=200)
+    results = [("DG-VAE", _vi_report(tmp_path / "d.json", 0.70, 0.68, stores=10)),
+               ("baseline", _vi_report(tmp_path / "b.json", 0.60, 0.69, stores=10)),
+               ("mystery", _vi_report(tmp_path / "m.json", 0.10, 0.10))]
+    verdicts = dict(compare_dgvae("regdb", results, "2", console=console))
+    text = console.export_text()
+    assert "RegDB visible→thermal" in text and "paper Table 2" in text
+    assert "70.00 ± 2.00" in text and "79.00 ± 2.00" in text             # R-1; R-10
+    assert "34.00 ± 1.00" in text and "10 stores" in text                # mINP
+    assert "72.97" in text and "58.74" in text and "59.80" in text       # the paper's cells
+    assert "10.00 ±" not in text and "1 trial" in text                   # one run: no std
+    assert verdicts["dgvae > baseline (R-1)"] is True
+    assert verdicts["dgvae > baseline (mAP)"] is False
+    assert verdicts["dgvae > dgvae_nolmc (mAP)"] is None
+    assert "not checked (variants not run)" in text
+    assert text.count("FAIL  dgvae > baseline (mAP): 68.00 vs 69.00") == 1
+
+
+def test_dgvae_compare_protocols_and_real_data_labels(tmp_path):
+    from reidcli.paper.dgvae_compare import compare_dgvae, paper_rows
+
+    path = _vi_report(tmp_path / "d.json", 0.5, 0.4)
+    console = Console(record=True, width=220)
+    compare_dgvae("synthetic", [("dgvae", path)], "1", console=console)
+    text = console.export_text()
+    assert "paper SYSU-MM01 (real data)" in text and "paper RegDB (real data)" in text
+    assert "93.77" in text and "86.89" in text                   # Table 1 R-10 of both
+    indoor, = paper_rows("dgvae", "sysu", "indoor", "2")         # not in the paper: all "-"
+    assert indoor.cells == {} and "not reported" in indoor.source
+    allsearch, = paper_rows("DG-VAE", "sysu", "all", "1")
+    assert allsearch.cells == {"r1": "59.49", "r10": "93.77", "map": "58.46"}
+    unknown, = paper_rows("ours-v2", "regdb", "v2t", "2")
+    assert unknown.cells == {} and "no variant" in unknown.source
+    assert main(["dgvae", "--dataset", "sysu", "--protocol", "v2t", f"dgvae={path}"]) == 2
+    assert main(["dgvae", "--dataset", "market", f"dgvae={path}"]) == 2
+    assert main(["dgvae", "--dataset", "regdb", "--table", "3", f"dgvae={path}"]) == 2
+    assert main(["cdpcf", "--dataset", "viper", "--protocol", "v2t", f"C-DPCF={path}"]) == 2
+    assert main(["dgvae", "--dataset", "regdb", "--protocol", "t2v", f"dgvae={path}"]) == 0
+
+
+def test_dgvae_budget_lines(tmp_path, capsys):
+    from reidcli.paper import dgvae_budget
+
+    def run(name, variant="dgvae", **cfg):
+        folder = tmp_path / name
+        folder.mkdir()
+        config = {"variant": variant, "stage_epochs": [100, 50, 100], "iters_per_epoch": None,
+                  "max_iters": None, "preset": None, "p": 4, "k": 4, **cfg}
+        (folder / "config.json").write_text(json.dumps({"config": config}))
+        (folder / "metrics.csv").write_text("epoch,iteration,phase\n0,5,stage1\n2,9,stage3\n")
+        return folder
+
+    paper = run("paper")
+    assert dgvae_budget.budget_departures(paper) == []
+    short = [run(f"trial_{k}", stage_epochs=[2, 1, 2], iters_per_epoch=3) for k in (0, 1)]
+    tiny = run("base", variant="baseline", preset="tiny", k=2)
+    lines = dgvae_budget.budget_lines([paper, *short, tiny])
+    assert len(lines) == 2
+    assert lines[0].startswith("budget override (trial_0, trial_1: dgvae): epochs 2,1,2, "
+                               "3 iterations/epoch; 9 iterations in all each (paper: 100,50,100")
+    assert lines[1].startswith("budget override (base: baseline): preset tiny, P=4, K=2; 9 ")
+    assert dgvae_budget.main([str(paper)]) == 0
+    assert capsys.readouterr().out.strip() == dgvae_budget.STAGE1_AMBI_NOTE
+    assert dgvae_budget.main([str(tmp_path / "missing")]) == 2

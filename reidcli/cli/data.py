@@ -25,8 +25,24 @@ def parse_key_values(items: List[str] | None, option: str) -> dict:
             raise UsageError(f"{option} {item!r} is not key=value", f"write e.g. {option} seed=3")
         key, value = item.split("=", 1)
         out[key.strip().replace("-", "_")] = _parse_value(value.strip())
+    if option == "--option":             # a loader's hint may name any of its options
+        set_flag_names({key: f"--option {key}" for key in _loader_option_names()})
     set_flag_names({key: f"{option} {key}" for key in out})
     return out
+
+
+def _loader_option_names() -> set[str]:
+    """Every dataset loader option that is not also an option of the running command."""
+    try:                                 # typer ≥ 0.20 vendors click
+        from typer._click.globals import get_current_context
+    except ImportError:                  # older typer: click itself
+        from click import get_current_context
+
+    from reidcli.data.registry import available, info
+
+    ctx = get_current_context(silent=True)
+    own = {p.name for p in ctx.command.params} if ctx is not None else set()
+    return {key for name in available() for key in info(name).options} - own
 
 
 def _parse_value(text: str):

@@ -1,8 +1,9 @@
-"""`reid eval` — CMC / mAP / mINP of a store, optionally through a fitted model (thin CLI)."""
+"""`reid eval` — CMC / mAP / mINP of one or several stores, optionally through a fitted model
+(thin CLI)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import List, Optional
 
 import typer
 
@@ -12,7 +13,9 @@ CONTEXT: dict = {}
 
 
 def evaluate(
-    store: Path = typer.Option(..., "--store", help="Feature store (.h5) to evaluate."),
+    store: List[Path] = typer.Option(..., "--store", metavar="<path>", help="Feature store (.h5) to evaluate; "
+                                     "repeat it, or give a quoted glob pattern, to evaluate "
+                                     "several stores and report their mean ± std."),
     model: Optional[Path] = typer.Option(None, "--model", help="Fitted model (.h5) whose "
                                          "transform()/distance() is applied first."),
     feature: Optional[str] = typer.Option(None, "--feature", help="Store feature to use "
@@ -64,14 +67,19 @@ def evaluate(
     device: str = typer.Option("auto", "--device", help="auto | cpu | cuda."),
     quiet: bool = typer.Option(False, "--quiet", help="No table on the terminal."),
 ) -> None:
-    """Evaluate a feature store: CMC, mAP, mINP (and PUR, CMC-AUC, NMI, per camera)."""
+    """Evaluate a feature store: CMC, mAP, mINP (and PUR, CMC-AUC, NMI, per camera).
+
+    Several stores (repeated --store, or a quoted glob pattern) are each evaluated with the
+    same options, then reported with their mean ± std over stores."""
     from rich.console import Console
 
     from reidcli.cli.context import invoked_command, set_flag_names
     from reidcli.evaluation.engine import EvalOptions
     from reidcli.evaluation.errors import EvaluationError
     from reidcli.cameras import parse_cameras
-    from reidcli.evaluation.report import build_report, render_tables, write_csv, write_json
+    from reidcli.evaluation.multi import evaluate_stores, expand_store_patterns
+    from reidcli.evaluation.report import (build_multi_report, build_report, render_tables,
+                                           write_csv, write_json)
     from reidcli.evaluation.rerank import RerankOptions
     from reidcli.evaluation.run import StoreEvalRequest, evaluate_store
     from reidcli.io import check_output
@@ -85,7 +93,8 @@ def evaluate(
                     "k1": "--rerank-k1", "k2": "--rerank-k2", "n_parts": "--parts",
                     "query_cameras": "--query-cams", "json_out": "--json",
                     "csv_out": "--csv"})
-    read_from = [store] + ([model] if model is not None else [])
+    stores = expand_store_patterns(store)
+    read_from = stores + ([model] if model is not None else [])
     for path, option in ((json_out, "--json"), (csv_out, "--csv")):
         if path is not None:
             check_output(path, force=force, option=option, inputs=read_from)
@@ -95,19 +104,23 @@ def evaluate(
                           block_rows=block_size, sgs_repeats=sgs_repeats, seed=seed,
                           per_camera=per_camera, auc_max_rank=auc_max_rank,
                           progress=ENABLED and not quiet)
-    request = StoreEvalRequest(
-        store=store, model=model, feature=feature, protocol=protocol, trials=trials,
+    requests = [StoreEvalRequest(
+        store=path, model=model, feature=feature, protocol=protocol, trials=trials,
         distance=distance, feat_norm=feat_norm, n_parts=n_parts,
         query_cams=parse_cameras(query_cams, "query_cams", owner="evaluation"),
         train_cams=parse_cameras(train_cams, "train_cams", owner="evaluation"),
         rerank=RerankOptions(k1, k2, lambda_value) if rerank else None, nmi=nmi, nmi_k=nmi_k,
-        device=device, options=options)
-    evaluation = evaluate_store(request)
+        device=device, options=options) for path in stores]
+    evaluation = evaluate_store(requests[0]) if len(requests) == 1 \
+        else evaluate_stores(requests)
     provenance = None
     if json_out is not None:
-        inputs = [store] + ([model] if model is not None else [])
-        provenance = make_provenance(command=invoked_command(), seed=seed, inputs=inputs)
-    report = build_report(evaluation.protocol, evaluation.trials, evaluation.meta, provenance)
+        provenance = make_provenance(command=invoked_command(), seed=seed, inputs=read_from)
+    if len(requests) == 1:
+        report = build_report(evaluation.protocol, evaluation.trials, evaluation.meta,
+                              provenance)
+    else:
+        report = build_multi_report(evaluation.reports, evaluation.aggregate, provenance)
     if not quiet:
         render_tables(report, Console())
     if json_out is not None:

@@ -2,8 +2,9 @@
 
 Without ``--model``: hand-crafted descriptors (``--features hsv-stripes,…``) and spatial maps
 (``--maps color-grid``). With ``--model RUN_DIR``: the network's embeddings (``--features
-pcb_g,pcb_h`` | ``rpp_g,rpp_h`` | ``bnneck,pool5``) and pooled conv maps (``--maps
-conv2_x,…,conv5_x``).
+pcb_g,pcb_h`` | ``rpp_g,rpp_h`` | ``bnneck,pool5`` | ``dgvae_idi,dgvae_iai``) and pooled conv
+maps (``--maps conv2_x,…,conv5_x``; not for DG-VAE, whose rows go through the visible or
+infrared trunk by their ``modality``).
 """
 from __future__ import annotations
 
@@ -30,7 +31,8 @@ def extract(
                                                  "descriptors: hsv-stripes, hist-lbp "
                                                  "(2580-d), lomo (26960-d); with --model: "
                                                  "pcb_g,pcb_h (PCB), rpp_g,rpp_h (PCB+RPP) "
-                                                 "or bnneck,pool5 (BoT)."),
+                                                 "bnneck,pool5 (BoT) or "
+                                                 "dgvae_idi,dgvae_iai (DG-VAE)."),
     maps: Optional[List[str]] = typer.Option(None, "--maps", help="Maps to store as "
                                              "/convmaps: color-grid; with --model: "
                                              "conv2_x,conv3_x,conv4_x,conv5_x."),

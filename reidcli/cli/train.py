@@ -1,4 +1,4 @@
-"""`reid train METHOD` — network training (pcb, bot) and metric learning on a store.
+"""`reid train METHOD` — network training (pcb, bot, dgvae) and metric learning on a store.
 
 The metric-learning commands are generated from the method registry
 (:mod:`reidcli.cli.estimator_commands`): every ``stage="train"`` estimator gets a command
@@ -18,7 +18,7 @@ app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Train a network or fit a metric on a store.")
 
 #: stages still to come: a clear "not implemented yet" (exit 2)
-LATER = ("dgvae", "dmgnet")
+LATER = ("dmgnet",)
 
 COMMON = [
     common_option("store", Path, ..., "--store", help="Feature store (.h5)."),
@@ -72,6 +72,9 @@ app.command("pcb", help="PCB (Sun et al. 2018): 6 stripes, shared 1×1 reduction
             "optional RPP.")(_train_net.pcb)
 app.command("bot", help="BoT strong baseline: last stride 1, BNNeck, label smoothing, "
             "batch-hard triplet, warm-up.")(_train_net.bot)
+app.command("dgvae", help="DG-VAE (Pu et al. 2020): visible-infrared re-id; MoG-prior identity "
+            "code, N(0, I) nuisance code, triplet swap reconstruction; three stages.")(
+    _train_net.dgvae)
 
 for _method in LATER:
     app.command(_method, context_settings=PASS_THROUGH)(_later(_method))

@@ -2,6 +2,7 @@
 
 Entry points: :func:`reidcli.evaluation.engine.evaluate_trial` (one trial from any distance
 source), :func:`reidcli.evaluation.run.evaluate_store` (a feature store, optionally through a
-fitted model, every trial of a protocol) and :func:`reidcli.evaluation.arrays.evaluate_arrays`
+fitted model, every trial of a protocol), :func:`reidcli.evaluation.multi.evaluate_stores`
+(several stores, mean ± std over stores) and :func:`reidcli.evaluation.arrays.evaluate_arrays`
 (features or a distance matrix plus labels, no store).
 """

@@ -6,13 +6,16 @@ std over trials), ``pur`` / ``auc`` / ``cmc_full`` for full-curve protocols, ski
 counts, ``per_camera`` (keyed by camid, or ``<domain>/<camid>`` when the evaluated rows span
 several domains; shown as ``cam N`` / ``<domain>/cam N``), ``nmi`` and ``provenance``. Every
 metric is a fraction in [0, 1] (``null`` where a protocol does not define it, e.g. mAP under
-cuhk03_sgs).
+cuhk03_sgs). A report of several stores (:func:`build_multi_report`) keeps this top level,
+holding the mean ± std over stores, and adds ``num_stores`` and ``stores`` (each store's own
+report).
 """
 from __future__ import annotations
 
 import csv
 import io
 import os
+from pathlib import PurePath
 from typing import Any, Sequence
 
 import numpy as np
@@ -26,21 +29,25 @@ from reidcli.naming import param
 SHOWN_RANKS = (1, 5, 10, 20)
 
 
-def _mean_std(values: Sequence[float | None]) -> tuple[float | None, float | None]:
+def mean_std(values: Sequence[float | None]) -> tuple[float | None, float | None]:
+    """Mean and population std (ddof 0, ``numpy.std``) of ``values``; ``(None, None)`` when
+    there are none or one is None (a metric the protocol does not define)."""
     if not values or any(v is None for v in values):
         return None, None
     arr = np.asarray(values, dtype=np.float64)
     return float(arr.mean()), float(arr.std())
 
 
-def _pad(curves: list[np.ndarray]) -> np.ndarray:
-    """Stack curves of unequal length, extending each with its last value."""
+def pad_curves(curves: list[np.ndarray]) -> np.ndarray:
+    """Stack curves [R_i] of unequal length into [n, max R_i], extending each with its last
+    value."""
     n = max(len(c) for c in curves)
     return np.stack([np.concatenate([c, np.full(n - len(c), c[-1] if len(c) else np.nan)])
                      for c in curves])
 
 
-def _count(values: list[int]) -> int | float:
+def mean_count(values: list[int]) -> int | float:
+    """Mean of counts: an int when whole (e.g. the same count in every trial)."""
     mean = float(np.mean(values))
     return int(mean) if mean.is_integer() else mean
 
@@ -69,9 +76,9 @@ def _mean_per_camera(trials: list[TrialResult]) -> dict[str, Any] | None:
     keys = ("mAP", "mINP", "rank1", "rank5")
 
     def mean_of(entries):
-        row = {"num_valid_queries": _count([e["num_valid_queries"] for e in entries])}
+        row = {"num_valid_queries": mean_count([e["num_valid_queries"] for e in entries])}
         for key in keys:
-            row[key] = _mean_std([e[key] for e in entries])[0]
+            row[key] = mean_std([e[key] for e in entries])[0]
         return row
 
     return {"cameras": {c: mean_of([t["cameras"][c] for t in tables if c in t["cameras"]])
@@ -83,30 +90,30 @@ def _mean_per_camera(trials: list[TrialResult]) -> dict[str, Any] | None:
 def build_report(protocol: Protocol, trials: list[TrialResult], meta: dict[str, Any],
                  provenance: dict[str, Any] | None = None) -> dict[str, Any]:
     """The JSON-ready report of one evaluation (see module doc)."""
-    cmcs = _pad([t.cmc for t in trials])
-    m_ap, s_ap = _mean_std([t.mAP for t in trials])
-    m_inp, s_inp = _mean_std([t.mINP for t in trials])
+    cmcs = pad_curves([t.cmc for t in trials])
+    m_ap, s_ap = mean_std([t.mAP for t in trials])
+    m_inp, s_inp = mean_std([t.mINP for t in trials])
     report: dict[str, Any] = {
         "protocol": protocol.name,
         "rule": protocol.rule,
-        "num_valid_queries": _count([t.num_valid_queries for t in trials]),
+        "num_valid_queries": mean_count([t.num_valid_queries for t in trials]),
         "mAP": m_ap,
         "mINP": m_inp,
         "cmc": cmcs.mean(axis=0).tolist(),
         "trials": [trial_dict(t) for t in trials],
         "num_trials": len(trials),
-        "num_queries": _count([t.num_queries for t in trials]),
-        "num_skipped_queries": _count([int(sum(t.skipped.values())) for t in trials]),
-        "skipped": {k: _count([t.skipped.get(k, 0) for t in trials])
+        "num_queries": mean_count([t.num_queries for t in trials]),
+        "num_skipped_queries": mean_count([int(sum(t.skipped.values())) for t in trials]),
+        "skipped": {k: mean_count([t.skipped.get(k, 0) for t in trials])
                     for k in trials[0].skipped},
         "std": {"mAP": s_ap, "mINP": s_inp, "cmc": cmcs.std(axis=0).tolist()},
         "max_rank": len(trials[0].cmc),
         "ap_convention": meta.get("options", {}).get("ap"),
     }
     if all(t.cmc_full is not None for t in trials):
-        full = _pad([t.cmc_full for t in trials])
-        report["pur"], report["std"]["pur"] = _mean_std([t.pur for t in trials])
-        report["auc"], report["std"]["auc"] = _mean_std([t.auc for t in trials])
+        full = pad_curves([t.cmc_full for t in trials])
+        report["pur"], report["std"]["pur"] = mean_std([t.pur for t in trials])
+        report["auc"], report["std"]["auc"] = mean_std([t.auc for t in trials])
         report["cmc_full"] = full.mean(axis=0).tolist()
         from reidcli.evaluation.scores import pur
         sizes = {t.gallery_size for t in trials}
@@ -121,6 +128,47 @@ def build_report(protocol: Protocol, trials: list[TrialResult], meta: dict[str, 
     return report
 
 
+#: single-store keys the several-store report keeps where every store has the same value
+SHARED_KEYS = ("protocol", "rule", "ap_convention", "dataset", "feature", "feature_metric",
+               "distance", "model", "feat_norm", "rerank", "options", "device")
+
+
+def build_multi_report(reports: Sequence[dict[str, Any]], aggregate: dict[str, Any],
+                       provenance: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The JSON-ready report of several stores (docs/cli.md, "Several stores in one `reid
+    eval`").
+
+    ``reports`` are the single-store reports (``build_report``, in store order) and
+    ``aggregate`` is :func:`reidcli.evaluation.multi.aggregate_reports` of them. The top level
+    has the single-store shape, holding the aggregate: ``mAP``, ``mINP``, ``cmc`` [R] (and
+    ``pur`` / ``auc`` where every store has them) are means over stores, ``std`` their
+    population std over stores, ``trials`` one summary per store (the entries the mean and std
+    are over, so ``num_trials`` is the number of stores), plus ``num_stores``,
+    ``num_store_trials`` (the stores' trials in all), the :data:`SHARED_KEYS` every store
+    agrees on, and ``stores``: ``{"store": path, ...}`` with each store's full report."""
+    first = reports[0]
+    report: dict[str, Any] = {k: first[k] for k in ("protocol", "rule")}
+    report.update(num_stores=aggregate["num_stores"], num_trials=aggregate["num_stores"],
+                  num_store_trials=int(sum(r["num_trials"] for r in reports)))
+    report.update({k: aggregate[k] for k in ("num_valid_queries", "num_queries",
+                                             "num_skipped_queries")})
+    report.update({k: aggregate[k] for k in ("mAP", "mINP", "cmc", "pur", "auc")
+                   if k in aggregate})
+    report["std"] = dict(aggregate["std"])
+    report["trials"] = [dict(s) for s in aggregate["stores"]]
+    report["max_rank"] = len(aggregate["cmc"])
+    report["note"] = ("mean and population std (ddof 0) over stores of each store's mean over "
+                      "its own trials; 'trials' holds one entry per store")
+    report.update({k: first[k] for k in SHARED_KEYS
+                   if k in first and k not in report and all(r.get(k) == first[k]
+                                                             for r in reports)})
+    report["stores"] = [{"store": s["store"], **{k: v for k, v in r.items() if k != "store"}}
+                        for s, r in zip(aggregate["stores"], reports)]
+    if provenance is not None:
+        report["provenance"] = provenance
+    return report
+
+
 def write_json(path: str | os.PathLike, report: dict[str, Any], force: bool,
                inputs: Sequence[str | os.PathLike] = ()) -> None:
     """Write the report atomically (verified to parse); never over one of ``inputs``."""
@@ -128,17 +176,24 @@ def write_json(path: str | os.PathLike, report: dict[str, Any], force: bool,
 
 
 def cmc_csv_text(report: dict[str, Any]) -> str:
-    """CSV of the CMC curve: ``rank, cmc, std, trial_<k>...`` (fractions)."""
+    """CSV of the CMC curve: ``rank, cmc, std, trial_<k>...`` (fractions). For a report of
+    several stores: the mean curve over stores, its std and one column per store (named by
+    the store's path) holding that store's mean curve."""
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     trials = report["trials"]
-    writer.writerow(["rank", "cmc", "std"] + [
-        f"trial_{t['trial']}" + (f"_repeat_{t['repeat']}" if "repeat" in t else "")
-        for t in trials])
+    writer.writerow(["rank", "cmc", "std"] + [_curve_column(t) for t in trials])
     for r, (mean, std) in enumerate(zip(report["cmc"], report["std"]["cmc"]), start=1):
         writer.writerow([r, f"{mean:.10g}", f"{std:.10g}"] +
-                        [f"{t['cmc'][r - 1]:.10g}" for t in trials])
+                        [f"{t['cmc'][min(r, len(t['cmc'])) - 1]:.10g}" for t in trials])
     return buf.getvalue()
+
+
+def _curve_column(entry: dict[str, Any]) -> str:
+    if "store" in entry:                                  # a store of a several-store report
+        return str(entry["store"])
+    return f"trial_{entry['trial']}" + (f"_repeat_{entry['repeat']}" if "repeat" in entry
+                                        else "")
 
 
 def write_csv(path: str | os.PathLike, report: dict[str, Any], force: bool,
@@ -157,15 +212,21 @@ def _pct(value: float | None, std: float | None = None, multi: bool = False) -> 
 
 
 def render_tables(report: dict[str, Any], console) -> None:
-    """Print the summary (and per-camera) table with rich."""
+    """Print the summary (and per-camera) table with rich; for a report of several stores,
+    one row per store and the mean ± std over stores (:func:`render_store_table`)."""
     from rich.table import Table
 
+    if "num_stores" in report:
+        render_store_table(report, console)
+        return
     multi = report["num_trials"] > 1
     console.print(f"[bold]reid eval[/bold] — protocol {report['protocol']} ({report['rule']}), "
                   f"{report['num_trials']} trial(s)" + (", re-ranked" if report.get("rerank")
                                                          else "")
                   + (f", feature {report['feature']}" if report.get("feature") else "")
-                  + (f", distance {report['distance']}" if report.get("distance") else ""))
+                  + (f", distance {report['distance']}" if report.get("distance") else "")
+                  + (f", dataset protocol {report['dataset_protocol']['name']}"
+                     if report.get("dataset_protocol") else ""))
     table = Table()
     table.add_column("metric")
     table.add_column("value (%)" + (" mean ± std" if multi else ""), justify="right")
@@ -196,3 +257,76 @@ def render_tables(report: dict[str, Any], console) -> None:
             cams.add_row(str(cam), str(row["num_valid_queries"]), _pct(row["mAP"]),
                          _pct(row["mINP"]), _pct(row["rank1"]), _pct(row["rank5"]))
         console.print(cams)
+
+
+def render_store_table(report: dict[str, Any], console) -> None:
+    """One row per store (its mean over its own trials) and a last row ``mean ± std over N
+    stores`` of a :func:`build_multi_report` report."""
+    from rich.table import Table
+
+    n = report["num_stores"]
+    names, pattern = short_store_names([str(e["store"]) for e in report["trials"]])
+    console.print(f"[bold]reid eval[/bold] — protocol {report['protocol']} ({report['rule']}), "
+                  f"{n} stores, {report['num_store_trials']} trial(s) in all"
+                  + (", re-ranked" if report.get("rerank") else "")
+                  + (f", feature {report['feature']}" if report.get("feature") else "")
+                  + (f", distance {report['distance']}" if report.get("distance") else "")
+                  + (f", dataset protocol {report['dataset_protocol']['name']}"
+                     if report.get("dataset_protocol") else ""))
+    if pattern:
+        console.print(f"stores: {pattern}", markup=False, highlight=False, soft_wrap=True)
+    ranks = [r for r in SHOWN_RANKS if r <= len(report["cmc"])]
+    metrics = [("mAP", "mAP"), ("mINP", "mINP")] \
+        + [(f"rank-{r}", r) for r in ranks] \
+        + [(name, key) for name, key in (("PUR", "pur"), ("CMC-AUC", "auc")) if key in report]
+
+    def value(entry: dict[str, Any], key, std: dict[str, Any] | None = None) -> str:
+        if isinstance(key, int):
+            curve = entry["cmc"]
+            return _pct(curve[min(key, len(curve)) - 1],
+                        None if std is None else std["cmc"][key - 1], std is not None)
+        return _pct(entry.get(key), None if std is None else std.get(key), std is not None)
+
+    table = Table(caption="values in %; a store's value is its mean over its own trials; std: "
+                  "population std over stores", caption_justify="left")
+    table.add_column("store", overflow="fold")
+    table.add_column("trials", justify="right", no_wrap=True)
+    for name, _ in metrics:
+        table.add_column(name, justify="right", no_wrap=True)
+    table.add_column("valid queries", justify="right")
+    for entry, name in zip(report["trials"], names):
+        table.add_row(name, str(entry["num_trials"]),
+                      *(value(entry, key) for _, key in metrics),
+                      str(entry["num_valid_queries"]))
+    table.add_row(f"mean ± std over {n} stores", str(report["num_store_trials"]),
+                  *(value(report, key, report["std"]) for _, key in metrics),
+                  str(report["num_valid_queries"]), style="bold")
+    # never squeezed into ellipses: a console narrower than the table is widened for it
+    from rich.measure import Measurement
+    width = Measurement.get(console, console.options.update_width(10_000), table).maximum
+    narrow = console.width
+    console.width = max(narrow, width)
+    try:
+        console.print(table)
+    finally:
+        console.width = narrow
+
+
+def short_store_names(paths: Sequence[str]) -> tuple[list[str], str | None]:
+    """Table names of stores: the paths less the folders and file name they all share
+    (``runs/regdb_t0/store.h5``, ``runs/regdb_t1/store.h5`` → ``regdb_t0``, ``regdb_t1``) and
+    the pattern they were taken from (``runs/<store>/store.h5``; None when nothing is
+    shared). Paths that would lose their difference are kept whole."""
+    parts = [PurePath(p).parts for p in paths]
+    shortest = min(len(p) for p in parts)
+    lead = 0
+    while lead < shortest - 1 and len({p[lead] for p in parts}) == 1:
+        lead += 1
+    trail = 0
+    while trail < shortest - lead - 1 and len({p[-1 - trail] for p in parts}) == 1:
+        trail += 1
+    names = [str(PurePath(*p[lead:len(p) - trail])) for p in parts]
+    if (lead == 0 and trail == 0) or len(set(names)) < len(names):
+        return list(paths), None
+    middle = [*parts[0][:lead], "<store>", *parts[0][len(parts[0]) - trail:]]
+    return names, str(PurePath(*middle))

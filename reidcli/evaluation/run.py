@@ -97,7 +97,7 @@ def evaluate_store(request: StoreEvalRequest) -> StoreEvaluation:
     model = fitted.load(request.model) if request.model is not None else None
     device = resolve_device(request.device)
     with open_store(request.store) as st:
-        plan = _plan(st, request, model)
+        plan = plan_evaluation(st, request, model)
         options = plan.options
         backend = make_backend(device)
         results: list[TrialResult] = []
@@ -129,6 +129,8 @@ def evaluate_store(request: StoreEvalRequest) -> StoreEvaluation:
             backend.close()
         meta = {
             "store": str(st.path), "dataset": st.dataset, "feature": plan.feature,
+            # the dataset's protocol as built (e.g. SYSU-MM01's gallery draw family)
+            "dataset_protocol": _dataset_protocol(st),
             "feature_metric": plan.info["metric"], "distance": metric_name,
             "model": None if model is None else {"path": str(request.model),
                                                  "method": model.method,
@@ -196,7 +198,14 @@ class EvalPlan:
     cameras: tuple | None = None   # (camera code of every record, CameraTable)
 
 
-def _plan(st, request: StoreEvalRequest, model) -> EvalPlan:
+def _dataset_protocol(st) -> dict | None:
+    proto = st.protocol
+    if proto is None:
+        return None
+    return {"name": proto.name, "options": dict(proto.attrs.get("options", {}) or {})}
+
+
+def plan_evaluation(st, request: StoreEvalRequest, model) -> EvalPlan:
     """Protocol, chosen trials, labels and feature of an evaluation; user errors up front."""
     if request.query_cams is not None and request.train_cams is not None:
         raise EvaluationError(f"{param('query_cams')} and {param('train_cams')} are both given",
@@ -362,7 +371,7 @@ def trial_distances(store, *, model=None, feature: str | None = None, trial: int
                                device="cpu")
     loaded = fitted.load(model) if model is not None else None
     with open_store(store) as st:
-        plan = _plan(st, request, loaded)
+        plan = plan_evaluation(st, request, loaded)
         k, q_rows, g_rows = plan.trials[0]
         if query_rows is not None:
             q_rows = q_rows[np.isin(q_rows, query_rows)]

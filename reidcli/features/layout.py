@@ -16,7 +16,7 @@ import pandas as pd
 
 from reidcli.data.records import DatasetSplit, normalize_frame
 from reidcli.data.registry import canonical_name, load
-from reidcli.errors import ParameterError
+from reidcli.errors import ParameterError, UsageError
 from reidcli.naming import param
 from reidcli.progress import track
 
@@ -101,8 +101,17 @@ def layout_from_splits(dataset: str, splits: Sequence[DatasetSplit]) -> StoreLay
 
 def dataset_layout(dataset: str, /, root=None, trials: str | None = "all",
                    progress: bool = True, **options: Any) -> StoreLayout:
-    """Load every (chosen) trial of a dataset protocol and lay them out as store rows."""
+    """Load every (chosen) trial of a dataset protocol and lay them out as store rows.
+
+    A loader option ``trial=k`` (RegDB's split k, as training takes it) picks trial ``k``
+    like ``trials="k"``."""
     canon = canonical_name(dataset)
+    if "trial" in options:
+        trial = options.pop("trial")
+        if trials not in (None, "all") and str(trials).strip() != str(trial):
+            raise UsageError(f"{param('trial', trial)} and {param('trials', trials)} name "
+                             "different trials", "give one of them")
+        trials = str(int(trial))
     first = load(canon, root, trial=0, **options)
     chosen = parse_trials(trials, max(int(first.num_trials), 1))
     splits = [first if t == 0 else None for t in chosen]

@@ -24,8 +24,8 @@ from reidcli.device import (amp_dtype, autocast as autocast_context, resolve_dev
 from reidcli.errors import ParameterError, UsageError
 from reidcli.features.layout import StoreLayout
 from reidcli.models.backbones import TAP_MODULES, TAPS
-from reidcli.models.checkpoint import (DEFAULT_FEATURES, FEATURES, LoadedModel, feature_dims,
-                                       load_model, model_features)
+from reidcli.models.checkpoint import (DEFAULT_FEATURES, FEATURE_METRICS, FEATURES, LoadedModel,
+                                       feature_dims, load_model, model_features)
 from reidcli.naming import param
 from reidcli.progress import track
 from reidcli.provenance import make_provenance
@@ -38,12 +38,14 @@ LARGE_MAPS_BYTES = 16 * 2**30
 LARGE_MAPS_IMAGES = 20_000
 FEATURE_ALIASES = {"pcb-g": "pcb_g", "pcb-h": "pcb_h", "pcbg": "pcb_g", "pcbh": "pcb_h",
                    "rpp-g": "rpp_g", "rpp-h": "rpp_h", "rppg": "rpp_g", "rpph": "rpp_h",
-                   "bn": "bnneck", "bnneck": "bnneck", "pool5": "pool5", "gap": "pool5"}
+                   "bn": "bnneck", "bnneck": "bnneck", "pool5": "pool5", "gap": "pool5",
+                   "idi": "dgvae_idi", "iai": "dgvae_iai", "dgvae-idi": "dgvae_idi",
+                   "dgvae-iai": "dgvae_iai"}
 
 
 def parse_feature_names(names: Sequence[str], kind: str) -> list[str]:
     """User names (``pcb-g``, ``pcb_g`` …) → store names valid for the model family ``kind``
-    (``pcb``, ``rpp`` or ``bot``; :func:`reidcli.models.checkpoint.feature_family`)."""
+    (``pcb``, ``rpp``, ``bot`` or ``dgvae``; :func:`reidcli.models.checkpoint.feature_family`)."""
     if not names:
         return list(DEFAULT_FEATURES[kind])
     out = []
@@ -104,17 +106,22 @@ def _size_text(text: tuple[int, int]) -> str:
 @torch.no_grad()
 def embed_batch(model: LoadedModel, images: torch.Tensor, maps: Sequence[str],
                 map_size: tuple[int, int], flip: bool, autocast: torch.dtype | None,
-                channels_last: bool) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
-    """Features {name: [B, d]} and pooled maps {tap: [B, C, h, w]} of one batch."""
+                channels_last: bool, modality: torch.Tensor | None = None
+                ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """Features {name: [B, d]} and pooled maps {tap: [B, C, h, w]} of one batch.
+
+    ``modality`` [B] (0 visible, 1 infrared) routes a DG-VAE's rows through its visible or
+    infrared trunk (DG-VAE paper §3.1)."""
     device = model.device
     images = images.to(device, non_blocking=True)
     if channels_last:
         images = images.contiguous(memory_format=torch.channels_last)
     with autocast_context(device, autocast):
-        out = model.module(images, maps)
+        out = model.forward(images, maps, modality=modality)
         feats = model_features(model.kind, out)
         if flip:
-            flipped = model_features(model.kind, model.module(torch.flip(images, dims=[3])))
+            flipped = model_features(model.kind, model.forward(torch.flip(images, dims=[3]),
+                                                               modality=modality))
             feats = {k: (v.float() + flipped[k].float()) / 2 for k, v in feats.items()}
         pooled = {tap: F.adaptive_avg_pool2d(out.taps[tap].float(), map_size) for tap in maps}
     return ({k: v.float().cpu().numpy() for k, v in feats.items()},
@@ -138,6 +145,9 @@ def extract_model_store(layout: StoreLayout, out: str | os.PathLike,
     model = load_model(model_path, dev)
     names = parse_feature_names(features, model.family)
     taps = parse_map_names(maps)
+    if taps and model.kind == "dgvae":
+        raise UsageError(f"a DG-VAE model has no conv-map taps ({', '.join(taps)} asked)",
+                         f"drop {param('maps')}")
     if len(layout.records) == 0:
         raise UsageError("the dataset has no images",
                          f"check {param('root')} and the dataset options")
@@ -166,7 +176,7 @@ def extract_model_store(layout: StoreLayout, out: str | os.PathLike,
                      shard=shard, shard_source=source, attrs=attrs) as writer:
         for name in names:
             dim, parts = dims[name]
-            writer.add_feature(name, dim, metric="euclidean", attrs={
+            writer.add_feature(name, dim, metric=FEATURE_METRICS.get(name, "euclidean"), attrs={
                 "n_parts": parts, "part_dim": dim // parts,
                 "feat_norm": "parts" if parts > 1 else "global", "flip": bool(flip)})
         for tap, c in zip(taps, channels):
@@ -177,7 +187,7 @@ def extract_model_store(layout: StoreLayout, out: str | os.PathLike,
         for batch in track(loader, total=len(loader), description="extracting",
                            unit="batches", enabled=progress):
             feats, pooled = embed_batch(model, batch["image"], taps, map_size, flip, autocast,
-                                        channels_last)
+                                        channels_last, modality=batch["modality"])
             for name in names:
                 writer.append_feature(name, feats[name])
             for tap in taps:

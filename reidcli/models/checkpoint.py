@@ -1,4 +1,4 @@
-"""Model files: build a PCB/BoT from a :class:`ModelSpec`, save it, load it back.
+"""Model files: build a PCB/BoT/DG-VAE from a :class:`ModelSpec`, save it, load it back.
 
 A trained model is one ``torch.save`` dict (``RUN_DIR/model.pt``; training checkpoints
 ``RUN_DIR/checkpoint.pt`` carry the same keys plus optimiser/scheduler state)::
@@ -28,10 +28,15 @@ from reidcli.models.pcb import PCB, pcb_features
 from reidcli.naming import param
 
 MODEL_FORMAT = "reidcli.model"
-KINDS = ("pcb", "bot")
+KINDS = ("pcb", "bot", "dgvae")
 #: store features per model family (:func:`feature_family`: PCB with RPP is ``rpp``)
-FEATURES = {"pcb": ("pcb_g", "pcb_h"), "rpp": ("rpp_g", "rpp_h"), "bot": ("bnneck", "pool5")}
-DEFAULT_FEATURES = {"pcb": ("pcb_g", "pcb_h"), "rpp": ("rpp_g", "rpp_h"), "bot": ("bnneck",)}
+FEATURES = {"pcb": ("pcb_g", "pcb_h"), "rpp": ("rpp_g", "rpp_h"), "bot": ("bnneck", "pool5"),
+            "dgvae": ("dgvae_idi", "dgvae_iai")}
+DEFAULT_FEATURES = {"pcb": ("pcb_g", "pcb_h"), "rpp": ("rpp_g", "rpp_h"), "bot": ("bnneck",),
+                    "dgvae": ("dgvae_idi",)}
+#: store metric of each feature (others: euclidean). DG-VAE's test feature is compared by
+#: Euclidean distance between L2-normalised μ_φ, i.e. cosine (docs/methods/dgvae.md)
+FEATURE_METRICS = {"dgvae_idi": "cosine", "dgvae_iai": "cosine"}
 
 
 @dataclasses.dataclass
@@ -47,6 +52,8 @@ class ModelSpec:
     dropout: float = 0.5
     rpp: bool = False
     input_size: tuple[int, int] = (384, 128)
+    #: DG-VAE architecture (:class:`reidcli.models.dgvae.DGVAEArch` as a dict); None otherwise
+    dgvae: dict | None = None
 
     def as_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
@@ -63,7 +70,14 @@ class ModelSpec:
 
 
 def build_model(spec: ModelSpec) -> nn.Module:
-    """A randomly initialised PCB or BoT for ``spec``."""
+    """A randomly initialised PCB, BoT or DG-VAE for ``spec``."""
+    if spec.kind == "dgvae":
+        from reidcli.models.dgvae import DGVAE, DGVAEArch
+
+        if not spec.dgvae:
+            raise InputFileError("the model file has no DG-VAE architecture record",
+                                 "re-train it with reid train dgvae")
+        return DGVAE(DGVAEArch.from_dict(spec.dgvae))
     trunk = build_backbone(spec.backbone, spec.last_stride)
     if spec.kind == "pcb":
         return PCB(trunk, spec.num_classes, parts=spec.parts, reduced_dim=spec.reduced_dim,
@@ -80,6 +94,9 @@ def feature_family(spec: ModelSpec) -> str:
 
 def feature_dims(spec: ModelSpec) -> dict[str, tuple[int, int]]:
     """``{feature: (dim, n_parts)}`` of the model's store features."""
+    if spec.kind == "dgvae":
+        arch = spec.dgvae or {}
+        return {"dgvae_idi": (int(arch["idi_dim"]), 1), "dgvae_iai": (int(arch["iai_dim"]), 1)}
     c5 = TAP_CHANNELS[spec.backbone][-1]
     if spec.kind == "pcb":
         g, h = FEATURES[feature_family(spec)]
@@ -89,6 +106,9 @@ def feature_dims(spec: ModelSpec) -> dict[str, tuple[int, int]]:
 
 def model_features(kind: str, output: Any) -> dict[str, torch.Tensor]:
     """Store features of a forward output (raw, un-normalised)."""
+    if kind == "dgvae":          # posterior means μ_φ (IDI) and μ_ψ (IAI), DG-VAE paper §3.4
+        return {"dgvae_idi": output.mu_d,
+                **({"dgvae_iai": output.mu_a} if output.mu_a is not None else {})}
     return pcb_features(output) if kind == "pcb" else bot_features(output)
 
 
@@ -96,6 +116,9 @@ def model_logits(kind: str, output: Any) -> list[torch.Tensor]:
     """Classifier logits as a list (PCB: one per part; BoT: one)."""
     if kind == "pcb":
         return list(output.logits)
+    if kind == "dgvae":
+        raise InputFileError("a DG-VAE model has no re-id classifier over test identities",
+                             "use a BoT or PCB model here")
     return [] if output.logits is None else [output.logits]
 
 
@@ -183,11 +206,25 @@ class LoadedModel:
 
         return eval_transform(self.spec.input_size)
 
-    def forward(self, images: torch.Tensor, taps=()) -> Any:
+    def forward(self, images: torch.Tensor, taps=(), modality: torch.Tensor | None = None
+                ) -> Any:
+        """The model output. DG-VAE routes each row through its visible or infrared trunk
+        by ``modality`` [B] (0 visible, 1 infrared; required) and has no conv taps."""
+        if self.kind == "dgvae":
+            if modality is None:
+                raise InputFileError(f"{param('model')} {self.path} is a DG-VAE model: every "
+                                     "image needs its modality (visible or infrared)",
+                                     "extract from a dataset whose records carry a modality "
+                                     "column")
+            if taps:
+                raise InputFileError(f"{param('model')} {self.path} is a DG-VAE model and has "
+                                     "no conv-map taps", f"drop {param('maps')}")
+            return self.module(images.to(self.device), modality.to(self.device).bool())
         return self.module(images.to(self.device), taps)
 
-    def features(self, images: torch.Tensor) -> dict[str, torch.Tensor]:
-        return model_features(self.kind, self.forward(images))
+    def features(self, images: torch.Tensor, modality: torch.Tensor | None = None
+                 ) -> dict[str, torch.Tensor]:
+        return model_features(self.kind, self.forward(images, modality=modality))
 
     def logits(self, images: torch.Tensor) -> list[torch.Tensor]:
         return model_logits(self.kind, self.forward(images))
@@ -213,4 +250,5 @@ def load_model(path: str | os.PathLike, device: str | torch.device = "cpu") -> L
 __all__ = ["ModelSpec", "LoadedModel", "build_model", "save_model", "load_model",
            "read_model_file", "resolve_model_file", "feature_dims", "feature_family",
            "model_features", "model_logits", "KINDS", "FEATURES", "DEFAULT_FEATURES",
+           "FEATURE_METRICS",
            "MODEL_FORMAT"]

@@ -9,6 +9,9 @@ does the same against WARCA's Table 2 (``--table 3`` for the LOMO comparison).
 ``python -m reidcli.paper.compare dart3 --table 1 --dataset msmt17_5cam "No-adapt=n.json" ...``
 prints mAP / rank-1 beside DART3's Table 1 (new camera) or Table 2 (cross-dataset), for both
 of the paper's backbones, and DART3's ordering claims as PASS/FAIL lines.
+``python -m reidcli.paper.compare dgvae --dataset sysu --table 2 "dgvae=d.json" "baseline=b.json"``
+prints R-1/R-10/R-20/mAP/mINP beside DG-VAE's Table 1 or 2 and its ablation claims
+(:mod:`reidcli.paper.dgvae_compare`).
 """
 from __future__ import annotations
 
@@ -41,7 +44,9 @@ def paper_table(name: str) -> list[dict[str, str]]:
 
 
 def load_result(path: Path) -> dict:
-    """Summary of a ``reid eval --json`` report: cmc@ranks, their stds, PUR (percent)."""
+    """Summary of a ``reid eval --json`` report (percent): cmc@ranks, mAP, mINP and their stds,
+    PUR, AUC; ``trials`` and ``stores`` (how many stores an across-store report averages, 0
+    for a one-store report)."""
     try:
         report = json.loads(Path(path).read_text())
     except (OSError, ValueError) as exc:
@@ -52,9 +57,11 @@ def load_result(path: Path) -> dict:
     for r in RANKS:
         out[f"r{r}"] = 100 * cmc[r - 1] if len(cmc) >= r else None
         out[f"s{r}"] = 100 * std[r - 1] if len(std) >= r else None
-    out["map"] = None if report.get("mAP") is None else 100 * report["mAP"]
-    out["map_std"] = None if report.get("std", {}).get("mAP") is None else \
-        100 * report["std"]["mAP"]
+    for key, name in (("minp", "mINP"), ("map", "mAP")):
+        value, spread = report.get(name), report.get("std", {}).get(name)
+        out[key] = None if value is None else 100 * value
+        out[f"{key}_std"] = None if spread is None else 100 * spread
+    out["stores"] = len(report.get("stores") or [])
     out["pur"] = None if report.get("pur") is None else 100 * report["pur"]
     out["auc"] = None if report.get("auc") is None else 100 * report["auc"]
     return out
@@ -71,7 +78,7 @@ def compare(paper: str, dataset: str, results: list[tuple[str, Path]],
     """Print the comparison table and claim lines; returns ``[(claim, passed or None)]``."""
     console = console or Console(width=max(Console().width, 132))
     if paper != "cdpcf":
-        raise UsageError(f"no paper table for {paper!r}", "use: cdpcf, warca or dart3")
+        raise UsageError(f"no paper table for {paper!r}", "use: cdpcf, warca, dart3 or dgvae")
     rows = {r["method"]: r for r in paper_table("cdpcf_table1")}
     if dataset not in next(iter(rows.values())):
         console.print(f"note: Table I has no {dataset!r} column (it covers viper, grid, "
@@ -199,10 +206,14 @@ def compare_dart3(dataset: str, results: list[tuple[str, Path]], table: str = "1
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m reidcli.paper.compare",
                                      description=__doc__.split("\n\n")[0])
-    parser.add_argument("paper", help="paper: cdpcf | warca | dart3")
+    parser.add_argument("paper", help="paper: cdpcf | warca | dart3 | dgvae")
     parser.add_argument("--table", default=None, help="warca: 2 (default) or 3 (LOMO); "
-                        "dart3: 1 (default, new camera) or 2 (cross-dataset)")
-    parser.add_argument("--dataset", required=True, help="column, e.g. viper")
+                        "dart3: 1 (default, new camera) or 2 (cross-dataset); "
+                        "dgvae: 2 (default, ablation) or 1 (state of the art)")
+    parser.add_argument("--dataset", required=True, help="column, e.g. viper; dgvae: sysu, "
+                        "regdb or synthetic")
+    parser.add_argument("--protocol", default=None, help="dgvae only: sysu all (default), "
+                        "indoor, all-multi, indoor-multi; regdb v2t (default), t2v")
     parser.add_argument("results", nargs="+", help="LABEL=result.json (labels as in the paper)")
     args = parser.parse_args(argv)
     pairs = []
@@ -213,10 +224,16 @@ def main(argv: list[str] | None = None) -> int:
                                  "write e.g. C-DPCF=cdpcf.json")
             label, path = item.split("=", 1)
             pairs.append((label, Path(path)))
+        if args.protocol is not None and args.paper != "dgvae":
+            raise UsageError(f"--protocol is for the dgvae comparison, not {args.paper}",
+                             "drop --protocol")
         if args.paper == "warca":
             compare_warca(args.dataset, pairs, args.table or "2")
         elif args.paper == "dart3":
             compare_dart3(args.dataset, pairs, args.table or "1")
+        elif args.paper == "dgvae":
+            from reidcli.paper.dgvae_compare import compare_dgvae
+            compare_dgvae(args.dataset, pairs, args.table or "2", args.protocol)
         else:
             compare(args.paper, args.dataset, pairs)
     except ReidError as exc:

@@ -24,10 +24,12 @@ class BoTTrainer:
         return ModelSpec(kind="bot", backbone=cfg.backbone, last_stride=cfg.last_stride,
                          num_classes=num_classes, input_size=tuple(cfg.input_size))
 
+    log_columns = ("loss_ce", "loss_tri", "acc")
+
     def train_transform(self, cfg: TrainConfig):
         return train_transform("bot", cfg.input_size, erasing=cfg.random_erasing)
 
-    def batch_sampler(self, cfg: TrainConfig, labels, world: int, rank: int):
+    def batch_sampler(self, cfg: TrainConfig, labels, world: int, rank: int, records=None):
         return PKSampler(labels, p=cfg.p, k=cfg.k, seed=cfg.seed, num_replicas=world, rank=rank)
 
     def phases(self, cfg: TrainConfig) -> list[Phase]:

@@ -13,7 +13,7 @@ from reidcli.naming import param
 
 @dataclasses.dataclass
 class TrainConfig:
-    """Every option of ``reid train pcb|bot`` (saved whole as ``RUN_DIR/config.json``)."""
+    """Every option of ``reid train pcb|bot|dgvae`` (saved whole as ``RUN_DIR/config.json``)."""
 
     method: str = "pcb"
     # data
@@ -54,6 +54,15 @@ class TrainConfig:
     rpp_classifier_epochs: int = 10
     rpp_finetune_epochs: int = 10
     rpp_lr: float = 0.01
+    # DG-VAE (docs/methods/dgvae.md): Table 2 variant, the three stages and their schedule
+    variant: str = "dgvae"
+    stages: list | None = None            # stages to run (default: all of the variant's)
+    stage_epochs: list = dataclasses.field(default_factory=lambda: [100, 50, 100])
+    iters_per_epoch: int | None = None    # default ⌈max(N_visible, N_infrared) / (P·K)⌉
+    stage_lrs: list = dataclasses.field(default_factory=lambda: [2e-4, 2e-4, 2e-5])
+    classifier_lrs: list = dataclasses.field(default_factory=lambda: [0.01, 0.01, 0.001])
+    lr_decay: str = "constant"            # constant | linear (to 0 within each stage)
+    settings: dict = dataclasses.field(default_factory=dict)   # --set key=value
     # execution
     device: str = "auto"
     amp: str = "off"
@@ -116,9 +125,13 @@ def make_config(method: str, preset: str | None = None, **explicit: Any) -> Trai
     values.update(given)
     if method == "bot":
         _pk_batch(values, given)
+    if method == "dgvae":                 # P ids × (K visible + K infrared) images
+        values["batch_size"] = 2 * values["p"] * values["k"]
     cfg = TrainConfig(method=method, preset=preset, **{k: v for k, v in values.items()
                                                        if k not in ("method", "preset")})
     validate_config(cfg)
+    if "validate" in info.extras:                # the method's own checks
+        info.extras["validate"](cfg)
     return cfg
 
 

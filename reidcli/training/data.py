@@ -28,7 +28,8 @@ def training_options(dataset: str, options: dict[str, Any] | None = None) -> dic
 def training_records(dataset: str, root=None, options: dict[str, Any] | None = None, *,
                      train_cams: Sequence[int] | None = None, max_images: int | None = None,
                      subsample_seed: int = 0, split: str = "train") -> pd.DataFrame:
-    """The training record table of ``dataset`` (trial 0 of its protocol).
+    """The training record table of ``dataset`` (trial ``trial`` of its protocol, a loader
+    option, default 0).
 
     Rows with pid ≤ 0 (distractors, junk) are dropped; ``train_cams`` keeps only those
     0-based cameras (DART3's held-out camera protocols); ``max_images`` keeps a seeded random
@@ -38,7 +39,9 @@ def training_records(dataset: str, root=None, options: dict[str, Any] | None = N
     """
     from reidcli.data.registry import canonical_name, load
 
-    loaded = load(canonical_name(dataset), root, trial=0, **training_options(dataset, options))
+    opts = training_options(dataset, options)
+    trial = int(opts.pop("trial", 0))             # RegDB: one model per split (trial) k
+    loaded = load(canonical_name(dataset), root, trial=trial, **opts)
     frame = loaded.all_records() if split == "all" else loaded.train
     if split not in ("train", "all"):
         raise ParameterError("training", "train_split", split, "is not train or all",

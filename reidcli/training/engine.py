@@ -195,15 +195,20 @@ def train_model(cfg: TrainConfig, run_dir: str | os.PathLike, *, resume: bool = 
         raise UsageError(f"dataset {cfg.dataset}: {base.num_classes} training identity",
                          "training needs at least 2 identities; check "
                          f"{param('train_cams')}/{param('max_images')}")
-    sampler = EpochTaggedSampler(trainer.batch_sampler(cfg, base.labels, dist.world, dist.rank),
-                                 len(base))
+    sampler = EpochTaggedSampler(trainer.batch_sampler(cfg, base.labels, dist.world, dist.rank,
+                                                       records=records), len(base))
     loader = make_loader(SeededAugmentDataset(base, cfg.seed), batch_sampler=sampler,
                          workers=cfg.workers, device=device, seed=cfg.seed)
 
     # -- model ------------------------------------------------------------------------
     spec = trainer.model_spec(cfg, base.num_classes)
-    model = build_model(spec)
-    init = None if resume else initialize_trunk(model.backbone, cfg.init)
+    if resume:
+        model, init = build_model(spec), None
+    elif hasattr(trainer, "create_model"):       # a model whose init is not one trunk's
+        model, init = trainer.create_model(spec, cfg)
+    else:
+        model = build_model(spec)
+        init = initialize_trunk(model.backbone, cfg.init)
     init_report = {"source": "checkpoint"} if init is None else init.as_dict()
     phases = trainer.phases(cfg)
     bounds = np.cumsum([0] + [p.epochs for p in phases])
@@ -237,7 +242,7 @@ def train_model(cfg: TrainConfig, run_dir: str | os.PathLike, *, resume: bool = 
         if init is not None:
             echo(init.summary())             # loaded / missing / unexpected keys
 
-    extra_columns = ["loss_ce", "loss_tri", "acc"] if cfg.method == "bot" else ["acc"]
+    extra_columns = list(getattr(trainer, "log_columns", ["acc"]))
     log = _MetricsLog(run_dir / "metrics.csv", BASE_COLUMNS + extra_columns + ["phase"],
                       keep_until=iteration if resume else None) if dist.main else None
     meta = {"classes": _class_keys(base.classes), "train_cams": cfg.train_cams,
@@ -245,6 +250,7 @@ def train_model(cfg: TrainConfig, run_dir: str | os.PathLike, *, resume: bool = 
             "method": cfg.method, "config": cfg.as_dict(), "init": init_report}
 
     current_phase, optimizer, ddp_model = None, None, model
+    bar_terms = set(getattr(trainer, "bar_terms", ()))      # loss terms shown on the bar
     first_loss = last_loss = None
     started = time.perf_counter()
     images_seen = 0
@@ -269,9 +275,13 @@ def train_model(cfg: TrainConfig, run_dir: str | os.PathLike, *, resume: bool = 
                             and epoch == start_epoch:
                         optimizer.load_state_dict(checkpoint["optimizer_state"])
                         scaler.load_state_dict(checkpoint["scaler_state"])
+                    # a method whose loss needs the model's parts trains through a module
+                    # holding both, so DDP sees the whole step in one forward
+                    net = trainer.train_module(model, cfg) if hasattr(trainer, "train_module") \
+                        else model
                     ddp_model = torch.nn.parallel.DistributedDataParallel(
-                        model, device_ids=[device.index] if device.type == "cuda" else None,
-                        find_unused_parameters=len(phases) > 1) if dist.active else model
+                        net, device_ids=[device.index] if device.type == "cuda" else None,
+                        find_unused_parameters=len(phases) > 1) if dist.active else net
                     current_phase = idx
                 factor = phase.lr_factor(epoch - int(bounds[idx]), cfg)
                 for g in optimizer.param_groups:
@@ -280,6 +290,8 @@ def train_model(cfg: TrainConfig, run_dir: str | os.PathLike, *, resume: bool = 
                 steps_per_epoch = len(sampler)       # P×K epochs vary slightly in length
                 torch.manual_seed(_epoch_seed(cfg.seed, epoch))     # dropout stream
                 model.train()
+                if phase.train_modes is not None:     # e.g. frozen modules' BN in eval mode
+                    phase.train_modes(model)
                 window: dict[str, list[float]] = {}
                 window_images, window_start = 0, time.perf_counter()
                 for step, batch in enumerate(loader):
@@ -287,9 +299,14 @@ def train_model(cfg: TrainConfig, run_dir: str | os.PathLike, *, resume: bool = 
                     if channels_last:
                         images = images.contiguous(memory_format=torch.channels_last)
                     labels = batch["label"].to(device, non_blocking=True)
-                    with autocast(device, autocast_dtype):
-                        output = ddp_model(images)
-                    loss, parts = trainer.loss(output, labels, cfg)
+                    if hasattr(trainer, "step_loss"):    # the method's own forward + loss
+                        with autocast(device, autocast_dtype):
+                            loss, parts = trainer.step_loss(ddp_model, images, labels, batch,
+                                                            phase, cfg)
+                    else:
+                        with autocast(device, autocast_dtype):
+                            output = ddp_model(images)
+                        loss, parts = trainer.loss(output, labels, cfg)
                     optimizer.zero_grad(set_to_none=True)
                     scaler.scale(loss).backward()
                     scaler.step(optimizer)
@@ -309,8 +326,10 @@ def train_model(cfg: TrainConfig, run_dir: str | os.PathLike, *, resume: bool = 
                         window.setdefault(key, []).append(v)
                     lr_now = optimizer.param_groups[-1]["lr"]
                     rate = window_images / max(time.perf_counter() - window_start, 1e-9)
-                    bar.update(1, description=f"{cfg.method} epoch {epoch + 1}/{total_epochs}",
-                               loss=value, lr=lr_now, img_s=rate)
+                    stage = f" {phase.name}" if len(phases) > 1 else ""
+                    bar.update(1, description=f"{cfg.method}{stage} epoch "
+                               f"{epoch + 1}/{total_epochs}", loss=value, lr=lr_now, img_s=rate,
+                               **{k: v for k, v in parts.items() if k in bar_terms})
                     last_step = step == steps_per_epoch - 1
                     hit_max = cfg.max_iters is not None and iteration >= cfg.max_iters
                     if log is not None and (iteration % cfg.log_every == 0 or last_step

@@ -24,6 +24,8 @@ class Phase:
     prepare: Callable[[torch.nn.Module], None]
     groups: Callable[[torch.nn.Module, TrainConfig], list[dict[str, Any]]]
     lr_factor: Callable[[int, TrainConfig], float]
+    #: called after ``model.train()`` each epoch (e.g. frozen modules' BN back to eval mode)
+    train_modes: Callable[[torch.nn.Module], None] | None = None
 
 
 def _two_groups(model, cfg: TrainConfig, new_lr: float, backbone_mult: float) -> list[dict]:
@@ -62,7 +64,7 @@ class PCBTrainer:
     def train_transform(self, cfg: TrainConfig):
         return train_transform("pcb", cfg.input_size, erasing=cfg.random_erasing or 0.0)
 
-    def batch_sampler(self, cfg: TrainConfig, labels, world: int, rank: int):
+    def batch_sampler(self, cfg: TrainConfig, labels, world: int, rank: int, records=None):
         per_rank = max(1, cfg.batch_size // world)
         return UniformBatchSampler(len(labels), per_rank * world, seed=cfg.seed,
                                    num_replicas=world, rank=rank) \

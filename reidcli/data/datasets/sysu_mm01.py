@@ -9,17 +9,37 @@ Cameras 3 and 6 are infrared, 1, 2, 4, 5 visible. Records: ``camid = cam − 1``
 Protocol: train = every image of the train ids (+ val ids by default), all six cameras;
 query = every IR image (cams 3, 6) of the test ids, in both modes; gallery of trial t (0..9)
 = for each test id and gallery camera (all-search 1, 2, 4, 5; indoor-search 1, 2) ``shots``
-images drawn with a seeded generator (fewer when fewer exist). The draws are reidcli's own —
-not the official ``rand_perm_cam.mat`` permutations nor AGW's ``random.seed(trial)`` — and are
-cached as JSON next to the data, so report them with the results.
+images of that person in that camera (all of them when fewer exist). Which images is decided
+by one of three draw families, option ``draws`` (docs/datasets.md, "SYSU-MM01 gallery draws"):
+
+* ``seeded`` (default) — reidcli's own generator seeded from ``seed``;
+* ``official`` — the fixed permutations ``rand_perm_cam.mat`` of the dataset's official
+  MATLAB evaluation (Wu et al., ICCV 2017): variable ``rand_perm_cam``, a 6 × 1 cell (one per
+  camera) of per-person cells indexed by the person id, each a 10 × n matrix whose row r is a
+  permutation of 1..n over the n images of that person in that camera (10 × 0 where the camera
+  never saw the person). Trial t takes the first ``shots`` entries of row t + 1; entry i names
+  the i-th image of the person's folder in name order;
+* ``agw`` — the draws of the AGW baseline code (Ye et al., TPAMI 2021): Python's
+  ``random.seed(t)``, then for each test id (ascending) and gallery camera (ascending) one
+  ``random.choice`` over the sorted listing of ``cam<k>/<PPPP>/`` — single-shot only.
+
+The trials are cached as JSON next to the data under a key that names the family; the split's
+protocol (e.g. ``all_search_1shot_official``) and options (``draws``) name it too, so a store
+built from the split carries it — report it with the results.
 """
 from __future__ import annotations
 
+import hashlib
+import io
+import os
+import random
 import re
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import scipy.io
+from scipy.io.matlab import MatReadError
 
 from reidcli.data.datasets.common import require_dir, require_file, rows_to_frame
 from reidcli.data.datasets.market_folder import list_images
@@ -28,6 +48,7 @@ from reidcli.data.registry import DatasetInfo, register, resolve_dataset_dir
 from reidcli.data.splits import (Trial, cached_trials, protocol_rng, relative_paths,
                                  split_from_trial)
 from reidcli.errors import DatasetError, UsageError
+from reidcli.naming import param
 
 IMAGE = re.compile(r"^(\d+)\.jpg$")
 CAMERAS = (1, 2, 3, 4, 5, 6)
@@ -37,6 +58,14 @@ GALLERY_CAMERAS = {"all": (1, 2, 4, 5), "indoor": (1, 2)}
 LOCATION = {1: 1, 2: 2, 3: 2, 4: 4, 5: 5, 6: 6}
 ID_FILES = ("train_id.txt", "val_id.txt", "test_id.txt")
 NUM_TRIALS = 10
+#: gallery draw families (module doc)
+DRAWS = ("seeded", "official", "agw")
+#: where draws=official looks for the permutations inside the dataset folder by default
+PERM_FILE = Path("exp") / "rand_perm_cam.mat"
+#: the MATLAB variable holding them
+PERM_VARIABLE = "rand_perm_cam"
+OFFICIAL_SOURCE = ("evaluation/data_split/rand_perm_cam.mat of "
+                   "https://github.com/wuancong/SYSU-MM01")
 
 INFO = DatasetInfo(
     name="sysu_mm01", title="SYSU-MM01 (visible-infrared)", aliases=("sysu",),
@@ -46,19 +75,30 @@ INFO = DatasetInfo(
     tree="SYSU-MM01/   (or sysu-mm01/, SYSU-MM01/ori_data/)\n"
          "  cam1/ .. cam6/   PPPP/NNNN.jpg   (cams 3, 6 infrared; 1, 2 indoor, 4, 5 outdoor)\n"
          "  exp/ available_id.txt train_id.txt val_id.txt test_id.txt   (one comma line each; "
-         ".mat twins unused)",
+         ".mat twins unused)\n"
+         "  exp/rand_perm_cam.mat   (only for draws=official: copy it from the official "
+         "evaluation, " + OFFICIAL_SOURCE + ")",
     candidates=("SYSU-MM01", "sysu-mm01", "SYSU-MM01/ori_data", "sysu_mm01", "."),
     cameras="6 (4 visible, 2 infrared)",
     counts={"train": (34167, 395), "query": (3803, 96), "gallery": (301, 96)},
-    options={"mode": "all", "shots": 1, "train_includes_val": True, "seed": 0},
+    options={"mode": "all", "shots": 1, "train_includes_val": True, "seed": 0,
+             "draws": "seeded", "perm_file": None},
     protocol="all-search single-shot: query = 3,803 IR images of the 96 test ids, gallery "
-             "re-drawn in each of 10 seeded trials",
+             "re-drawn in each of 10 trials (draws=seeded | official | agw)",
     eval_rule="sysu",
     notes=("train (default, train + val ids) = 22,258 visible + 11,909 infrared images",
-           "mode=indoor uses gallery cams 1, 2; shots=10 is multi-shot",
-           "gallery draws are reidcli's seeded ones (cached in reidcli_splits/), not the "
-           "official rand_perm_cam.mat or AGW's; say so with the results"),
-    unconfirmed=("indoor-search single-shot gallery size (≈112; docs/datasets.md)",))
+           "mode=indoor uses gallery cams 1, 2 (112 images single-shot); shots=10 is "
+           "multi-shot",
+           "draws=seeded (default): reidcli's own seeded gallery draws (seed=N), cached in "
+           "reidcli_splits/",
+           "draws=official: the official evaluation's fixed permutations, trial t = row t+1 "
+           "of exp/rand_perm_cam.mat (or perm_file=PATH); from " + OFFICIAL_SOURCE,
+           "draws=agw: the AGW code's draws (random.seed(trial), trial 0..9, one "
+           "random.choice per id and camera); single-shot only",
+           "the protocol name ends with the draw family (all_search_1shot_official); say "
+           "which with the results"),
+    unconfirmed=("draws=official: entry i of a rand_perm_cam.mat row names the i-th image of "
+                 "the person's folder in name order (the evaluation's feature{id}(i,:))",))
 
 
 def looks_like_sysu(path: Path) -> bool:
@@ -120,9 +160,12 @@ def read_sysu(folder: Path, train_includes_val: bool = True) -> tuple[
     return records, train_ids, test
 
 
-def gallery_draws(rel: np.ndarray, pids: np.ndarray, cams: np.ndarray, test_ids, mode: str,
-                  shots: int, seed: int) -> list[list[str]]:
-    """The 10 galleries: per trial, test id and gallery camera ``shots`` random images."""
+# -- the three draw families ---------------------------------------------------------------------
+def seeded_draws(rel: np.ndarray, pids: np.ndarray, cams: np.ndarray, test_ids, mode: str,
+                 shots: int, seed: int) -> list[list[str]]:
+    """draws=seeded: the 10 galleries, per trial, test id and gallery camera ``shots`` images
+    drawn without replacement by :func:`protocol_rng` (``rel``, ``pids``, ``cams``: (N,)
+    relative paths, person ids and 1-based cameras of every record, sorted by path)."""
     out = []
     for t in range(NUM_TRIALS):
         rng = protocol_rng(seed, "sysu_mm01", mode, shots, t)
@@ -138,15 +181,167 @@ def gallery_draws(rel: np.ndarray, pids: np.ndarray, cams: np.ndarray, test_ids,
     return out
 
 
-def load_sysu_mm01(root=None, trial: int = 0, mode: str = "all", shots: int = 1,
-                   train_includes_val: bool = True, seed: int = 0) -> DatasetSplit:
-    """Load one SYSU-MM01 trial (gallery draw ``trial`` of 10)."""
+def perm_path(folder: Path, perm_file) -> Path:
+    """The permutation file of draws=official: ``perm_file`` or ``<folder>/exp/
+    rand_perm_cam.mat``; a missing file is a one-line :class:`DatasetError`."""
+    path = Path(str(perm_file)).expanduser() if perm_file is not None else folder / PERM_FILE
+    if not path.is_file():
+        where = "" if perm_file is not None else f" (or pass {param('perm_file', 'PATH')})"
+        raise DatasetError(f"sysu_mm01: {param('draws', 'official')} needs the official "
+                           f"permutation file {path}, which does not exist",
+                           f"copy {OFFICIAL_SOURCE} there{where}, or use "
+                           f"{param('draws', 'seeded')} or {param('draws', 'agw')}")
+    return path
+
+
+def read_rand_perm(content: bytes, path: Path) -> dict[int, list[np.ndarray | None]]:
+    """Parse the bytes of ``rand_perm_cam.mat`` (``path`` names it in messages).
+
+    Returns camera (1..6) → per person id p the entry of ``rand_perm_cam{cam}{p}`` at list
+    index p − 1: an int64 array (rows ≥ 10, n) of 0-based image indices, or None for an empty
+    (10 × 0) entry. Structure: module doc.
+    """
+    def bad(what: str) -> DatasetError:
+        return DatasetError(f"sysu_mm01: {path} {what}",
+                            f"use the official file, {OFFICIAL_SOURCE}")
+
+    try:
+        mat = scipy.io.loadmat(io.BytesIO(content))
+    except (MatReadError, ValueError, TypeError, NotImplementedError, OSError) as exc:
+        raise bad(f"is not a readable MATLAB (v5) file ({exc})") from None
+    if PERM_VARIABLE not in mat:
+        found = ", ".join(k for k in mat if not k.startswith("__")) or "none"
+        raise bad(f"has no variable {PERM_VARIABLE!r} (variables: {found})")
+    outer = mat[PERM_VARIABLE]
+    if outer.dtype != object or outer.size != len(CAMERAS):
+        raise bad(f"variable {PERM_VARIABLE} is not a cell of {len(CAMERAS)} cameras "
+                  f"(shape {outer.shape})")
+    out: dict[int, list[np.ndarray | None]] = {}
+    for cam, cell in zip(CAMERAS, outer.ravel(order="F")):
+        if not isinstance(cell, np.ndarray) or cell.dtype != object:
+            raise bad(f"{PERM_VARIABLE}{{{cam}}} is not a cell of per-person permutations")
+        entries: list[np.ndarray | None] = []
+        for p, entry in enumerate(cell.ravel(order="F"), start=1):
+            entry = np.asarray(entry)
+            if entry.size == 0:
+                entries.append(None)
+                continue
+            if entry.ndim != 2 or entry.shape[0] < NUM_TRIALS or entry.dtype.kind not in "uif" \
+                    or not np.array_equal(entry, np.round(entry)):
+                raise bad(f"{PERM_VARIABLE}{{{cam}}}{{{p}}} is not a {NUM_TRIALS} × n matrix "
+                          f"of image indices (shape {entry.shape}, {entry.dtype})")
+            entries.append(entry.astype(np.int64) - 1)      # MATLAB's 1-based → 0-based
+        out[cam] = entries
+    return out
+
+
+def official_draws(rel: np.ndarray, pids: np.ndarray, cams: np.ndarray, test_ids, mode: str,
+                   shots: int, perms: dict[int, list[np.ndarray | None]], path: Path,
+                   folder: Path) -> list[list[str]]:
+    """draws=official: gallery of trial t = for each test id and gallery camera the images
+    named by the first ``shots`` entries of row t + 1 of that person's permutation
+    (``rel``/``pids``/``cams`` as in :func:`seeded_draws`; ``perms`` from
+    :func:`read_rand_perm` of the file ``path``). A permutation that does not cover exactly
+    the images of the person's folder is a :class:`DatasetError`."""
+    picks = [[] for _ in range(NUM_TRIALS)]
+    for pid in test_ids:
+        for cam in GALLERY_CAMERAS[mode]:
+            options = np.flatnonzero((pids == pid) & (cams == cam))      # name order
+            entries = perms[cam]
+            entry = entries[pid - 1] if pid <= len(entries) else None
+            width = 0 if entry is None else entry.shape[1]
+            if width != len(options):
+                raise DatasetError(
+                    f"sysu_mm01: {path} permutes {width} image(s) of person {pid} in camera "
+                    f"{cam}, but {folder / f'cam{cam}' / f'{pid:04d}'} holds {len(options)}",
+                    "the permutations index the official release's images: restore that "
+                    f"folder, or use {param('draws', 'seeded')}")
+            if not width:
+                continue
+            for t in range(NUM_TRIALS):
+                row = entry[t]
+                if not np.array_equal(np.sort(row), np.arange(width)):
+                    raise DatasetError(f"sysu_mm01: {path} row {t + 1} of person {pid} in "
+                                       f"camera {cam} is not a permutation of 1..{width}",
+                                       f"use the official file, {OFFICIAL_SOURCE}")
+                picks[t].extend(options[row[:min(shots, width)]].tolist())
+    return [rel[np.sort(np.asarray(p, dtype=np.int64))].tolist() for p in picks]
+
+
+def agw_listings(folder: Path, test_ids, mode: str) -> dict[tuple[int, int], list[str]]:
+    """``(pid, cam)`` → the sorted entry names of ``cam<k>/<PPPP>/`` for every test id and
+    gallery camera with such a folder — AGW draws from every entry of the folder listing,
+    not only the images, so an extra file changes its draws."""
+    out = {}
+    for pid in test_ids:
+        for cam in GALLERY_CAMERAS[mode]:
+            person = folder / f"cam{cam}" / f"{pid:04d}"
+            if person.is_dir():
+                out[(int(pid), cam)] = sorted(os.listdir(person))
+    return out
+
+
+def agw_draws(rel: np.ndarray, listings: dict[tuple[int, int], list[str]], test_ids,
+              mode: str, folder: Path) -> list[list[str]]:
+    """draws=agw: gallery of trial t = one ``random.Random(t).choice`` per test id (ascending)
+    and gallery camera (ascending) over the folder listing of :func:`agw_listings` — the
+    sequence of AGW's ``process_gallery_sysu(trial=t)``. An empty folder draws nothing; a
+    draw that lands on a non-image entry is a :class:`DatasetError`."""
+    row_of = {path: i for i, path in enumerate(rel)}
+    out = []
+    for t in range(NUM_TRIALS):
+        rng = random.Random(t)
+        chosen = []
+        for pid in test_ids:
+            for cam in GALLERY_CAMERAS[mode]:
+                names = listings.get((int(pid), cam))
+                if not names:
+                    continue
+                name = rng.choice(names)
+                key = f"cam{cam}/{int(pid):04d}/{name}"
+                if key not in row_of:
+                    raise DatasetError(f"sysu_mm01: AGW's draw of trial {t} picks "
+                                       f"{folder / key}, which is not an image",
+                                       "remove the non-image files from the camera folders "
+                                       f"(AGW draws among every entry), or use "
+                                       f"{param('draws', 'seeded')}")
+                chosen.append(row_of[key])
+        out.append(rel[np.sort(np.asarray(chosen, dtype=np.int64))].tolist())
+    return out
+
+
+def check_options(mode, shots, draws, seed, perm_file) -> None:
+    """:class:`UsageError` for an unknown mode/draw family, a bad ``shots`` and options that
+    do not apply to the chosen draw family."""
     if mode not in GALLERY_CAMERAS:
         raise UsageError(f"sysu_mm01 option mode={mode!r} is unknown",
                          "use mode=all or mode=indoor")
     if isinstance(shots, bool) or not isinstance(shots, (int, np.integer)) or shots < 1:
         raise UsageError(f"sysu_mm01 option shots={shots!r}",
                          "use shots=1 (single-shot) or shots=10 (multi-shot)")
+    if draws not in DRAWS:
+        raise UsageError(f"sysu_mm01 option draws={draws!r} is unknown",
+                         "use " + ", ".join(param("draws", d) for d in DRAWS))
+    if draws == "agw" and shots != 1:
+        raise UsageError(f"sysu_mm01: AGW's draws are single-shot only (one random.choice per "
+                         f"id and camera), not {param('shots', shots)}",
+                         f"use {param('shots', 1)}, or {param('draws', 'official')} / "
+                         f"{param('draws', 'seeded')} for multi-shot")
+    if draws != "seeded" and seed != 0:
+        raise UsageError(f"sysu_mm01: {param('seed', seed)} applies to "
+                         f"{param('draws', 'seeded')} only; {param('draws', draws)} is fixed",
+                         f"drop {param('seed')}")
+    if draws != "official" and perm_file is not None:
+        raise UsageError(f"sysu_mm01: {param('perm_file')} applies to "
+                         f"{param('draws', 'official')} only",
+                         f"add {param('draws', 'official')} or drop {param('perm_file')}")
+
+
+def load_sysu_mm01(root=None, trial: int = 0, mode: str = "all", shots: int = 1,
+                   train_includes_val: bool = True, seed: int = 0, draws: str = "seeded",
+                   perm_file=None) -> DatasetSplit:
+    """Load one SYSU-MM01 trial (gallery draw ``trial`` of 10, family ``draws``)."""
+    check_options(mode, shots, draws, seed, perm_file)
     shots, seed, train_includes_val = int(shots), int(seed), bool(train_includes_val)
     folder = resolve_dataset_dir("sysu_mm01", root)
     records, train_ids, test_ids = read_sysu(folder, train_includes_val)
@@ -156,17 +351,39 @@ def load_sysu_mm01(root=None, trial: int = 0, mode: str = "all", shots: int = 1,
     is_test = np.isin(pids, test_ids)
     train = rel[np.isin(pids, train_ids)].tolist()
     query = rel[is_test & np.isin(cams, IR_CAMERAS)].tolist()
+    options = {"mode": mode, "shots": shots, "train_includes_val": train_includes_val,
+               "draws": draws}
+    fingerprint = rel.tolist()
+    if draws == "seeded":
+        options["seed"] = seed
+
+        def galleries() -> list[list[str]]:
+            return seeded_draws(rel, pids, cams, test_ids, mode, shots, seed)
+    elif draws == "official":
+        path = perm_path(folder, perm_file)
+        content = path.read_bytes()
+        digest = hashlib.sha1(content).hexdigest()
+        options.update(perm_file=str(path), perm_sha1=digest)
+        fingerprint.append(f"{PERM_VARIABLE} sha1 {digest}")   # another file → rebuilt
+
+        def galleries() -> list[list[str]]:
+            perms = read_rand_perm(content, path)
+            return official_draws(rel, pids, cams, test_ids, mode, shots, perms, path, folder)
+    else:
+        listings = agw_listings(folder, test_ids, mode)
+        fingerprint.extend(f"{key}: {'/'.join(names)}" for key, names in listings.items())
+
+        def galleries() -> list[list[str]]:
+            return agw_draws(rel, listings, test_ids, mode, folder)
 
     def build() -> list[Trial]:
-        galleries = gallery_draws(rel, pids, cams, test_ids, mode, shots, seed)
-        return [{"train": train, "query": query, "gallery": g} for g in galleries]
+        return [{"train": train, "query": query, "gallery": g} for g in galleries()]
 
-    key = f"sysu_{mode}_shots{shots}_val{int(train_includes_val)}_seed{seed}"
-    trials = cached_trials(folder, key, build, fingerprint=rel.tolist())
+    key = f"sysu_{draws}_{mode}_shots{shots}_val{int(train_includes_val)}" + \
+        (f"_seed{seed}" if draws == "seeded" else "")
+    trials = cached_trials(folder, key, build, fingerprint=fingerprint)
     return split_from_trial("sysu_mm01", records, trials, trial, folder,
-                            protocol=f"{mode}_search_{shots}shot",
-                            options={"mode": mode, "shots": shots,
-                                     "train_includes_val": train_includes_val, "seed": seed},
+                            protocol=f"{mode}_search_{shots}shot_{draws}", options=options,
                             eval_rule="sysu", eval_kwargs={"mode": mode, "shots": shots})
 
 

@@ -57,7 +57,11 @@ def test_trial_two_t2v_and_crlf(tmp_path):
     assert split.query["pid"].tolist() == [1, 1, 2, 2]
     assert _rel(split.query, folder)[0] == "Thermal/1/male_front_t_00010_1.bmp"
     v2t = data.load("regdb", tmp_path, trial=1)
-    assert v2t.query["path"].tolist() == split.gallery["path"].tolist()
+    assert v2t.query["path"].tolist() == split.gallery["path"].tolist()     # roles swapped
+    assert v2t.gallery["path"].tolist() == split.query["path"].tolist()
+    assert v2t.train["path"].tolist() == split.train["path"].tolist()
+    assert (v2t.protocol, v2t.options) == ("v2t", {"direction": "v2t"})
+    assert split.options == {"direction": "t2v"}
 
 
 def test_e5_keeps_everything(tmp_path):

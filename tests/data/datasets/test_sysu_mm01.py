@@ -1,17 +1,22 @@
 """SYSU-MM01 loader on a fake tree and E4 on its splits (docs/datasets.md E4, §5.11, §7)."""
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import random
+import re
 from pathlib import Path
 
 import numpy as np
 import pytest
+import scipy.io
 
 import reidcli.data as data
 from reidcli.data.records import validate_frame
 from reidcli.errors import DatasetError, UsageError
 from reidcli.evaluation.arrays import evaluate_arrays
+from reidcli.features.layout import dataset_layout
 from tests.cli.helpers import run_cli
 from tests.data.fake_trees import sysu_mm01 as fake
 
@@ -24,7 +29,9 @@ def test_records_parsed_exactly(tmp_path):
     folder = fake.build(tmp_path)
     split = data.load("sysu_mm01", tmp_path)
     assert split.name == "sysu_mm01" and split.eval_rule == "sysu" and split.num_trials == 10
-    assert split.options == {"mode": "all", "shots": 1, "train_includes_val": True, "seed": 0}
+    assert split.options == {"mode": "all", "shots": 1, "train_includes_val": True,
+                             "draws": "seeded", "seed": 0}
+    assert split.protocol == "all_search_1shot_seeded"
     everything = split.all_records()
     for row in everything.itertuples():
         rel = Path(row.path).relative_to(folder).parts
@@ -63,7 +70,7 @@ def test_modes_shots_and_val(tmp_path):
     assert two.gallery.groupby(["pid", "camid"]).size().max() == 2
     indoor = data.load("sysu", tmp_path, mode="indoor")
     assert _pairs(indoor.gallery) == [(4, 1), (4, 2), (5, 1), (5, 2), (6, 2)]   # 7: no indoor
-    assert len(indoor.query) == 12 and indoor.protocol == "indoor_search_1shot"
+    assert len(indoor.query) == 12 and indoor.protocol == "indoor_search_1shot_seeded"
     assert len(data.load("sysu", tmp_path, mode="indoor", shots=10).gallery) == 6 + 4 + 2
     alone = data.load("sysu", tmp_path, train_includes_val=False)
     assert set(alone.train["pid"]) == {1, 2} and len(alone.train) == 8
@@ -79,7 +86,7 @@ def test_modes_shots_and_val(tmp_path):
 def test_ten_trials_deterministic_and_cached(tmp_path):
     folder = fake.build(tmp_path)
     first = [data.load("sysu", tmp_path, trial=t).gallery["path"].tolist() for t in range(10)]
-    cache = folder / "reidcli_splits" / "sysu_all_shots1_val1_seed0.json"
+    cache = folder / "reidcli_splits" / "sysu_seeded_all_shots1_val1_seed0.json"
     payload = json.loads(cache.read_text())
     assert [t["gallery"] for t in payload["trials"]] == \
         [[Path(p).relative_to(folder).as_posix() for p in g] for g in first]
@@ -91,8 +98,8 @@ def test_ten_trials_deterministic_and_cached(tmp_path):
     assert data.load("sysu", tmp_path, trial=4).gallery["path"].tolist() == first[4]
     assert json.loads(cache.read_text())["trials"] == payload["trials"]   # seed alone decides
     data.load("sysu", tmp_path, seed=1)
-    other = json.loads((cache.parent / "sysu_all_shots1_val1_seed0.json".replace(
-        "seed0", "seed1")).read_text())["trials"]
+    other = json.loads((cache.parent / "sysu_seeded_all_shots1_val1_seed1.json").read_text()
+                       )["trials"]
     assert [t["gallery"] for t in other] != [t["gallery"] for t in payload["trials"]]
     assert [t["query"] for t in other] == [t["query"] for t in payload["trials"]]
 
@@ -172,12 +179,14 @@ def test_reid_data_check(capsys, tmp_path):
     folder = fake.build(tmp_path)
     code, out, err = run_cli(capsys, "data", "check", "sysu", "--root", tmp_path)
     assert code == 0, err
-    assert "eval rule sysu" in out and "3,803 / 96" in out and "≠" in out
-    assert "warning" in out and "112" in out
+    flat = " ".join(out.split())                               # rich wraps long lines
+    assert "all_search_1shot_seeded" in flat and "eval rule sysu" in flat
+    assert "3,803 / 96" in flat and "≠" in flat
+    assert "warning" in flat and "rand_perm_cam.mat row names the i-th image" in flat
     code, out, err = run_cli(capsys, "data", "check", "sysu", "--root", tmp_path,
                              "--option", "shots=10", "--option", "mode=indoor")
     assert code == 0, err
-    assert "indoor_search_10shot" in out
+    assert "indoor_search_10shot_seeded" in " ".join(out.split())
     for image in (folder / "cam4").glob("*/*.jpg"):
         image.unlink()
     for person in (folder / "cam4").iterdir():
@@ -185,6 +194,185 @@ def test_reid_data_check(capsys, tmp_path):
     (folder / "cam4").rmdir()
     code, out, err = run_cli(capsys, "data", "check", "sysu", "--root", tmp_path)
     assert code == 1 and f"missing folder {folder / 'cam4'}" in err
+
+
+# -- gallery draw families (docs/datasets.md "SYSU-MM01 gallery draws") ---------------------------
+def _official_gallery(folder, perms, trial, cams, shots):
+    """The official evaluation restated: row ``trial + 1`` (MATLAB) of each test person's
+    permutation, first ``shots`` 1-based entries, naming images in folder name order."""
+    picked = []
+    for pid in fake.TEST:
+        for cam in cams:
+            if (cam, pid) not in perms:
+                continue
+            person = folder / f"cam{cam}" / f"{pid:04d}"
+            names = sorted(os.listdir(person))
+            matlab_row = trial + 1
+            picked += [str(person / names[i - 1]) for i in perms[cam, pid][matlab_row - 1][:shots]]
+    return sorted(picked)
+
+
+def _agw_gallery(folder, trial, cams):
+    """AGW's process_gallery_sysu restated: random.seed(trial), ids of test_id.txt's first
+    line as sorted '%04d' strings, one random.choice per camera over the sorted listing."""
+    rng = random.Random(trial)
+    ids = (folder / "exp" / "test_id.txt").read_text().splitlines()[0].split(",")
+    picked = []
+    for pid in sorted("%04d" % int(i) for i in ids):
+        for cam in cams:
+            person = os.path.join(folder, f"cam{cam}", pid)
+            if os.path.isdir(person):
+                picked.append(rng.choice(sorted(person + "/" + n for n in os.listdir(person))))
+    return picked
+
+
+@pytest.mark.parametrize("mode,cams", [("all", (1, 2, 4, 5)), ("indoor", (1, 2))])
+def test_official_draws_are_the_permutation_rows(tmp_path, mode, cams):
+    folder = fake.build(tmp_path)
+    perms = fake.random_permutations(seed=3)
+    fake.write_rand_perm(folder / "exp" / "rand_perm_cam.mat", perms)
+    seeded_query = data.load("sysu", tmp_path, mode=mode).query["path"].tolist()
+    for shots in (1, 2, 10):
+        galleries = []
+        for trial in range(10):
+            split = data.load("sysu", tmp_path, mode=mode, shots=shots, trial=trial,
+                              draws="official")
+            got = split.gallery["path"].tolist()
+            assert got == _official_gallery(folder, perms, trial, cams, shots)
+            assert split.query["path"].tolist() == seeded_query
+            galleries.append(tuple(got))
+        size = sum(min(shots, fake.SEEN[p].get(c, 0)) for p in fake.TEST for c in cams)
+        assert {len(g) for g in galleries} == {size}
+        if shots == 10:                                         # every image, every trial
+            assert len(set(galleries)) == 1
+        else:
+            assert len(set(galleries)) > 1                      # rows differ per trial
+
+
+def test_official_perm_file_option_and_rebuild_on_new_file(tmp_path):
+    folder = fake.build(tmp_path)
+    path = fake.write_rand_perm(tmp_path / "perms" / "rand_perm_cam.mat",
+                                fake.random_permutations(seed=1))
+    split = data.load("sysu", tmp_path, draws="official", perm_file=str(path), trial=2)
+    assert split.protocol == "all_search_1shot_official"
+    assert split.options["draws"] == "official" and split.options["perm_file"] == str(path)
+    assert split.options["perm_sha1"] == hashlib.sha1(path.read_bytes()).hexdigest()
+    assert "seed" not in split.options
+    assert split.gallery["path"].tolist() == _official_gallery(
+        folder, fake.random_permutations(seed=1), 2, (1, 2, 4, 5), 1)
+    assert (folder / "reidcli_splits" / "sysu_official_all_shots1_val1.json").is_file()
+    other = fake.random_permutations(seed=2)
+    fake.write_rand_perm(path, other)                          # the cache must not be trusted
+    for trial in (0, 2):
+        again = data.load("sysu", tmp_path, draws="official", perm_file=str(path), trial=trial)
+        assert again.gallery["path"].tolist() == _official_gallery(
+            folder, other, trial, (1, 2, 4, 5), 1)
+
+
+def test_official_without_or_with_a_wrong_file(tmp_path):
+    folder = fake.build(tmp_path)
+    default = folder / "exp" / "rand_perm_cam.mat"
+    with pytest.raises(DatasetError) as caught:
+        data.load("sysu", tmp_path, draws="official")
+    message = caught.value.message
+    assert str(default) in message and "perm_file" in message and "\n" not in message
+    assert caught.value.exit_code == 2
+    with pytest.raises(DatasetError, match=re.escape(str(tmp_path / "nope.mat"))):
+        data.load("sysu", tmp_path, draws="official", perm_file=str(tmp_path / "nope.mat"))
+    perms = fake.random_permutations()
+    short = dict(perms)
+    short[1, 4] = perms[1, 4][:, :2]                            # cam1/0004 holds 3 images
+    fake.write_rand_perm(default, short)
+    with pytest.raises(DatasetError, match=r"permutes 2 image\(s\) of person 4 in camera 1, "
+                                           r"but .*cam1[/\\]0004 holds 3"):
+        data.load("sysu", tmp_path, draws="official")
+    broken = dict(perms)
+    broken[2, 5] = perms[2, 5].copy()
+    broken[2, 5][4] = 1                                         # row 5: [1, 1]
+    fake.write_rand_perm(default, broken)
+    with pytest.raises(DatasetError, match=r"row 5 of person 5 in camera 2 is not a "
+                                           r"permutation of 1\.\.2"):
+        data.load("sysu", tmp_path, draws="official")
+    fake.write_rand_perm(default, perms)
+    good_file = default.read_bytes()
+    scipy.io.savemat(default, {"perm": np.zeros((2, 2))})
+    with pytest.raises(DatasetError, match=r"has no variable 'rand_perm_cam' \(variables: perm\)"):
+        data.load("sysu", tmp_path, draws="official")
+    default.write_bytes(b"not a mat file" * 20)
+    with pytest.raises(DatasetError, match="is not a readable MATLAB"):
+        data.load("sysu", tmp_path, draws="official")
+    default.write_bytes(good_file)
+    assert len(data.load("sysu", tmp_path, draws="official").gallery) == 9
+
+
+@pytest.mark.parametrize("mode,cams", [("all", (1, 2, 4, 5)), ("indoor", (1, 2))])
+def test_agw_draws_restate_agw(tmp_path, mode, cams):
+    folder = fake.build(tmp_path)
+    galleries = []
+    for trial in range(10):
+        split = data.load("sysu", tmp_path, mode=mode, draws="agw", trial=trial)
+        assert split.gallery["path"].tolist() == sorted(_agw_gallery(folder, trial, cams))
+        assert split.gallery.groupby(["pid", "camid"]).size().max() == 1
+        galleries.append(split.gallery["path"].tolist())
+    assert galleries[0] != galleries[1]
+    with pytest.raises(UsageError, match="single-shot only"):
+        data.load("sysu", tmp_path, mode=mode, draws="agw", shots=10)
+
+
+def test_agw_draws_count_every_folder_entry(tmp_path):
+    """AGW chooses among all of os.listdir's entries: a draw landing on a non-image entry
+    (which AGW would then fail to open) cannot be reproduced and is an error; the listing is
+    part of the cache fingerprint."""
+    folder = fake.build(tmp_path)
+    clean = data.load("sysu", tmp_path, draws="agw", trial=4).gallery["path"].tolist()
+    extra = folder / "cam5" / "0004" / "Thumbs.db"
+    extra.write_bytes(b"")
+    hits = [t for t in range(10)
+            if any(p.endswith("Thumbs.db") for p in _agw_gallery(folder, t, (1, 2, 4, 5)))]
+    assert hits
+    with pytest.raises(DatasetError, match=rf"AGW's draw of trial {hits[0]} picks "
+                                           r".*Thumbs\.db, which is not an image"):
+        data.load("sysu", tmp_path, draws="agw", trial=4)
+    extra.unlink()
+    assert data.load("sysu", tmp_path, draws="agw", trial=4).gallery["path"].tolist() == clean
+
+
+def test_draw_family_in_protocol_options_cache_and_store_layout(tmp_path):
+    folder = fake.build(tmp_path)
+    fake.write_rand_perm(folder / "exp" / "rand_perm_cam.mat", fake.random_permutations())
+    for draws in ("seeded", "official", "agw"):
+        split = data.load("sysu", tmp_path, mode="indoor", draws=draws)
+        assert split.protocol == f"indoor_search_1shot_{draws}"
+        assert split.options["draws"] == draws and ("seed" in split.options) == (
+            draws == "seeded")
+        layout = dataset_layout("sysu", tmp_path, trials="0,1", progress=False,
+                                mode="indoor", draws=draws)
+        assert layout.protocol == split.protocol and layout.options["draws"] == draws
+    assert sorted(p.name for p in (folder / "reidcli_splits").iterdir()) == [
+        "sysu_agw_indoor_shots1_val1.json", "sysu_official_indoor_shots1_val1.json",
+        "sysu_seeded_indoor_shots1_val1_seed0.json"]
+    with pytest.raises(UsageError, match="draws='random' is unknown"):
+        data.load("sysu", tmp_path, draws="random")
+    with pytest.raises(UsageError, match="seed=1 applies to draws=seeded only"):
+        data.load("sysu", tmp_path, draws="agw", seed=1)
+    with pytest.raises(UsageError, match="perm_file applies to draws=official only"):
+        data.load("sysu", tmp_path, perm_file="x.mat")
+
+
+def test_reid_data_info_and_check_name_the_draws(capsys, tmp_path):
+    code, out, err = run_cli(capsys, "data", "info", "sysu")
+    assert code == 0, err
+    flat = " ".join(out.split())
+    assert "draws='seeded'" in flat and "perm_file=None" in flat
+    assert "draws=official" in flat and "draws=agw" in flat and "rand_perm_cam.mat" in flat
+    fake.build(tmp_path)
+    code, out, err = run_cli(capsys, "data", "check", "sysu", "--root", tmp_path,
+                             "--option", "draws=agw")
+    assert code == 0, err
+    assert "all_search_1shot_agw" in " ".join(out.split())
+    code, out, err = run_cli(capsys, "data", "check", "sysu", "--root", tmp_path,
+                             "--option", "draws=official")
+    assert code == 1 and "rand_perm_cam.mat" in err and "draws=seeded" in err
 
 
 @pytest.mark.skipif(not os.environ.get("REIDCLI_REAL_DATA"), reason="needs real datasets")
@@ -198,4 +386,4 @@ def test_real_counts():
     assert (len(split.gallery), split.gallery["pid"].nunique()) == (301, 96)
     assert split.all_records()["camid"].nunique() == 6
     indoor = data.load("sysu_mm01", root, mode="indoor")
-    assert len(indoor.query) == 3803          # indoor gallery size (≈112) is §9-unconfirmed
+    assert (len(indoor.query), len(indoor.gallery)) == (3803, 112)

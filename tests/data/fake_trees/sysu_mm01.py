@@ -40,3 +40,29 @@ def build(root: Path, folder_name: str = "SYSU-MM01") -> Path:
         (exp / f"{name}.txt").write_text(",".join(str(i) for i in ids) + "\n")
         scipy.io.savemat(exp / f"{name}.mat", {"id": np.asarray(ids, dtype=np.float64)[None]})
     return folder
+
+
+def random_permutations(seed: int = 0, trials: int = 10) -> dict[tuple[int, int], np.ndarray]:
+    """``(cam, pid)`` → a (trials, n) uint8 matrix of 1-based permutations of 1..n, n = the
+    fake images of ``pid`` in ``cam`` — what the official ``rand_perm_cam.mat`` holds."""
+    rng = np.random.default_rng(seed)
+    return {(cam, pid): np.stack([rng.permutation(count) + 1 for _ in range(trials)]
+                                 ).astype(np.uint8)
+            for pid, cams in SEEN.items() for cam, count in cams.items()}
+
+
+def write_rand_perm(path: Path, perms: dict[tuple[int, int], np.ndarray],
+                    num_ids: int = max(SEEN), trials: int = 10) -> Path:
+    """Write ``perms`` as the official evaluation stores them: variable ``rand_perm_cam``, a
+    6 × 1 cell (one per camera) of ``num_ids`` × 1 cells indexed by person id, each a
+    (trials, n) matrix — (trials, 0) where the camera never saw the person."""
+    outer = np.empty((6, 1), dtype=object)
+    for cam in range(1, 7):
+        inner = np.empty((num_ids, 1), dtype=object)
+        for pid in range(1, num_ids + 1):
+            inner[pid - 1, 0] = perms.get((cam, pid), np.zeros((trials, 0), np.uint8))
+        outer[cam - 1, 0] = inner
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    scipy.io.savemat(path, {"rand_perm_cam": outer})
+    return path

@@ -1,0 +1,217 @@
+"""Evaluate several feature stores with the same options and aggregate them over stores.
+
+DG-VAE trains one model per RegDB trial, so its 10-trial figure is a mean over 10 stores.
+:func:`evaluate_stores` scores each store exactly as
+:func:`reidcli.evaluation.run.evaluate_store` does (every chosen trial of its own protocol),
+keeps each store's single-store report (:func:`reidcli.evaluation.report.build_report`) and
+aggregates them (:func:`aggregate_reports`): a store's value of a metric is its report's value
+(its mean over its own trials); the aggregate is the mean of the stores' values and their
+population standard deviation (ddof 0), the convention of the per-trial std of a
+single-store report. Stores that would not give comparable numbers (another protocol rule,
+another feature, another feature dimension or metric) are refused before any is scored.
+See docs/cli.md, "Several stores in one `reid eval`".
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import glob
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from reidcli.errors import ParameterError, ReidError, UsageError
+from reidcli.evaluation.errors import EvaluationError
+from reidcli.evaluation.report import build_report, mean_count, mean_std, pad_curves
+from reidcli.evaluation.run import StoreEvalRequest, StoreEvaluation, evaluate_store
+from reidcli.naming import param
+
+#: scalar metrics aggregated over stores (``pur`` / ``auc`` only where every store has them)
+SCALAR_METRICS = ("mAP", "mINP", "pur", "auc")
+#: query counts averaged over stores
+COUNTS = ("num_valid_queries", "num_queries", "num_skipped_queries")
+
+
+@dataclasses.dataclass
+class MultiStoreEvaluation:
+    """Several stores scored with the same options: per store (in request order) its request,
+    its evaluation and its single-store report; ``aggregate`` is :func:`aggregate_reports`
+    of those reports."""
+
+    requests: list[StoreEvalRequest]
+    evaluations: list[StoreEvaluation]
+    reports: list[dict[str, Any]]
+    aggregate: dict[str, Any]
+
+    @property
+    def num_stores(self) -> int:
+        return len(self.reports)
+
+    @property
+    def stores(self) -> list[str]:
+        """The store paths as requested."""
+        return [str(r.store) for r in self.requests]
+
+
+def expand_store_patterns(patterns: Sequence[str | Path]) -> list[Path]:
+    """Store paths of ``patterns`` in order: an existing path or one without glob characters
+    is kept as is; a glob pattern (``runs/regdb_t*/store.h5``) gives its matches in sorted
+    order. A pattern matching nothing, or one store named twice, is an error."""
+    stores: list[Path] = []
+    for pattern in patterns:
+        text = str(pattern)
+        if Path(text).exists() or not glob.has_magic(text):
+            stores.append(Path(text))
+            continue
+        matches = sorted(glob.glob(text))
+        if not matches:
+            raise UsageError(f"{param('store', repr(text))} matches no file",
+                             "check the pattern (quote it so that reid expands it)")
+        stores.extend(Path(m) for m in matches)
+    seen: dict[Path, Path] = {}
+    for path in stores:
+        key = path.resolve() if path.exists() else path
+        if key in seen:
+            raise UsageError(f"store {path} is given twice (also as {seen[key]})",
+                             f"give each store once ({param('store')})")
+        seen[key] = path
+    return stores
+
+
+def evaluate_stores(requests: Sequence[StoreEvalRequest]) -> MultiStoreEvaluation:
+    """Score every store of ``requests`` (one request per store) and aggregate over stores.
+
+    All stores are checked first (:func:`check_stores_agree`), so a store that disagrees is
+    reported before any is scored. Errors of one store name it."""
+    requests = list(requests)
+    if not requests:
+        raise UsageError("no store to evaluate", f"give at least one {param('store')}")
+    check_stores_agree(requests)
+    evaluations, reports = [], []
+    for request in requests:
+        with _naming_store(request.store, len(requests)):
+            evaluation = evaluate_store(request)
+        evaluations.append(evaluation)
+        report = build_report(evaluation.protocol, evaluation.trials, evaluation.meta)
+        report["store"] = str(request.store)            # the path as requested
+        reports.append(report)
+    return MultiStoreEvaluation(requests=requests, evaluations=evaluations, reports=reports,
+                                aggregate=aggregate_reports(reports))
+
+
+@dataclasses.dataclass(frozen=True)
+class _Setup:
+    """What makes two stores' numbers comparable: the protocol, the evaluated feature and
+    the distance that compares its rows (the feature's metric unless one is requested)."""
+
+    protocol: str
+    rule: str
+    feature: str | None
+    dim: int | None
+    metric: str
+
+
+def _setup_of(request: StoreEvalRequest, models: dict) -> _Setup:
+    """The protocol and feature ``evaluate_store(request)`` would use (its own planning, so
+    the store's own errors — no query rows, a missing ``feature`` — come out here too)."""
+    from reidcli import fitted
+    from reidcli.evaluation.run import plan_evaluation
+    from reidcli.store import open_store
+
+    model = None
+    if request.model is not None:
+        key = Path(request.model)
+        if key not in models:
+            models[key] = fitted.load(key)
+        model = models[key]
+    with open_store(request.store) as st:
+        plan = plan_evaluation(st, request, model)
+    metric = plan.info.get("metric") if request.distance == "auto" else request.distance
+    return _Setup(protocol=plan.protocol.name, rule=plan.protocol.rule, feature=plan.feature,
+                  dim=plan.info.get("dim"), metric=str(metric))
+
+
+def check_stores_agree(requests: Sequence[StoreEvalRequest]) -> None:
+    """EvaluationError naming the first store whose protocol (name and rule), evaluated
+    feature, feature dimension or distance differs from the first store's."""
+    models: dict = {}
+    first, reference = None, None
+    for request in requests:
+        with _naming_store(request.store, len(requests)):
+            setup = _setup_of(request, models)
+        if reference is None:
+            first, reference = request.store, setup
+            continue
+        store = request.store
+        if (setup.protocol, setup.rule) != (reference.protocol, reference.rule):
+            raise EvaluationError(
+                f"store {store} is evaluated with protocol {setup.protocol} (rule "
+                f"{setup.rule}), store {first} with {reference.protocol} (rule "
+                f"{reference.rule})",
+                f"evaluate stores of one protocol together, or set {param('protocol')}")
+        if setup.feature != reference.feature:
+            raise EvaluationError(
+                f"store {store} evaluates feature {setup.feature!r}, store {first} "
+                f"{reference.feature!r}",
+                f"pass {param('feature')} with a feature every store has")
+        if setup.dim != reference.dim:
+            raise EvaluationError(
+                f"feature {setup.feature!r} of store {store} has {setup.dim} dimensions, of "
+                f"store {first} {reference.dim}",
+                "evaluate stores written by the same extractor together")
+        if setup.metric != reference.metric:
+            raise EvaluationError(
+                f"feature {setup.feature!r} of store {store} is compared by {setup.metric}, "
+                f"of store {first} by {reference.metric}",
+                f"set {param('distance')} for every store, or evaluate them apart")
+
+
+@contextlib.contextmanager
+def _naming_store(store: Path, num_stores: int):
+    """A user error raised inside names ``store`` (when several are evaluated and the message
+    does not already); parameter errors are the same for every store and are left as is."""
+    try:
+        yield
+    except ReidError as exc:
+        if num_stores > 1 and not isinstance(exc, ParameterError) and str(store) not in exc.what:
+            exc.what = f"store {store}: {exc.what}"
+            exc.args = (exc.message,)
+        raise
+
+
+def aggregate_reports(reports: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Mean and std over stores of single-store reports (``build_report`` dicts).
+
+    Returns ``mAP``, ``mINP``, ``cmc`` [R] (shorter curves extended by their last value, R
+    the longest), ``pur`` / ``auc`` (where every store has them), ``std`` with the same keys,
+    the averaged query counts of :data:`COUNTS`, ``num_stores`` and ``stores``: one summary per
+    store (its ``store`` path, ``num_trials``, counts and metrics, ``cmc`` [R_i]). A metric is
+    None where any store's is None (e.g. mAP under cuhk03_sgs). Std: population (ddof 0)."""
+    if not reports:
+        raise UsageError("no store report to aggregate", "evaluate at least one store")
+    curves = pad_curves([np.asarray(r["cmc"], dtype=np.float64) for r in reports])
+    out: dict[str, Any] = {"std": {}}
+    for metric in SCALAR_METRICS:
+        if all(metric in r for r in reports):
+            out[metric], out["std"][metric] = mean_std([r[metric] for r in reports])
+    out["cmc"] = curves.mean(axis=0).tolist()
+    out["std"]["cmc"] = curves.std(axis=0).tolist()
+    for count in COUNTS:
+        out[count] = mean_count([r[count] for r in reports])
+    out["num_stores"] = len(reports)
+    out["stores"] = [_summary(r) for r in reports]
+    return out
+
+
+def _summary(report: dict[str, Any]) -> dict[str, Any]:
+    """One store's line of the aggregate: its path, trial count, counts and mean metrics."""
+    row = {"store": report.get("store"), "num_trials": report["num_trials"]}
+    row.update({count: report[count] for count in COUNTS})
+    row.update({metric: report[metric] for metric in SCALAR_METRICS if metric in report})
+    row["cmc"] = list(report["cmc"])
+    return row
+
+
+__all__ = ["MultiStoreEvaluation", "StoreEvalRequest", "evaluate_stores",
+           "expand_store_patterns", "check_stores_agree", "aggregate_reports"]
