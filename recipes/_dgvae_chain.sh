@@ -12,6 +12,14 @@ DATA_ARGS=()
 #: extra reid train arguments (the recipe's own arguments after WORKDIR, e.g. --device cpu)
 TRAIN_ARGS=()
 
+# The recipe's arguments: WORKDIR (default $1 here) then reid train options. Sets `work`
+# (created) and TRAIN_ARGS. usage: dgvae_arguments DEFAULT_WORKDIR "$@"
+dgvae_arguments() {
+  work="${2:-$1}"
+  TRAIN_ARGS=("${@:3}")
+  mkdir -p "$work"
+}
+
 # usage: dgvae_train VARIANT RUN_DIR [reid train options...]
 dgvae_train() {
   local variant="$1" run="$2"; shift 2

@@ -15,10 +15,7 @@ source "$here/_dgvae_chain.sh"
 : "${DATASET:?set DATASET to regdb or sysu}"
 all_variants="baseline mog mog_lmc ae_tsr ae_tsr_idc ae_tsr_idc_cyc vae1_tsr vae1_tsr_idc
 vae1_tsr_idc_cyc vae2_tsr dgvae_nolmc dgvae"
-work="${1:-runs/dgvae_ablation_$DATASET}"
-[ "$#" -gt 0 ] && shift
-TRAIN_ARGS=("$@")
-mkdir -p "$work"
+dgvae_arguments "runs/dgvae_ablation_$DATASET" "$@"
 RECIPE_KNOBS="VARIANTS TRIALS DGVAE_EPOCHS DGVAE_ITERS"
 INIT="${INIT:-imagenet}"
 results=() runs=()

@@ -11,10 +11,7 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 source "$here/_dgvae_chain.sh"
 : "${REGDB_ROOT:?set REGDB_ROOT to the folder holding RegDB (see reid data info regdb)}"
-work="${1:-runs/dgvae_regdb}"
-[ "$#" -gt 0 ] && shift
-TRAIN_ARGS=("$@")
-mkdir -p "$work"
+dgvae_arguments "runs/dgvae_regdb" "$@"
 RECIPE_KNOBS="TRIALS DGVAE_EPOCHS DGVAE_ITERS"
 INIT="${INIT:-imagenet}"
 DATA_ARGS=(--dataset regdb --root "$REGDB_ROOT")

@@ -6,24 +6,22 @@
 # Env: SYSU_ROOT (required: the folder holding SYSU-MM01), INIT (imagenet | PATH to a local
 #      ResNet-50 state dict | scratch; default imagenet), DRAWS (seeded | official | agw:
 #      the gallery draws of the sysu_mm01 loader; default: the loader's), DGVAE_EPOCHS,
-#      DGVAE_ITERS (shrink the paper's 100,50,100 epochs × 1392 iterations: the output says so).
+#      DGVAE_ITERS (shrink the paper's 100,50,100 epochs × 1392 iterations: the output says so),
+#      SYSU_MODES (all indoor).
 # usage: SYSU_ROOT=/data INIT=imagenet bash recipes/dgvae_sysu.sh [WORKDIR] [reid train options...]
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 source "$here/_dgvae_chain.sh"
 : "${SYSU_ROOT:?set SYSU_ROOT to the folder holding SYSU-MM01 (see reid data info sysu_mm01)}"
-work="${1:-runs/dgvae_sysu}"
-[ "$#" -gt 0 ] && shift
-TRAIN_ARGS=("$@")
-mkdir -p "$work"
-RECIPE_KNOBS="DGVAE_EPOCHS DGVAE_ITERS"
+dgvae_arguments "runs/dgvae_sysu" "$@"
+RECIPE_KNOBS="DGVAE_EPOCHS DGVAE_ITERS SYSU_MODES"
 INIT="${INIT:-imagenet}"
 draws=()
 [ -n "${DRAWS:-}" ] && draws=(--option "draws=$DRAWS")
 DATA_ARGS=(--dataset sysu_mm01 --root "$SYSU_ROOT")
 reid data check sysu_mm01 --root "$SYSU_ROOT" "${draws[@]}"
 dgvae_train dgvae "$work/dgvae"
-for mode in all indoor; do
+for mode in ${SYSU_MODES:-all indoor}; do
   dgvae_extract "$work/dgvae" "$work/$mode.h5" --option "mode=$mode" --option shots=1 \
     "${draws[@]}"
   dgvae_eval "$work/$mode.json" "$work/$mode.h5"

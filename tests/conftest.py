@@ -35,6 +35,17 @@ def default_synthetic_root(tmp_path_factory) -> Path:
     return root
 
 
+@pytest.fixture(scope="session")
+def vi_synthetic_root(tmp_path_factory) -> Path:
+    """Data root holding ``synthetic/vi/``: the ``vi`` preset (cameras 3 and 6 infrared)
+    shrunk to 8 training and 8 test identities, no distractors or junk. Read-only, shared."""
+    root = tmp_path_factory.mktemp("synthetic_vi")
+    generate(root, "vi", overrides={"num_train_ids": 8, "num_test_ids": 8,
+                                    "num_distractors": 0, "num_junk": 0},
+             progress=False, workers=1)
+    return root
+
+
 @pytest.fixture
 def one_torch_thread():
     """Run a test with one torch thread (2 shared cores: avoids thread oversubscription)."""

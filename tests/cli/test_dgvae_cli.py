@@ -14,15 +14,9 @@ from tests.cli.helpers import run_cli
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
-@pytest.fixture(scope="module")
-def vi_data(tmp_path_factory):
-    from reidcli.data.synthetic import generate
-
-    root = tmp_path_factory.mktemp("vi_cli")
-    generate(root, "vi", overrides={"num_train_ids": 8, "num_test_ids": 8,
-                                    "num_distractors": 0, "num_junk": 0},
-             progress=False, workers=1)
-    return ["--dataset", "synthetic", "--root", str(root), "--option", "name=vi"]
+@pytest.fixture
+def vi_data(vi_synthetic_root):
+    return ["--dataset", "synthetic", "--root", str(vi_synthetic_root), "--option", "name=vi"]
 
 
 def _train(capsys, data, run, *extra):
