@@ -198,3 +198,163 @@ def test_dgvae_budget_lines(tmp_path, capsys):
     assert dgvae_budget.main([str(paper)]) == 0
     assert capsys.readouterr().out.strip() == dgvae_budget.STAGE1_AMBI_NOTE
     assert dgvae_budget.main([str(tmp_path / "missing")]) == 2
+
+
+def _dg_report(path, m_ap, rank1, *, stores=10, std=0.02):
+    """A ``reid eval --json`` aggregate over ``stores`` stores: mAP, CMC@k = rank1 + 0.01(k−1)."""
+    report = {"mAP": m_ap, "cmc": [min(1.0, rank1 + 0.01 * k) for k in range(30)],
+              "num_trials": 1, "std": {"mAP": std, "cmc": [std] * 30},
+              "stores": [{"store": f"t{k}.h5"} for k in range(stores)]}
+    path.write_text(json.dumps(report))
+    return path
+
+
+def test_dmgnet_tables_transcription():
+    t5 = {(r["setting"], r["method"], r["target"]): r for r in paper_table("dmgnet_table5")}
+    assert t5[("mixed_a", "DMG-Net", "prid2011")]["mAP"] == "68.38"
+    assert t5[("mixed_b", "SNR", "ilids")]["R1"] == "87.00"
+    assert t5[("mixed_b", "SNR", "ilids")]["bold"] == "yes"
+    assert t5[("mixed_b", "DMG-Net", "ilids")]["bold"] == "no"       # SNR is bold there
+    assert t5[("mixed_a", "CrossGrad", "grid")]["R1"] == "8.96"
+    assert len(t5) == 14 * 4                                           # 11 + 3 rows, 4 targets
+    t3 = {(r["source"], r["target"]): r for r in paper_table("dmgnet_table3")}
+    assert t3[("dukemtmc", "person30k")]["R1"] == "15.95"
+    assert t3[("person30k", "msmt17")]["mAP"] == "32.9" and len(t3) == 12
+    t2 = {(r["quantity"], r["set"]): r["value"] for r in paper_table("dmgnet_table2")}
+    assert t2[("cameras", "Test-C")] == "1017" and t2[("images", "Train")] == "568977"
+    # the paper's own arithmetic: 12,000 + 3 × 6,000 identities = 30,000 (Table 1)
+    t1 = {(r["quantity"], r["dataset"]): r for r in paper_table("dmgnet_table1")}
+    assert sum(int(t2[("identities", s)]) for s in ("Train", "Test-A", "Test-B", "Test-C")) \
+        == int(t1[("identities", "Person30K")]["value"])
+    assert t1[("cameras", "Person30K")]["times_msmt17"] == "433"
+    assert t1[("scene", "MSMT17")]["value"] == "outdoor, indoor"
+    t4 = {(r["method"], r["subset"]): r for r in paper_table("dmgnet_table4")}
+    t6 = {(r["method"], r["subset"]): r for r in paper_table("dmgnet_table6")}
+    assert t4[("Center Loss", "C")]["R5"] == "96.93" and t4[("AGW", "B")]["R1"] == "82.12"
+    for method in ("BoT", "Center Loss", "Circle Loss", "DMG-Net"):  # Table 6 = Table 4's mAP
+        for subset in "ABC":
+            assert t6[(method, subset)]["mAP"] == t4[(method, subset)]["mAP"]
+    assert t6[("BoT", "A")]["paper_label"] == "baseline (Bag-of-Tricks)"
+    # §5.2: "beats the DIMN by a remarkable margin of 16.43% mAP on PRID"
+    assert round(float(t5[("mixed_a", "DMG-Net", "prid2011")]["mAP"])
+                 - float(t5[("mixed_a", "DIMN", "prid2011")]["mAP"]), 2) == 16.43
+
+
+def test_dmgnet_claims_hold_on_the_papers_own_numbers():
+    from reidcli.paper.dmgnet_compare import (MIXED_CLAIMS, PERSON30K_CLAIMS, SUBSET_CLAIMS,
+                                              check_dmgnet_claims)
+
+    t5 = paper_table("dmgnet_table5")
+    for setting in ("mixed_a", "mixed_b"):
+        for target in ("prid2011", "grid", "viper", "ilids"):
+            ours = {r["method"]: {"map": float(r["mAP"]), "r1": float(r["R1"])} for r in t5
+                    if (r["setting"], r["target"]) == (setting, target)}
+            verdicts = check_dmgnet_claims(MIXED_CLAIMS, ours, Console(record=True))
+            assert [ok for _, ok in verdicts] == [True, True], (setting, target)
+    t4 = {(r["method"], r["subset"]): r for r in paper_table("dmgnet_table4")}
+    for subset in "ABC":
+        ours = {r["method"]: {"map": float(r["mAP"])} for r in paper_table("dmgnet_table6")
+                if r["subset"] == subset}
+        for method in ("DMG-Net", "BoT"):
+            ours[method]["r1"] = float(t4[(method, subset)]["R1"])
+        verdicts = check_dmgnet_claims((*PERSON30K_CLAIMS, SUBSET_CLAIMS[subset]), ours,
+                                       Console(record=True))
+        assert len(verdicts) == 5 and all(ok is True for _, ok in verdicts), (subset, verdicts)
+    # the subset claims are not vacuous: Test-A's ordering is the reverse of Test-B's
+    on_b, on_a = (check_dmgnet_claims((SUBSET_CLAIMS["A"],), {
+        r["method"]: {"map": float(r["mAP"])} for r in paper_table("dmgnet_table6")
+        if r["subset"] == s}, Console(record=True)) for s in "BA")
+    assert on_b[0][1] is False and on_a[0][1] is True
+
+
+def test_dmgnet_compare_table5_prints_ours_beside_the_paper(tmp_path):
+    from reidcli.paper.dmgnet_compare import compare_dmgnet
+
+    console = Console(record=True, width=220)
+    results = [("DMG-Net", _dg_report(tmp_path / "d.json", 0.70, 0.60)),
+               ("BoT", _dg_report(tmp_path / "b.json", 0.65, 0.62)),
+               ("mystery", _dg_report(tmp_path / "m.json", 0.10, 0.10, stores=0))]
+    verdicts = dict(compare_dmgnet(results, "5", "prid2011", "mixed_b", console=console))
+    text = console.export_text()
+    assert "Mixed B → PRID" in text and "10 stores" in text and "1 trial" in text
+    assert "69.73" in text and "59.70" in text and "59.12" in text    # Mixed B DMG-Net, BoT
+    assert "68.38" not in text                                         # not Mixed A's row
+    assert "70.00 ± 2.00" in text and "64.00 ± 2.00" in text           # mAP; CMC@5 = .60+.04
+    assert "10.00 ±" not in text and "no row 'mystery'" in text
+    assert verdicts["DMG-Net > BoT (mAP)"] is True
+    assert verdicts["DMG-Net > BoT (CMC@1)"] is False
+    assert text.count("FAIL  DMG-Net > BoT (CMC@1): 60.00 vs 62.00") == 1
+
+
+def test_dmgnet_compare_person30k_tables_and_cli(tmp_path):
+    from reidcli.paper.dmgnet_compare import PROTOCOL_ASSUMED, compare_dmgnet, method_of
+
+    assert method_of("baseline") == method_of("bot") == "BoT"
+    assert method_of("meta_generalisation") == "Meta-generalization"
+    assert method_of("DMG-Net (ours)") == "DMG-Net" and method_of("ours-v2") is None
+    d = _dg_report(tmp_path / "d.json", 0.5, 0.6)
+    g = _dg_report(tmp_path / "g.json", 0.45, 0.6)
+    console = Console(record=True, width=240)
+    verdicts = dict(compare_dmgnet([("dmgnet", d), ("Meta-generalization", g)], "6",
+                                   subset="c", console=console))
+    text = console.export_text()
+    assert "Test-C" in text and "protocol assumed" in text and "64.39" in text and "63.97" in text
+    assert "86.08" in text and "96.78" in text                       # DMG-Net's Table 4 row
+    assert "paper Table 4" in text and "paper Table 6" in text       # Meta-gen.: Table 6 only
+    assert verdicts["DMG-Net > Meta-generalization (mAP)"] is True
+    assert verdicts["DMG-Net > BoT (mAP)"] is None and "not checked" in text
+    console = Console(record=True, width=240)
+    compare_dmgnet([("BoT", d)], "4", subset="A", console=console)
+    text = console.export_text()
+    assert "80.55" in text and "90.32" in text and PROTOCOL_ASSUMED[:40] in text   # BoT A R1, R5
+    console = Console(record=True, width=240)
+    compare_dmgnet([("A", d), ("B", g)], "3", "person30k", source="dukemtmc", console=console)
+    text = console.export_text()
+    assert text.count("15.95") == 2 and "does not say which Person30K test subset" in text
+    assert main(["dmgnet", "--table", "5", "--setting", "mixed_a", "--dataset", "prid2011",
+                 f"DMG-Net={d}"]) == 0
+    assert main(["dmgnet", "--table", "5", "--dataset", "prid2011", f"DMG-Net={d}"]) == 2
+    assert main(["dmgnet", "--table", "5", "--setting", "mixed_c", "--dataset", "grid",
+                 f"DMG-Net={d}"]) == 2
+    assert main(["dmgnet", "--table", "4", "--subset", "D", f"DMG-Net={d}"]) == 2
+    assert main(["dmgnet", "--table", "3", "--source", "msmt17", "--dataset", "msmt17",
+                 f"DMG-Net={d}"]) == 2
+    assert main(["dmgnet", "--table", "7", f"DMG-Net={d}"]) == 2
+    assert main(["dmgnet", "--dataset", "synthetic", f"DMG-Net={d}", f"BoT={g}"]) == 0
+
+
+def test_dmgnet_budget_lines(tmp_path):
+    from reidcli.paper import dmgnet_budget
+
+    def run(name, *, top=None, **cfg):
+        folder = tmp_path / name
+        folder.mkdir()
+        config = {"epochs": 120, "iters_per_epoch": None, "p": 16, "k": 4,
+                  "sources": ["msmt17"], "no_meta": False, "md_weight": 1.0, "meta_order": 2,
+                  **cfg}
+        (folder / "config.json").write_text(json.dumps({"config": config, **(top or {})}))
+        return folder
+
+    paper = run("paper")
+    assert dmgnet_budget.budget_departures(paper) == []
+    exact = run("exact", top={"num_images": 1280}, iters_per_epoch=1280 // 128)
+    assert dmgnet_budget.budget_departures(exact) == []                 # ⌊N/(2PK)⌋ given
+    short = [run(f"dmg_{k}", top={"num_images": 1280}, epochs=2, iters_per_epoch=3)
+             for k in (0, 1)]
+    bot = run("bot", epochs=2, no_meta=True, md_weight=0, p=4, k=2)
+    order1 = run("fo", meta_order=1, md_weight=0)
+    same = run("same_bot", top={"num_images": 1280}, epochs=2, iters_per_epoch=3,
+               no_meta=True, md_weight=0)
+    lines = dmgnet_budget.budget_lines([paper, exact, *short, bot, order1, same])
+    assert lines[0] == ("budget override (dmg_0: DMG-Net, dmg_1: DMG-Net, same_bot: BoT): "
+                        "epochs 2, 3 iterations/epoch (⌊N/(2PK)⌋ = 10) "
+                        f"({dmgnet_budget.PAPER_BUDGET})")
+    assert lines[1].startswith("budget override (bot: BoT): epochs 2, P=4, K=2 (paper: 120")
+    assert lines[2].startswith("budget override (fo: Meta-generalization): first-order")
+    assert len(lines) == 3
+    assert dmgnet_budget.variant_name({"no_meta": True}) == "Meta-discrimination"
+    (tmp_path / "odd").mkdir()
+    (tmp_path / "odd" / "config.json").write_text("[]")
+    assert dmgnet_budget.main([str(tmp_path / "odd")]) == 2
+    assert dmgnet_budget.main([str(tmp_path / "missing")]) == 2
+    assert dmgnet_budget.main([str(paper)]) == 0

@@ -1,4 +1,4 @@
-"""`reid train METHOD` — network training (pcb, bot, dgvae) and metric learning on a store.
+"""`reid train METHOD` — network training (pcb, bot, dgvae, dmgnet) and metric learning on a store.
 
 The metric-learning commands are generated from the method registry
 (:mod:`reidcli.cli.estimator_commands`): every ``stage="train"`` estimator gets a command
@@ -18,7 +18,7 @@ app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Train a network or fit a metric on a store.")
 
 #: stages still to come: a clear "not implemented yet" (exit 2)
-LATER = ("dmgnet",)
+LATER: tuple[str, ...] = ()
 
 COMMON = [
     common_option("store", Path, ..., "--store", help="Feature store (.h5)."),
@@ -75,6 +75,9 @@ app.command("bot", help="BoT strong baseline: last stride 1, BNNeck, label smoot
 app.command("dgvae", help="DG-VAE (Pu et al. 2020): visible-infrared re-id; MoG-prior identity "
             "code, N(0, I) nuisance code, triplet swap reconstruction; three stages.")(
     _train_net.dgvae)
+app.command("dmgnet", help="DMG-Net (Bai et al. 2021): domain generalisation from several "
+            "source datasets; meta-generalisation across cameras + meta-discrimination.")(
+    _train_net.dmgnet)
 
 for _method in LATER:
     app.command(_method, context_settings=PASS_THROUGH)(_later(_method))

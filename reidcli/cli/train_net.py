@@ -284,4 +284,123 @@ def dgvae(
     run_training("dgvae", **given)
 
 
-__all__ = ["pcb", "bot", "dgvae", "run_training"]
+def _source_options(items: Optional[List[str]]) -> Optional[dict]:
+    """``["market1501.protocol=x", ...]`` → ``{"market1501": {"protocol": "x"}}``."""
+    from reidcli.cli.data import parse_key_values
+    from reidcli.errors import UsageError
+
+    if not items:
+        return None
+    out: dict = {}
+    for item in items:
+        name, dot, rest = item.partition(".")
+        if not dot or "=" not in rest:
+            raise UsageError(f"--source-option {item!r} is not NAME.KEY=VALUE",
+                             "e.g. --source-option cuhk03.labels=detected")
+        out.setdefault(name.strip(), {}).update(parse_key_values([rest], "--source-option"))
+    return out
+
+
+def _switch(text: Optional[str], flag: str) -> Optional[bool]:
+    from reidcli.errors import UsageError
+
+    if text is None:
+        return None
+    low = text.strip().lower()
+    if low not in ("on", "off", "true", "false"):
+        raise UsageError(f"{flag} {text!r} is not on or off", f"e.g. {flag} on")
+    return low in ("on", "true")
+
+
+def dmgnet(
+    sources: Optional[str] = typer.Option(None, "--sources", help="Source datasets, comma "
+                                          "list (reid data list) or mixed_a / mixed_b."),
+    root: Optional[Path] = ROOT,
+    source_option: Optional[List[str]] = typer.Option(None, "--source-option", help="Loader "
+                                                      "option of one source, "
+                                                      "NAME.KEY=VALUE (repeatable)."),
+    source_split: Optional[str] = typer.Option(None, "--source-split", help="train | all "
+                                               "(every split of each source; default: "
+                                               "train, a composition's own: Mixed A all, "
+                                               "Mixed B train)."),
+    domains: Optional[str] = typer.Option(None, "--domains", help="Keep only these source "
+                                          "domains, e.g. synthetic/d0,synthetic/d1."),
+    targets: Optional[str] = typer.Option(None, "--targets", help="Target datasets or "
+                                          "dataset/domain; refused if also a source."),
+    out: Optional[Path] = OUT,
+    resume: Optional[Path] = RESUME,
+    preset: Optional[str] = typer.Option(None, "--preset", help="tiny (toy trunk, 32x16, "
+                                         "CPU)."),
+    init: Optional[str] = typer.Option(None, "--init", help="imagenet | PATH | scratch."),
+    backbone: Optional[str] = BACKBONE,
+    input_size: Optional[str] = typer.Option(None, "--input-size", help="HxW (256x128)."),
+    epochs: Optional[int] = typer.Option(None, "--epochs", help="120 (steps/warm-up "
+                                         "rescaled)."),
+    iters_per_epoch: Optional[int] = typer.Option(None, "--iters-per-epoch", help="Default "
+                                                  "⌊N_images / (2·P·K)⌋."),
+    p: Optional[int] = typer.Option(None, "--ids-per-batch", help="Identities per batch P "
+                                    "(16), the same in the support and the query set."),
+    k: Optional[int] = typer.Option(None, "--images-per-id", help="Images per identity and "
+                                    "set K (4)."),
+    lr: Optional[float] = typer.Option(None, "--lr", help="3.5e-4."),
+    lr_steps: Optional[str] = typer.Option(None, "--lr-steps", help="40,70."),
+    warmup_epochs: Optional[int] = typer.Option(None, "--warmup-epochs", help="10."),
+    weight_decay: Optional[float] = typer.Option(None, "--weight-decay", help="5e-4."),
+    meta_order: Optional[int] = typer.Option(None, "--meta-order", help="2 (full "
+                                             "meta-gradient, Eq. 4) | 1 (first order)."),
+    inner_opt: Optional[str] = typer.Option(None, "--inner-opt", help="sgd (Eq. 2) | adam1 "
+                                            "(normalised step g/(|g|+1e-8))."),
+    inner_lr: Optional[str] = typer.Option(None, "--inner-lr", help="same (the scheduled lr, "
+                                           "Alg. 1) | a number."),
+    md_weight: Optional[float] = typer.Option(None, "--md-weight", help="λ_MD (1; 0 = "
+                                              "meta-generalisation only)."),
+    md_scale: Optional[float] = typer.Option(None, "--md-scale", help="Scale s of Eq. 6 (1)."),
+    md_features: Optional[str] = typer.Option(None, "--md-features", help="theta | adapted."),
+    outer_base_weight: Optional[float] = typer.Option(None, "--outer-base-weight",
+                                                      help="β: + β·L_B(θ) in the outer "
+                                                      "loss (0)."),
+    no_meta: bool = typer.Option(False, "--no-meta", help="No inner step: L_B on both sets "
+                                 "+ λ_MD L_MD (with --md-weight 0: BoT on the same batches)."),
+    color_jitter: Optional[str] = typer.Option(None, "--color-jitter", help="on | off (off; "
+                                               "on for the Mixed benchmarks)."),
+    resplit: Optional[str] = typer.Option(None, "--resplit", help="epoch (Alg. 1) | iter."),
+    random_erasing: Optional[float] = typer.Option(None, "--random-erasing", help="0.5."),
+    max_images: Optional[int] = MAX_IMAGES,
+    subsample_seed: Optional[int] = SUBSAMPLE_SEED,
+    amp: Optional[str] = AMP,
+    channels_last: Optional[str] = CHANNELS_LAST,
+    device: Optional[str] = DEVICE,
+    workers: Optional[int] = WORKERS,
+    seed: Optional[int] = typer.Option(None, "--seed", help="0."),
+    checkpoint_every: Optional[int] = CHECKPOINT_EVERY,
+    log_every: Optional[int] = LOG_EVERY,
+    max_iters: Optional[int] = MAX_ITERS,
+    force: bool = FORCE,
+    quiet: bool = QUIET,
+) -> None:
+    """DMG-Net (Bai et al. 2021): domain generalisation from several source datasets."""
+    from reidcli.errors import UsageError
+
+    given = {k: v for k, v in locals().items() if k != "UsageError"}
+    names = [s.strip() for s in (sources or "").split(",") if s.strip()]
+    if not names and resume is None:
+        raise UsageError("--sources is required", "e.g. --sources market1501,dukemtmc or "
+                         "--sources mixed_b")
+    given.pop("sources")
+    given["sources"] = names or None
+    given["source_options"] = _source_options(given.pop("source_option"))
+    given["train_split"] = given.pop("source_split")
+    given["domains"] = [d.strip() for d in domains.split(",") if d.strip()] if domains else None
+    given["targets"] = [t.strip() for t in targets.split(",") if t.strip()] if targets else None
+    if inner_lr is not None:
+        try:
+            given["inner_lr"] = None if inner_lr.strip().lower() == "same" else float(inner_lr)
+        except ValueError:
+            raise UsageError(f"--inner-lr {inner_lr!r} is not 'same' or a number",
+                             "e.g. --inner-lr same") from None
+    given["color_jitter"] = _switch(color_jitter, "--color-jitter")
+    given["no_meta"] = True if no_meta else None
+    run_training("dmgnet", dataset="+".join(names) if names else None, option=None, **given)
+
+
+__all__ = ["pcb", "bot", "dgvae", "dmgnet", "run_training"]

@@ -9,29 +9,28 @@ from typing import Any, Iterable
 import pandas as pd
 
 from reidcli.data.records import DatasetSplit, empty_frame, normalize_frame
-from reidcli.data.registry import available, canonical_name, load
+from reidcli.data.registry import canonical_name, load
 from reidcli.errors import UsageError
+from reidcli.naming import param
 
 
 # -- DG training compositions (docs/datasets.md) ------------------------------
 @dataclasses.dataclass(frozen=True)
 class Source:
-    """One source of a composition: a dataset, its loader options, which of its images train
-    (``"all"`` = every split, ``"train"`` = the train split) and whether it may be missing
-    from the registry (CUHK-SYSU is not registered yet)."""
+    """One source of a composition: a dataset, its loader options (``((key, value), ...)``)
+    and which of its images train (``"all"`` = every split, ``"train"`` = the train split)."""
 
     dataset: str
     options: tuple = ()
     split: str = "all"
-    optional: bool = False
 
 
 #: Mixed A (DIMN): every image (pid > 0) of every split of CUHK02 (all_train), CUHK03
-#: (detected), Market-1501, DukeMTMC-reID and CUHK-SYSU (skipped while unregistered) [D17][D18]
+#: (detected), Market-1501, DukeMTMC-reID and the CUHK-SYSU crops (docs/datasets.md)
 MIXED_A = (Source("cuhk02", (("protocol", "all_train"),)), Source("cuhk03"),
-           Source("market1501"), Source("dukemtmc"), Source("cuhksysu", optional=True))
+           Source("market1501"), Source("dukemtmc"), Source("cuhksysu"))
 #: Mixed B (SNR): the train splits of MSMT17, CUHK03 (767/700 protocol, detected),
-#: Market-1501 and DukeMTMC-reID [D17][D18]
+#: Market-1501 and DukeMTMC-reID (docs/datasets.md)
 MIXED_B = (Source("msmt17", split="train"), Source("cuhk03", split="train"),
            Source("market1501", split="train"), Source("dukemtmc", split="train"))
 COMPOSITIONS = {"mixed_a": MIXED_A, "mixed_b": MIXED_B}
@@ -58,8 +57,11 @@ def compose_sources(specs: str | Iterable[Any], root=None, *, source_split: str 
     split (``split="all"``, Mixed A) or of its train split (``"train"``, Mixed B);
     ``source_split`` overrides every source's choice. All rows get ``split="train"``;
     identities stay distinct because the identity key holds the ``dataset`` column (and
-    MSMT17's pid scope). Query/gallery are empty (targets are loaded separately). Optional
-    sources absent from the registry are skipped and listed in ``options["skipped"]``.
+    MSMT17's pid scope). Query/gallery are empty (targets are loaded separately).
+
+    Every source must be present: a dataset missing from the data root raises its loader's
+    own :class:`~reidcli.errors.DatasetError` (naming the dataset and the folders tried) —
+    a composition is never silently trained without one of its sources.
     """
     if isinstance(specs, str):
         key = specs.lower().replace(" ", "_").replace("-", "_")
@@ -68,14 +70,10 @@ def compose_sources(specs: str | Iterable[Any], root=None, *, source_split: str 
                              f"use one of {', '.join(COMPOSITIONS)} or a list of datasets")
         specs = COMPOSITIONS[key]
     if source_split not in (None, "all", "train"):
-        raise UsageError(f"source_split={source_split!r} is unknown",
-                         "use source_split=all or source_split=train")
-    parts, names, skipped = [], [], []
-    registered = set(available())
+        raise UsageError(f"{param('source_split', repr(source_split))} is unknown",
+                         f"use {param('source_split', 'all')} or {param('source_split', 'train')}")
+    parts, names = [], []
     for source in map(_as_source, specs):
-        if source.optional and source.dataset not in registered:
-            skipped.append(source.dataset)
-            continue
         which = source_split or source.split
         if which not in ("all", "train"):
             raise UsageError(f"source {source.dataset}: split={which!r} is unknown",
@@ -92,5 +90,4 @@ def compose_sources(specs: str | Iterable[Any], root=None, *, source_split: str 
     train = normalize_frame(pd.concat(frames, ignore_index=True)) if frames else empty_frame()
     return DatasetSplit(name="+".join(names), train=train, query=empty_frame(),
                         gallery=empty_frame(), protocol="composition",
-                        options={"sources": names, "source_split": source_split,
-                                 "skipped": skipped})
+                        options={"sources": names, "source_split": source_split})

@@ -12,12 +12,16 @@ of the paper's backbones, and DART3's ordering claims as PASS/FAIL lines.
 ``python -m reidcli.paper.compare dgvae --dataset sysu --table 2 "dgvae=d.json" "baseline=b.json"``
 prints R-1/R-10/R-20/mAP/mINP beside DG-VAE's Table 1 or 2 and its ablation claims
 (:mod:`reidcli.paper.dgvae_compare`).
+``python -m reidcli.paper.compare dmgnet --table 5 --setting mixed_a --dataset prid2011
+"DMG-Net=d.json" "BoT=b.json"`` prints mAP/CMC beside DMG-Net's Tables 3–6 and its claims
+(:mod:`reidcli.paper.dmgnet_compare`, which has its own options).
 """
 from __future__ import annotations
 
 import argparse
 import csv
 import json
+import sys
 from importlib import resources
 from pathlib import Path
 
@@ -78,7 +82,8 @@ def compare(paper: str, dataset: str, results: list[tuple[str, Path]],
     """Print the comparison table and claim lines; returns ``[(claim, passed or None)]``."""
     console = console or Console(width=max(Console().width, 132))
     if paper != "cdpcf":
-        raise UsageError(f"no paper table for {paper!r}", "use: cdpcf, warca, dart3 or dgvae")
+        raise UsageError(f"no paper table for {paper!r}",
+                         "use: cdpcf, warca, dart3, dgvae or dmgnet")
     rows = {r["method"]: r for r in paper_table("cdpcf_table1")}
     if dataset not in next(iter(rows.values())):
         console.print(f"note: Table I has no {dataset!r} column (it covers viper, grid, "
@@ -204,9 +209,14 @@ def compare_dart3(dataset: str, results: list[tuple[str, Path]], table: str = "1
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["dmgnet"]:                       # its own options (--setting, --subset …)
+        from reidcli.paper.dmgnet_compare import main as dmgnet_main
+        return dmgnet_main(argv[1:])
     parser = argparse.ArgumentParser(prog="python -m reidcli.paper.compare",
                                      description=__doc__.split("\n\n")[0])
-    parser.add_argument("paper", help="paper: cdpcf | warca | dart3 | dgvae")
+    parser.add_argument("paper", help="paper: cdpcf | warca | dart3 | dgvae | dmgnet (see "
+                        "python -m reidcli.paper.compare dmgnet --help)")
     parser.add_argument("--table", default=None, help="warca: 2 (default) or 3 (LOMO); "
                         "dart3: 1 (default, new camera) or 2 (cross-dataset); "
                         "dgvae: 2 (default, ablation) or 1 (state of the art)")

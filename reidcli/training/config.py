@@ -58,11 +58,26 @@ class TrainConfig:
     variant: str = "dgvae"
     stages: list | None = None            # stages to run (default: all of the variant's)
     stage_epochs: list = dataclasses.field(default_factory=lambda: [100, 50, 100])
-    iters_per_epoch: int | None = None    # default ⌈max(N_visible, N_infrared) / (P·K)⌉
+    iters_per_epoch: int | None = None    # DG-VAE, DMG-Net: default one pass (their docs)
     stage_lrs: list = dataclasses.field(default_factory=lambda: [2e-4, 2e-4, 2e-5])
     classifier_lrs: list = dataclasses.field(default_factory=lambda: [0.01, 0.01, 0.001])
     lr_decay: str = "constant"            # constant | linear (to 0 within each stage)
     settings: dict = dataclasses.field(default_factory=dict)   # --set key=value
+    # DMG-Net (docs/methods/dmgnet.md): sources, meta step, Table 6 switches
+    sources: list = dataclasses.field(default_factory=list)   # datasets or mixed_a / mixed_b
+    source_options: dict = dataclasses.field(default_factory=dict)   # {dataset: {key: value}}
+    domains: list | None = None           # keep only these source domains
+    targets: list = dataclasses.field(default_factory=list)   # refused as sources
+    meta_order: int = 2
+    inner_opt: str = "sgd"
+    inner_lr: float | None = None         # None: the scheduled lr (DMG-Net paper Alg. 1)
+    md_weight: float = 1.0
+    md_scale: float = 1.0
+    md_features: str = "theta"
+    outer_base_weight: float = 0.0
+    no_meta: bool = False
+    color_jitter: bool = False
+    resplit: str = "epoch"
     # execution
     device: str = "auto"
     amp: str = "off"
@@ -74,9 +89,16 @@ class TrainConfig:
     max_iters: int | None = None
     preset: str | None = None
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self, own_fields_only: bool = False) -> dict[str, Any]:
+        """Every field; ``own_fields_only`` leaves out the fields of other methods (the
+        run directory's ``config.json``)."""
         d = dataclasses.asdict(self)
         d["input_size"] = list(self.input_size)
+        if own_fields_only:
+            for method, names in METHOD_FIELDS.items():
+                if method != self.method:
+                    for name in names:
+                        d.pop(name, None)
         return d
 
     @classmethod
@@ -86,6 +108,16 @@ class TrainConfig:
         if "input_size" in values:
             values["input_size"] = tuple(values["input_size"])
         return cls(**values)
+
+
+#: fields only one trainer reads (left out of the other methods' config.json)
+METHOD_FIELDS = {
+    "dgvae": ("variant", "stages", "stage_epochs", "stage_lrs", "classifier_lrs", "lr_decay",
+              "settings"),
+    "dmgnet": ("sources", "source_options", "domains", "targets", "meta_order", "inner_opt",
+               "inner_lr", "md_weight", "md_scale", "md_features", "outer_base_weight",
+               "no_meta", "color_jitter", "resplit"),
+}
 
 
 def method_info(method: str):
@@ -123,7 +155,7 @@ def make_config(method: str, preset: str | None = None, **explicit: Any) -> Trai
             values["warmup_epochs"] = max(1, round(given["epochs"] * values["warmup_epochs"]
                                                    / base_epochs))
     values.update(given)
-    if method == "bot":
+    if method in ("bot", "dmgnet"):
         _pk_batch(values, given)
     if method == "dgvae":                 # P ids × (K visible + K infrared) images
         values["batch_size"] = 2 * values["p"] * values["k"]

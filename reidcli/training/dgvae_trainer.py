@@ -254,7 +254,8 @@ class DGVAETrainer:
     def train_module(self, model: nn.Module, cfg: TrainConfig) -> nn.Module:
         return DGVAEStepModule(model, _variant(cfg.variant), dgvae_weights(cfg))
 
-    def step_loss(self, net, images, labels, batch, phase: Phase, cfg: TrainConfig):
+    def step_loss(self, net, images, labels, batch, phase: Phase, cfg: TrainConfig,
+                  lr: float | None = None):
         from reidcli.training.dgvae_losses import LOSS_TERMS
 
         infrared = batch["modality"].to(images.device, non_blocking=True).bool()

@@ -144,7 +144,9 @@ class _MetricsLog:
 
 
 def _records_csv(path: Path, records, labels: np.ndarray) -> None:
-    frame = records[["path", "pid", "camid", "domain"]].copy()
+    # the audit columns a trainer added (DMG-Net: dataset, global camera cam, domain dom)
+    extra = [c for c in ("dataset", "cam", "dom") if c in records.columns]
+    frame = records[["path", "pid", "camid", "domain", *extra]].copy()
     frame["label"] = labels
     tmp = path.with_name(path.name + ".partial")
     frame.to_csv(tmp, index=False)
@@ -186,9 +188,14 @@ def train_model(cfg: TrainConfig, run_dir: str | os.PathLike, *, resume: bool = 
     _seed_all(cfg.seed)
 
     # -- data -------------------------------------------------------------------------
-    records = training_records(cfg.dataset, cfg.root, cfg.options, train_cams=cfg.train_cams,
-                               max_images=cfg.max_images, subsample_seed=cfg.subsample_seed,
-                               split=cfg.train_split)
+    if hasattr(trainer, "training_records"):     # e.g. several source datasets (DMG-Net)
+        records = trainer.training_records(cfg)
+        dataset_options = dict(cfg.options)
+    else:
+        dataset_options = training_options(cfg.dataset, cfg.options)
+        records = training_records(cfg.dataset, cfg.root, cfg.options, train_cams=cfg.train_cams,
+                                   max_images=cfg.max_images, subsample_seed=cfg.subsample_seed,
+                                   split=cfg.train_split)
     base = ImageRecordDataset(records, trainer.train_transform(cfg), labels="encode",
                               return_index=False)
     if base.num_classes < 2:
@@ -227,9 +234,10 @@ def train_model(cfg: TrainConfig, run_dir: str | os.PathLike, *, resume: bool = 
 
     if dist.main:
         write_json_atomic(run_dir / "config.json", {
-            "method": cfg.method, "config": cfg.as_dict(), "model": spec.as_dict(),
+            "method": cfg.method, "config": cfg.as_dict(own_fields_only=True),
+            "model": spec.as_dict(),
             "num_classes": base.num_classes, "num_images": len(base),
-            "dataset_options": training_options(cfg.dataset, cfg.options),
+            "dataset_options": dataset_options,
             "init": init_report, "device": str(device), "world_size": dist.world,
             "provenance": make_provenance(command=command, seed=cfg.seed)}, force=True)
         if not resume:
@@ -246,7 +254,7 @@ def train_model(cfg: TrainConfig, run_dir: str | os.PathLike, *, resume: bool = 
     log = _MetricsLog(run_dir / "metrics.csv", BASE_COLUMNS + extra_columns + ["phase"],
                       keep_until=iteration if resume else None) if dist.main else None
     meta = {"classes": _class_keys(base.classes), "train_cams": cfg.train_cams,
-            "dataset": cfg.dataset, "options": training_options(cfg.dataset, cfg.options),
+            "dataset": cfg.dataset, "options": dataset_options,
             "method": cfg.method, "config": cfg.as_dict(), "init": init_report}
 
     current_phase, optimizer, ddp_model = None, None, model
@@ -301,8 +309,9 @@ def train_model(cfg: TrainConfig, run_dir: str | os.PathLike, *, resume: bool = 
                     labels = batch["label"].to(device, non_blocking=True)
                     if hasattr(trainer, "step_loss"):    # the method's own forward + loss
                         with autocast(device, autocast_dtype):
-                            loss, parts = trainer.step_loss(ddp_model, images, labels, batch,
-                                                            phase, cfg)
+                            loss, parts = trainer.step_loss(
+                                ddp_model, images, labels, batch, phase, cfg,
+                                lr=optimizer.param_groups[-1]["lr"])
                     else:
                         with autocast(device, autocast_dtype):
                             output = ddp_model(images)

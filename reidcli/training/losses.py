@@ -8,6 +8,11 @@ import torch
 import torch.nn.functional as F
 
 
+def _at_least_fp32(x: torch.Tensor) -> torch.Tensor:
+    """fp16/bf16 (AMP) → fp32; fp32 and fp64 unchanged (float64 gradient checks)."""
+    return x if x.dtype in (torch.float32, torch.float64) else x.float()
+
+
 def part_cross_entropy(logits: Sequence[torch.Tensor], labels: torch.Tensor) -> torch.Tensor:
     """PCB loss: Σ_i CE(logits_i, y) over the p part classifiers, each weight 1 (docs/methods/pcb.md)."""
     return sum(F.cross_entropy(z.float(), labels) for z in logits)
@@ -16,7 +21,7 @@ def part_cross_entropy(logits: Sequence[torch.Tensor], labels: torch.Tensor) -> 
 def label_smoothing_cross_entropy(logits: torch.Tensor, labels: torch.Tensor,
                                   epsilon: float = 0.1) -> torch.Tensor:
     """L_soft = −(1/B) Σ_j Σ_c q_jc log softmax(z_j)_c, q = (1−ε)[c=y] + ε/K (docs/methods/bot.md)."""
-    logp = F.log_softmax(logits.float(), dim=1)
+    logp = F.log_softmax(_at_least_fp32(logits), dim=1)
     k = logits.shape[1]
     target = torch.full_like(logp, epsilon / k)
     target.scatter_(1, labels.view(-1, 1), 1.0 - epsilon + epsilon / k)
@@ -25,7 +30,7 @@ def label_smoothing_cross_entropy(logits: torch.Tensor, labels: torch.Tensor,
 
 def pairwise_euclidean(x: torch.Tensor) -> torch.Tensor:
     """[B, d] → [B, B] sqrt(clamp(|a|²+|b|²−2a·b, 1e-12)) (finite gradient at 0)."""
-    x = x.float()
+    x = _at_least_fp32(x)
     sq = (x * x).sum(dim=1)
     d2 = sq[:, None] + sq[None, :] - 2.0 * x @ x.t()
     return d2.clamp_min(1e-12).sqrt()

@@ -363,20 +363,35 @@ def test_compose_sources_keeps_identities_apart(tmp_path):
     assert len(mixed.query) == 0 == len(mixed.gallery)
     train_only = compositions.compose_sources(
         [compositions.Source("viper", (("test_ids", 4),), split="train"),
-         ("prid450s", {"test_ids": 3}, "train"), compositions.Source("nope", optional=True)],
-        tmp_path)
-    assert len(train_only.train) == 4 * 2 + 5 * 2 and train_only.options["skipped"] == ["nope"]
+         ("prid450s", {"test_ids": 3}, "train")], tmp_path)
+    assert len(train_only.train) == 4 * 2 + 5 * 2
+    assert train_only.options == {"sources": ["viper", "prid450s"], "source_split": None}
     assert len(compositions.compose_sources([("viper", {"test_ids": 4})], tmp_path,
                                             source_split="train").train) == 8
     with pytest.raises(UsageError, match="unknown composition"):
         compositions.compose_sources("mixed_c")
+    with pytest.raises(UsageError, match="source_split='val' is unknown"):
+        compositions.compose_sources(["viper"], tmp_path, source_split="val")
+
+
+def test_compose_sources_missing_source_is_an_error(tmp_path):
+    """A registered source without data is the loader's own one-line DatasetError, never a
+    silent skip; an unregistered name is a UsageError."""
+    from tests.data.fake_trees import viper as viper_tree
+    viper_tree.build(tmp_path)
+    with pytest.raises(DatasetError, match=r"^no cuhksysu dataset under .*tried") as info:
+        compositions.compose_sources([("viper", {"test_ids": 4}), "cuhksysu"], tmp_path)
+    assert "\n" not in info.value.message
+    with pytest.raises(UsageError, match="unknown dataset 'nope'"):
+        compositions.compose_sources([("viper", {"test_ids": 4}), "nope"], tmp_path)
 
 
 def test_mixed_presets():
     a = {s.dataset: s for s in compositions.MIXED_A}
     b = {s.dataset: s for s in compositions.MIXED_B}
     assert set(a) == {"cuhk02", "cuhk03", "market1501", "dukemtmc", "cuhksysu"}
-    assert {s.split for s in a.values()} == {"all"} and a["cuhksysu"].optional
+    assert {s.split for s in a.values()} == {"all"}
+    assert registry.canonical_name("cuhksysu") == "cuhksysu"      # registered, not optional
     assert dict(a["cuhk02"].options) == {"protocol": "all_train"}
     assert set(b) == {"msmt17", "cuhk03", "market1501", "dukemtmc"}
     assert {s.split for s in b.values()} == {"train"}

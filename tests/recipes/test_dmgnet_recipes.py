@@ -1,0 +1,242 @@
+"""recipes/dmgnet_*.sh: the synthetic chain (shrunk in the default run, default knobs under
+``-m slow``), and the real-data recipes end to end on tiny fake trees (tiny preset, from
+scratch, one iteration): Mixed B and Person30K in the default run, Mixed A and the fuller
+variants under ``-m slow``."""
+from __future__ import annotations
+
+import csv
+import json
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from reidcli.paper.dmgnet_budget import PAPER_BUDGET
+from reidcli.paper.dmgnet_compare import NULL_RESULT, PROTOCOL_ASSUMED
+from tests.data.fake_trees import (cuhk02 as fake_cuhk02, cuhk03 as fake_cuhk03,
+                                   cuhk_sysu as fake_cuhk_sysu, grid as fake_grid,
+                                   ilids as fake_ilids, msmt17 as fake_msmt17,
+                                   prid2011 as fake_prid2011, viper as fake_viper,
+                                   write_image)
+from tests.recipes.helpers import (FULL_TIMEOUT_S, ONE_THREAD, RECIPES, claim_verdicts,
+                                   recipe_env, run_recipe, shrunk_notice)
+from tests.recipes.test_dart3_recipes import write_market_tree
+
+#: 8 + 6 persons per domain (~750 images), one epoch of 2 iterations; BoT and DMG-Net only
+#: (each reid command costs seconds of start-up; the third variant runs under -m slow)
+SHRUNK = dict(DMG_TRAIN_IDS="8", DMG_TEST_IDS="6", DMG_EPOCHS="1", DMG_ITERS="2",
+              DMG_VARIANTS="bot dmgnet")
+#: the fake trees have a handful of ids: batches of 2 ids, one iteration
+FAKE_BUDGET = dict(INIT="scratch", DMG_EPOCHS="1", DMG_ITERS="1")
+FAKE_TRAIN_ARGS = ("--preset", "tiny", "--device", "cpu", "--ids-per-batch", "2")
+#: loader options that let the fake targets hold a trial (fewer test ids than the protocol)
+FAKE_TARGET_OPTIONS = ("prid2011.shared_ids=6 prid2011.test_ids=3 grid.expected_train_ids=3 "
+                       "viper.test_ids=4 ilids.test_ids=4")
+CLAIM = ("DMG-Net > BoT (mAP)", "DMG-Net > BoT (CMC@1)")
+
+
+def _run(script: str, *args, **env) -> str:
+    return run_recipe(script, *args, **ONE_THREAD, **env)
+
+
+def _row(out: str, label: str) -> str:
+    found = re.search(rf"^│ {re.escape(label)} +│.*$", out, flags=re.M)
+    assert found, (label, out[-3000:])
+    return found.group(0)
+
+
+def _budget_lines(out: str) -> list[str]:
+    return [line for line in out.splitlines() if line.startswith("budget override (")]
+
+
+def _config(run: Path) -> dict:
+    return json.loads((run / "config.json").read_text())["config"]
+
+
+def _check_synthetic(out: str, work: Path, variants) -> None:
+    """Every variant trained on d0–d2 under one budget, was evaluated on d3 and printed; the
+    claims, the null-result note and one budget line follow the table."""
+    labels = {"bot": "BoT", "dmgnet": "DMG-Net", "metagen": "Meta-generalization"}
+    for variant in variants:
+        assert "ours" in _row(out, labels[variant])
+        cfg = _config(work / variant)
+        assert cfg["domains"] == ["synthetic/d0", "synthetic/d1", "synthetic/d2"]
+        assert (cfg["no_meta"], cfg["md_weight"] == 0) == {
+            "bot": (True, True), "dmgnet": (False, False), "metagen": (False, True)}[variant]
+        report = json.loads((work / f"{variant}.json").read_text())
+        assert 0 <= report["mAP"] <= 1
+        from reidcli.store.reader import open_store
+        with open_store(work / f"{variant}.h5") as st:           # the held-out domain only
+            assert set(st.records["domain"]) == {"synthetic/d3"}
+    assert "the paper has no synthetic numbers" in out
+    assert " ".join(NULL_RESULT.split())[:60] in " ".join(out.split())
+    budget, = _budget_lines(out)                                 # ONE budget for all variants
+    assert all(f"{v}: {labels[v]}" in budget for v in variants) and PAPER_BUDGET in budget
+    assert out.index("budget override") > out.index("PASS" if "PASS" in out else "FAIL")
+    claim_verdicts(out, [(c,) for c in CLAIM])
+
+
+def test_dmgnet_synthetic_recipe_shrunk(tmp_path):
+    out = _run("dmgnet_synthetic.sh", tmp_path, **SHRUNK)
+    _check_synthetic(out, tmp_path, ("bot", "dmgnet"))
+    assert "not checked (methods not run): DMG-Net > Meta-generalization" in out
+    assert "epochs 1" in _budget_lines(out)[0]
+    notice = shrunk_notice(out)
+    assert all(f"{knob}={value}" in notice for knob, value in SHRUNK.items()), notice
+    meta = json.loads((tmp_path / "data" / "synthetic" / "dg" / "meta.json").read_text())
+    assert (meta["params"]["num_train_ids"], meta["params"]["num_test_ids"]) == (8, 6)
+    assert meta["params"]["num_domains"] == 4
+    cfg = _config(tmp_path / "dmgnet")
+    assert (cfg["epochs"], cfg["iters_per_epoch"], cfg["init"]) == (1, 2, "scratch")
+
+
+@pytest.mark.slow
+def test_dmgnet_synthetic_recipe_full(tmp_path):
+    out = _run("dmgnet_synthetic.sh", tmp_path, timeout=FULL_TIMEOUT_S)
+    _check_synthetic(out, tmp_path, ("bot", "dmgnet", "metagen"))
+    claim_verdicts(out, [("DMG-Net > Meta-generalization (mAP)",)])
+    assert "SHRUNK run" not in out
+    meta = json.loads((tmp_path / "data" / "synthetic" / "dg" / "meta.json").read_text())
+    assert meta["params"]["num_train_ids"] == 150
+
+
+def _targets(root: Path) -> None:
+    for fake in (fake_prid2011, fake_grid, fake_viper, fake_ilids):
+        fake.build(root)
+
+
+def _check_mixed(out: str, work: Path, setting: str, targets, trials, variants) -> None:
+    """One multi-store eval per (variant, target) over every trial, printed beside Table 5."""
+    paper = {"mixed_a": {"prid2011": "68.38", "grid": "56.62", "viper": "60.38",
+                         "ilids": "83.94"},
+             "mixed_b": {"prid2011": "69.73", "grid": "47.18", "viper": "70.93",
+                         "ilids": "88.20"}}[setting]                 # Table 5, DMG-Net mAP
+    name = {"mixed_a": "Mixed A", "mixed_b": "Mixed B"}[setting]
+    for target in targets:
+        assert f"{name} → " in out and paper[target] in out
+        for variant in variants:
+            report = json.loads((work / f"{variant}_{target}.json").read_text())
+            assert len(report["stores"]) == len(trials)          # ONE eval over the trials
+            assert all((work / f"{variant}_{target}_t{k}.h5").is_file() for k in trials)
+    for variant in variants:
+        cfg = _config(work / variant)
+        assert cfg["sources"] == [setting] and cfg["color_jitter"] is True
+        assert sorted(cfg["targets"]) == sorted(targets)
+    budget, = _budget_lines(out)                                 # one budget for all
+    assert budget.split("): ", 1)[1].startswith("epochs 1, ")
+    assert all(_config(work / v)["iters_per_epoch"] == 1 for v in variants)
+
+
+def test_dmgnet_mixB_recipe_on_fake_trees(tmp_path):
+    root = tmp_path / "data"
+    _targets(root)
+    fake_msmt17.build(root)
+    fake_cuhk03.build(root)
+    write_market_tree(root / "Market-1501-v15.09.15", train_ids=4, test_ids=2, cams=3)
+    write_market_tree(root / "DukeMTMC-reID", train_ids=4, test_ids=2, cams=3,
+                      duke_names=True, seed=1)
+    work = tmp_path / "work"
+    out = _run("dmgnet_mixB.sh", work, *FAKE_TRAIN_ARGS, ROOT=str(root), TRIALS="0 3",
+               TARGETS="grid", DMG_VARIANTS="dmgnet", TARGET_OPTIONS=FAKE_TARGET_OPTIONS,
+               **FAKE_BUDGET)
+    _check_mixed(out, work, "mixed_b", ["grid"], ["0", "3"], ["dmgnet"])
+    assert "2 stores" in _row(out, "DMG-Net")
+    assert "not checked (methods not run): DMG-Net > BoT" in out
+    from reidcli.store.reader import open_store
+    with open_store(work / "dmgnet_grid_t3.h5") as st:           # trial 3's own test ids
+        q_pids = set(st.records["pid"][st.records["split"] == "query"])
+    test_ids = set(range(1, 7)) - set(fake_grid.partitions(6, 3)[3].tolist())
+    assert q_pids == test_ids
+    notice = shrunk_notice(out)
+    assert "TRIALS=0 3" in notice and "TARGETS=grid" in notice
+
+
+@pytest.mark.slow
+def test_dmgnet_mixA_recipe_on_fake_trees(tmp_path):
+    root = tmp_path / "data"
+    _targets(root)
+    fake_cuhk02.build(root)
+    fake_cuhk03.build(root)
+    fake_cuhk_sysu.build(root)
+    write_market_tree(root / "Market-1501-v15.09.15", train_ids=4, test_ids=2, cams=3)
+    write_market_tree(root / "DukeMTMC-reID", train_ids=4, test_ids=2, cams=3,
+                      duke_names=True, seed=1)
+    work = tmp_path / "work"
+    targets = ["prid2011", "grid", "viper", "ilids"]
+    out = _run("dmgnet_mixA.sh", work, *FAKE_TRAIN_ARGS, ROOT=str(root), TRIALS="0 1",
+               TARGET_OPTIONS=FAKE_TARGET_OPTIONS, **FAKE_BUDGET)
+    _check_mixed(out, work, "mixed_a", targets, ["0", "1"], ["dmgnet", "bot"])
+    verdicts = claim_verdicts(out, [(c,) for c in CLAIM])        # printed once per target
+    assert set(verdicts.values()) <= {"PASS", "FAIL"}
+    assert sum(line.startswith(("PASS  DMG-Net > BoT", "FAIL  DMG-Net > BoT"))
+               for line in out.splitlines()) == 2 * len(targets)
+    with open(work / "dmgnet" / "train_records.csv") as f:       # every source trained
+        assert {r["dataset"] for r in csv.DictReader(f)} == {
+            "cuhk02", "cuhk03", "market1501", "dukemtmc", "cuhksysu"}
+
+
+#: a Person30K copy in the manifest contract (docs/datasets.md) big enough for one batch of 2
+#: ids: 4 train ids × 2 sites × 2 cameras; each test subset 3 ids × 2 cameras × 2 images
+def _person30k(root: Path) -> Path:
+    folder = root / "person30k"
+    lines = ["path,pid,camid,site,scenario,subset"]
+    rows = [("train", f"s{pid % 2}", "supermarket", pid, cam, k)
+            for pid in range(1, 5) for cam in (0, 1) for k in range(2)]
+    for subset, base, site, scenario in (("test_a", 10, "s0", "supermarket"),
+                                         ("test_b", 20, "s7", "supermarket"),
+                                         ("test_c", 30, "m1", "mall")):
+        rows += [(subset, site, scenario, pid, cam, k)
+                 for pid in range(base, base + 3) for cam in (0, 1) for k in range(2)]
+    for subset, site, scenario, pid, cam, k in rows:
+        rel = f"images/{subset}/{pid:05d}_c{cam}_{k}.jpg"
+        write_image(folder / rel, color=(37 * pid + 11 * cam) % 256)
+        lines.append(f"{rel},{pid},{cam},{site},{scenario},{subset}")
+    (folder / "manifest.csv").write_text("\n".join(lines) + "\n")
+    return folder
+
+
+@pytest.mark.parametrize("variants,subsets", [
+    ("metadisc", "C"),
+    pytest.param("dmgnet bot metagen metadisc", "A B C", marks=pytest.mark.slow)])
+def test_dmgnet_person30k_recipe_on_a_fake_manifest(tmp_path, variants, subsets):
+    _person30k(tmp_path / "data")
+    work = tmp_path / "work"
+    out = _run("dmgnet_person30k.sh", work, *FAKE_TRAIN_ARGS, ROOT=str(tmp_path / "data"),
+               DMG_VARIANTS=variants, SUBSETS=subsets, **FAKE_BUDGET)
+    paper = {"A": "71.01", "B": "62.49", "C": "62.47"}           # Table 6, Meta-discrimination
+    for subset in subsets.split():
+        assert f"Person30K Test-{subset}" in out and paper[subset] in out
+        for variant in variants.split():
+            report = json.loads((work / f"{variant}_{subset}.json").read_text())
+            assert 0 <= report["mAP"] <= 1
+    assert out.count(" ".join(PROTOCOL_ASSUMED.split())[:50]) == len(subsets.split())
+    cfg = _config(work / variants.split()[0])
+    assert cfg["sources"] == ["person30k"] and cfg["color_jitter"] is False
+    from reidcli.store.reader import open_store
+    with open_store(work / f"{variants.split()[0]}_{subsets.split()[-1]}.h5") as st:
+        tested = st.records[st.records["split"].isin(["query", "gallery"])]
+        assert set(tested["x_subset"]) == {f"test_{subsets.split()[-1].lower()}"}
+    assert len(_budget_lines(out)) == 1
+    assert "SUBSETS=" in shrunk_notice(out)
+    if "bot" in variants:
+        claim_verdicts(out, [(c,) for c in CLAIM] + [
+            ("Meta-discrimination > Meta-generalization (Test-A: L_MD helps most) (mAP)",),
+            ("DMG-Net > Meta-discrimination (mAP)",)])
+
+
+@pytest.mark.parametrize("script", ["dmgnet_mixA.sh", "dmgnet_mixB.sh", "dmgnet_person30k.sh"])
+def test_real_recipes_need_their_data_root(tmp_path, script):
+    env = recipe_env()
+    env.pop("ROOT", None)
+    proc = subprocess.run(["bash", str(RECIPES / script), str(tmp_path)], capture_output=True,
+                          text=True, env=env, timeout=120)
+    assert proc.returncode != 0 and "ROOT" in proc.stderr
+
+
+def test_unknown_variant_is_refused(tmp_path):
+    proc = subprocess.run(["bash", str(RECIPES / "dmgnet_synthetic.sh"), str(tmp_path)],
+                          capture_output=True, text=True, timeout=300,
+                          env=recipe_env(DMG_VARIANTS="bogus", DMG_TRAIN_IDS="4",
+                                         DMG_TEST_IDS="4", **ONE_THREAD))
+    assert proc.returncode != 0 and "unknown DMG-Net variant 'bogus'" in proc.stderr
