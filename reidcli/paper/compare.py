@@ -29,6 +29,7 @@ from rich.console import Console
 from rich.table import Table
 
 from reidcli.errors import InputFileError, ParameterError, ReidError, UsageError
+from reidcli.paper.script import labelled_results, report_error
 
 RANKS = (1, 5, 10, 20)
 
@@ -226,14 +227,8 @@ def main(argv: list[str] | None = None) -> int:
                         "indoor, all-multi, indoor-multi; regdb v2t (default), t2v")
     parser.add_argument("results", nargs="+", help="LABEL=result.json (labels as in the paper)")
     args = parser.parse_args(argv)
-    pairs = []
     try:
-        for item in args.results:
-            if "=" not in item:
-                raise UsageError(f"result {item!r} is not LABEL=path.json",
-                                 "write e.g. C-DPCF=cdpcf.json")
-            label, path = item.split("=", 1)
-            pairs.append((label, Path(path)))
+        pairs = labelled_results(args.results, "C-DPCF=cdpcf.json")
         if args.protocol is not None and args.paper != "dgvae":
             raise UsageError(f"--protocol is for the dgvae comparison, not {args.paper}",
                              "drop --protocol")
@@ -247,10 +242,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             compare(args.paper, args.dataset, pairs)
     except ReidError as exc:
-        if isinstance(exc, ParameterError):           # library terms → this script's flag
-            exc = exc.for_flag("--" + exc.parameter.replace("_", "-"))
-        Console(stderr=True).print(f"error: {exc.message}", markup=False)
-        return 2
+        return report_error(exc)
     return 0
 
 

@@ -10,12 +10,11 @@ large λ_ambi is unstable in stage 1 and gives values only for stages 2 and 3).
 """
 from __future__ import annotations
 
-import argparse
-import sys
 import json
 from pathlib import Path
 
-from reidcli.errors import InputFileError, ReidError
+from reidcli.errors import InputFileError
+from reidcli.paper.script import budget_main
 
 #: the paper's schedule (DG-VAE paper §4.2): epochs of stages 1, 2, 3; identities and images
 #: per identity and modality in a batch
@@ -91,18 +90,8 @@ def budget_lines(run_dirs: list[str | Path]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m reidcli.paper.dgvae_budget",
-                                     description=__doc__.split("\n\n")[0])
-    parser.add_argument("runs", nargs="+", help="run directories of reid train dgvae")
-    args = parser.parse_args(argv)
-    try:
-        for line in budget_lines(args.runs):
-            print(line)
-    except ReidError as exc:
-        print(f"error: {exc.message}", file=sys.stderr)
-        return 2
-    print(STAGE1_AMBI_NOTE)
-    return 0
+    return budget_main("python -m reidcli.paper.dgvae_budget", __doc__.split("\n\n")[0], "dgvae",
+                       budget_lines, argv, notes=(STAGE1_AMBI_NOTE,))
 
 
 if __name__ == "__main__":

@@ -12,12 +12,11 @@ guessed.
 """
 from __future__ import annotations
 
-import argparse
 import json
-import sys
 from pathlib import Path
 
-from reidcli.errors import InputFileError, ReidError
+from reidcli.errors import InputFileError
+from reidcli.paper.script import budget_main
 
 #: the paper's schedule (DMG-Net paper §5): epochs, identities per set, images per identity
 PAPER_EPOCHS = 120
@@ -112,17 +111,8 @@ def budget_lines(run_dirs: list[str | Path]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m reidcli.paper.dmgnet_budget",
-                                     description=__doc__.split("\n\n")[0])
-    parser.add_argument("runs", nargs="+", help="run directories of reid train dmgnet")
-    args = parser.parse_args(argv)
-    try:
-        for line in budget_lines(args.runs):
-            print(line)
-    except ReidError as exc:
-        print(f"error: {exc.message}", file=sys.stderr)
-        return 2
-    return 0
+    return budget_main("python -m reidcli.paper.dmgnet_budget", __doc__.split("\n\n")[0], "dmgnet",
+                       budget_lines, argv)
 
 
 if __name__ == "__main__":

@@ -32,6 +32,7 @@ from rich.table import Table
 
 from reidcli.errors import ParameterError, ReidError, UsageError
 from reidcli.naming import param
+from reidcli.paper.script import labelled_results, report_error
 
 #: Table 5 settings: registry-facing name → the paper's
 SETTINGS = {"mixed_a": "Mixed A", "mixed_b": "Mixed B"}
@@ -250,19 +251,10 @@ def main(argv: list[str] | None = None) -> int:
                         "paper: DMG-Net, BoT, Meta-generalization, Meta-discrimination)")
     args = parser.parse_args(argv)
     try:
-        pairs = []
-        for item in args.results:
-            if "=" not in item:
-                raise UsageError(f"result {item!r} is not LABEL=path.json",
-                                 "write e.g. DMG-Net=dmgnet.json")
-            label, path = item.split("=", 1)
-            pairs.append((label, Path(path)))
+        pairs = labelled_results(args.results, "write e.g. DMG-Net=dmgnet.json")
         compare_dmgnet(pairs, args.table, args.dataset, args.setting, args.subset, args.source)
     except ReidError as exc:
-        if isinstance(exc, ParameterError):           # library terms → this script's flag
-            exc = exc.for_flag("--" + exc.parameter.replace("_", "-"))
-        Console(stderr=True).print(f"error: {exc.message}", markup=False)
-        return 2
+        return report_error(exc)
     return 0
 
 

@@ -18,6 +18,7 @@ from reidcli.testing.vi_toy import make_vi_toy, vi_toy_batch
 from reidcli.training.config import make_config
 from reidcli.training.dgvae_trainer import DGVAETrainer, run_stages
 from reidcli.training.engine import train_model
+from tests.training.helpers import assert_resume_reproduces, torchrun_reid
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -155,21 +156,8 @@ def test_engine_trains_three_stages_and_logs_every_term(vi_root, tmp_path):
 
 
 def test_resume_reproduces_the_uninterrupted_run(vi_root, tmp_path):
-    cfg = _vi_cfg(vi_root, iters_per_epoch=2)
-    train_model(cfg, tmp_path / "straight", progress=False)
-
-    def interrupt(epoch):
-        if epoch == 1:                                   # after stage 2
-            raise KeyboardInterrupt
-
-    with pytest.raises(KeyboardInterrupt):
-        train_model(cfg, tmp_path / "cut", progress=False, on_epoch_end=interrupt)
-    train_model(cfg, tmp_path / "cut", resume=True, progress=False)
-    a = torch.load(tmp_path / "straight" / "model.pt", weights_only=False)["model_state"]
-    b = torch.load(tmp_path / "cut" / "model.pt", weights_only=False)["model_state"]
-    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
-    assert [r["loss"] for r in _rows(tmp_path / "straight")] == \
-        [r["loss"] for r in _rows(tmp_path / "cut")]
+    assert_resume_reproduces(_vi_cfg(vi_root, iters_per_epoch=2), tmp_path,
+                             interrupt_after_epoch=1)                # after stage 2
 
 
 @pytest.fixture(scope="module")
@@ -215,24 +203,11 @@ def test_ddp_two_processes_with_torchrun(vi_root, tmp_path):
     """`torchrun --nproc_per_node 2 reid train dgvae` (gloo on CPU) through all three stages:
     the whole step runs inside the DDP module, frozen stage-2 parameters included."""
     import json
-    import os
-    import subprocess
-    import sys
-    from pathlib import Path
 
-    torchrun = Path(sys.executable).with_name("torchrun")
-    reid = Path(sys.executable).with_name("reid")
-    if not torchrun.exists() or not reid.exists():
-        pytest.skip("torchrun / reid scripts not installed next to the interpreter")
     run = tmp_path / "ddp"
-    cmd = [str(torchrun), "--standalone", "--nproc_per_node", "2", str(reid), "train",
-           "dgvae", "--dataset", "synthetic", "--root", str(vi_root), "--option", "name=vi",
-           "--preset", "tiny", "--epochs", "1,1,1", "--iters-per-epoch", "4",
-           "--log-every", "1", "--out", str(run), "--quiet"]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "OMP_NUM_THREADS": "1"})
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stderr.count("wrote ") == 1                     # rank 0 only
+    torchrun_reid("train", "dgvae", "--dataset", "synthetic", "--root", vi_root, "--option",
+                  "name=vi", "--preset", "tiny", "--epochs", "1,1,1", "--iters-per-epoch", "4",
+                  "--log-every", "1", "--out", run, "--quiet")
     assert json.loads((run / "config.json").read_text())["world_size"] == 2
     assert [r["phase"] for r in _rows(run)] == ["stage1"] * 2 + ["stage2"] * 2 + ["stage3"] * 2
     assert load_model(run).kind == "dgvae"

@@ -9,12 +9,12 @@ import json
 import h5py
 import numpy as np
 import pytest
-import torch
 
 from reidcli.errors import ParameterError, UsageError
 from reidcli.training.config import make_config
 from reidcli.training.engine import train_model
 from tests.cli.helpers import run_cli
+from tests.training.helpers import assert_resume_reproduces, torchrun_reid
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -86,18 +86,7 @@ def test_same_seed_same_losses_and_resume_reproduces(dg_synthetic, tmp_path):
     train_model(cfg, tmp_path / "b", progress=False)
     losses = lambda run: [r["loss"] for r in _rows(run)]              # noqa: E731
     assert losses(tmp_path / "a") == losses(tmp_path / "b")
-
-    def interrupt(epoch):
-        if epoch == 0:
-            raise KeyboardInterrupt
-
-    with pytest.raises(KeyboardInterrupt):
-        train_model(cfg, tmp_path / "cut", progress=False, on_epoch_end=interrupt)
-    train_model(cfg, tmp_path / "cut", resume=True, progress=False)
-    a = torch.load(tmp_path / "a" / "model.pt", weights_only=False)["model_state"]
-    b = torch.load(tmp_path / "cut" / "model.pt", weights_only=False)["model_state"]
-    assert all(torch.equal(a[k], b[k]) for k in a)
-    assert losses(tmp_path / "a") == losses(tmp_path / "cut")
+    assert_resume_reproduces(cfg, tmp_path, interrupt_after_epoch=0)
 
 
 @pytest.mark.parametrize("switches", [dict(meta_order=1), dict(inner_opt="adam1"),
@@ -139,24 +128,10 @@ def test_guards(capsys, dg_synthetic, tmp_path):
 def test_ddp_two_processes_with_torchrun(dg_synthetic, tmp_path):
     """`torchrun --nproc_per_node 2 reid train dmgnet` (gloo on CPU): the second-order meta
     step runs inside the DDP module; rank 0 writes the run."""
-    import os
-    import subprocess
-    import sys
-    from pathlib import Path
-
     root, name = dg_synthetic
-    torchrun = Path(sys.executable).with_name("torchrun")
-    reid = Path(sys.executable).with_name("reid")
-    if not torchrun.exists() or not reid.exists():
-        pytest.skip("torchrun / reid scripts not installed next to the interpreter")
     run = tmp_path / "ddp"
-    cmd = [str(torchrun), "--standalone", "--nproc_per_node", "2", str(reid), "train",
-           "dmgnet", *_data(root, name), "--preset", "tiny", "--epochs", "1",
-           "--iters-per-epoch", "4", "--log-every", "1", "--out", str(run), "--quiet"]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "OMP_NUM_THREADS": "1"})
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stderr.count("wrote ") == 1
+    torchrun_reid("train", "dmgnet", *_data(root, name), "--preset", "tiny", "--epochs", "1",
+                  "--iters-per-epoch", "4", "--log-every", "1", "--out", run, "--quiet")
     assert json.loads((run / "config.json").read_text())["world_size"] == 2
     rows = _rows(run)
     assert len(rows) == 2 and all(np.isfinite(float(r["loss_g"])) for r in rows)

@@ -146,23 +146,13 @@ def test_ddp_two_processes_with_torchrun(tiny_synthetic_root, tmp_path):
     """`torchrun --nproc_per_node 2 reid train bot` (gloo on CPU): one run directory written
     by rank 0, world size recorded, P×K batches shared between the ranks."""
     import shutil
-    import subprocess
-    import sys
-    from pathlib import Path
 
-    torchrun = Path(sys.executable).with_name("torchrun")
-    reid = Path(sys.executable).with_name("reid")
-    if not torchrun.exists() or not reid.exists():
-        pytest.skip("torchrun / reid scripts not installed next to the interpreter")
+    from tests.training.helpers import torchrun_reid
+
     run = tmp_path / "ddp"
-    cmd = [str(torchrun), "--standalone", "--nproc_per_node", "2", str(reid), "train",
-           "bot", "--dataset", "synthetic", "--root", str(tiny_synthetic_root), "--option",
-           "name=tiny", "--preset", "tiny", "--P", "3", "--K", "2", "--epochs", "2",
-           "--log-every", "1", "--out", str(run), "--quiet"]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600,
-                          env={**__import__("os").environ, "OMP_NUM_THREADS": "1"})
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stderr.count("wrote ") == 1                     # rank 0 only
+    torchrun_reid("train", "bot", "--dataset", "synthetic", "--root", tiny_synthetic_root,
+                  "--option", "name=tiny", "--preset", "tiny", "--P", "3", "--K", "2",
+                  "--epochs", "2", "--log-every", "1", "--out", run, "--quiet")
     config = json.loads((run / "config.json").read_text())
     assert config["world_size"] == 2
     rows = _rows(run)
