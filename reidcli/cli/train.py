@@ -11,14 +11,11 @@ from typing import Any, Optional
 import typer
 
 from reidcli import registry
-from reidcli.cli._stub import PASS_THROUGH, not_yet
 from reidcli.cli.estimator_commands import add_estimator_commands, common_option, method_flags
 
 app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Train a network or fit a metric on a store.")
 
-#: stages still to come: a clear "not implemented yet" (exit 2)
-LATER: tuple[str, ...] = ()
 
 COMMON = [
     common_option("store", Path, ..., "--store", help="Feature store (.h5)."),
@@ -59,13 +56,6 @@ def build_commands() -> None:
         add_estimator_commands(app, registry.methods("train"), COMMON, run_metric)
 
 
-def _later(method: str):
-    def command(ctx: typer.Context) -> None:
-        not_yet(f"train {method}")
-    command.__doc__ = f"{method} (not implemented yet)"
-    return command
-
-
 from reidcli.cli import train_net as _train_net  # noqa: E402
 
 app.command("pcb", help="PCB (Sun et al. 2018): 6 stripes, shared 1×1 reduction, 6 classifiers; "
@@ -78,6 +68,3 @@ app.command("dgvae", help="DG-VAE (Pu et al. 2020): visible-infrared re-id; MoG-
 app.command("dmgnet", help="DMG-Net (Bai et al. 2021): domain generalisation from several "
             "source datasets; meta-generalisation across cameras + meta-discrimination.")(
     _train_net.dmgnet)
-
-for _method in LATER:
-    app.command(_method, context_settings=PASS_THROUGH)(_later(_method))
