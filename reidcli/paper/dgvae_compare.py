@@ -14,9 +14,9 @@ import dataclasses
 from pathlib import Path
 
 from rich.console import Console
-from rich.table import Table
 
 from reidcli.errors import ParameterError
+from reidcli.paper.grid import add_our_row, result_grid
 
 #: the paper's table columns of each dataset: registry-facing name → (paper name, CSV prefix)
 PAPER_DATASETS = {"sysu": ("SYSU-MM01", "sysu"), "regdb": ("RegDB", "regdb")}
@@ -104,19 +104,6 @@ def paper_rows(label: str, dataset: str, protocol: str, table: str) -> list[Pape
     return out
 
 
-def _cell(mean: float | None, std: float | None = None) -> str:
-    if mean is None:
-        return "-"
-    return f"{mean:.2f}" if std is None else f"{mean:.2f} ± {std:.2f}"
-
-
-def averaged_over(result: dict) -> str:
-    """"10 stores" (an across-store aggregate) or "10 trials"."""
-    if result.get("stores"):
-        return f"{result['stores']} stores"
-    return f"{result['trials']} trial{'s' if result['trials'] != 1 else ''}"
-
-
 def compare_dgvae(dataset: str, results: list[tuple[str, Path]], table: str = "2",
                   protocol: str | None = None,
                   console: Console | None = None) -> list[tuple[str, bool | None]]:
@@ -143,19 +130,14 @@ def compare_dgvae(dataset: str, results: list[tuple[str, Path]], table: str = "2
     title = (f"{name} {PROTOCOLS[dataset][protocol]}: ours vs DG-VAE paper Table {table} (%)")
     if dataset == "synthetic":
         title += " — the paper's rows are its real-data numbers, shown for scale only"
-    grid = Table(title=title)
-    for col in ("label", "variant", "source", "averaged over", *(m[2] for m in METRICS)):
-        grid.add_column(col, justify="left" if col in ("label", "variant", "source") else "right")
+    grid = result_grid(title, "variant", METRICS)
     ours = {}
     for label, path in results:
         res = load_result(path)
         variant = variant_of(label)
         if variant is not None:
             ours[variant] = res
-        spread = res["trials"] > 1 or res["stores"] > 1      # one run has no std to show
-        grid.add_row(label, variant or "-", "ours", averaged_over(res),
-                     *(_cell(res[key], res[std] if spread else None)
-                       for key, std, _, _ in METRICS))
+        add_our_row(grid, label, variant, res, METRICS)
         for ref in paper_rows(label, dataset, protocol, table):
             grid.add_row("", "", ref.source, "",
                          *(ref.cells.get(key) or "-" for key, _, _, _ in METRICS))

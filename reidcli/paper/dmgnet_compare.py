@@ -28,10 +28,10 @@ import sys
 from pathlib import Path
 
 from rich.console import Console
-from rich.table import Table
 
 from reidcli.errors import ParameterError, ReidError, UsageError
 from reidcli.naming import param
+from reidcli.paper.grid import add_our_row, result_grid
 from reidcli.paper.script import labelled_results, report_error
 
 #: Table 5 settings: registry-facing name → the paper's
@@ -168,12 +168,6 @@ def comparison(table: str, dataset: str | None = None, setting: str | None = Non
     return Comparison(table, title, {"*": row}, notes, ())
 
 
-def _cell(mean: float | None, std: float | None = None) -> str:
-    if mean is None:
-        return "-"
-    return f"{mean:.2f}" if std is None else f"{mean:.2f} ± {std:.2f}"
-
-
 def compare_dmgnet(results: list[tuple[str, Path]], table: str = "5",
                    dataset: str | None = None, setting: str | None = None,
                    subset: str | None = None, source: str | None = None,
@@ -181,23 +175,17 @@ def compare_dmgnet(results: list[tuple[str, Path]], table: str = "5",
     """Print ours beside the paper's rows (module doc) and the claim lines; returns
     ``[(claim (metric), passed, or None when a method of the claim was not run)]``."""
     from reidcli.paper.compare import load_result
-    from reidcli.paper.dgvae_compare import averaged_over
 
     console = console or Console(width=max(Console().width, 132))
     setup = comparison(table, dataset, setting, subset, source)
-    grid = Table(title=setup.title)
-    for col in ("label", "method", "source", "averaged over", *(m[2] for m in METRICS)):
-        grid.add_column(col, justify="left" if col in ("label", "method", "source") else "right")
+    grid = result_grid(setup.title, "method", METRICS)
     ours = {}
     for label, path in results:
         res = load_result(path)
         method = method_of(label)
         if method is not None:
             ours[method] = res
-        spread = res["trials"] > 1 or res["stores"] > 1      # one run has no std to show
-        grid.add_row(label, method or "-", "ours", averaged_over(res),
-                     *(_cell(res[key], res[std] if spread else None)
-                       for key, std, _, _ in METRICS))
+        add_our_row(grid, label, method, res, METRICS)
         if setup.table != "-":
             row = setup.rows.get("*") or setup.rows.get(method or "")
             if row is None:
