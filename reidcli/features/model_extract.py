@@ -106,7 +106,8 @@ def _size_text(text: tuple[int, int]) -> str:
 @torch.no_grad()
 def embed_batch(model: LoadedModel, images: torch.Tensor, maps: Sequence[str],
                 map_size: tuple[int, int], flip: bool, autocast: torch.dtype | None,
-                channels_last: bool, modality: torch.Tensor | None = None
+                channels_last: bool, modality: torch.Tensor | None = None,
+                features: Sequence[str] | None = None
                 ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
     """Features {name: [B, d]} and pooled maps {tap: [B, C, h, w]} of one batch.
 
@@ -117,11 +118,11 @@ def embed_batch(model: LoadedModel, images: torch.Tensor, maps: Sequence[str],
     if channels_last:
         images = images.contiguous(memory_format=torch.channels_last)
     with autocast_context(device, autocast):
-        out = model.forward(images, maps, modality=modality)
+        out = model.forward(images, maps, modality=modality, features=features)
         feats = model_features(model.kind, out)
         if flip:
-            flipped = model_features(model.kind, model.forward(torch.flip(images, dims=[3]),
-                                                               modality=modality))
+            flipped = model_features(model.kind, model.forward(
+                torch.flip(images, dims=[3]), modality=modality, features=features))
             feats = {k: (v.float() + flipped[k].float()) / 2 for k, v in feats.items()}
         pooled = {tap: F.adaptive_avg_pool2d(out.taps[tap].float(), map_size) for tap in maps}
     return ({k: v.float().cpu().numpy() for k, v in feats.items()},
@@ -187,7 +188,8 @@ def extract_model_store(layout: StoreLayout, out: str | os.PathLike,
         for batch in track(loader, total=len(loader), description="extracting",
                            unit="batches", enabled=progress):
             feats, pooled = embed_batch(model, batch["image"], taps, map_size, flip, autocast,
-                                        channels_last, modality=batch["modality"])
+                                        channels_last, modality=batch["modality"],
+                                        features=names)
             for name in names:
                 writer.append_feature(name, feats[name])
             for tap in taps:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import torch
 from torch import nn
@@ -206,10 +206,11 @@ class LoadedModel:
 
         return eval_transform(self.spec.input_size)
 
-    def forward(self, images: torch.Tensor, taps=(), modality: torch.Tensor | None = None
-                ) -> Any:
+    def forward(self, images: torch.Tensor, taps=(), modality: torch.Tensor | None = None,
+                features: Sequence[str] | None = None) -> Any:
         """The model output. DG-VAE routes each row through its visible or infrared trunk
-        by ``modality`` [B] (0 visible, 1 infrared; required) and has no conv taps."""
+        by ``modality`` [B] (0 visible, 1 infrared; required), has no conv taps, and runs its
+        IAI encoder only when ``features`` (default: all) asks for ``dgvae_iai``."""
         if self.kind == "dgvae":
             if modality is None:
                 raise InputFileError(f"{param('model')} {self.path} is a DG-VAE model: every "
@@ -219,7 +220,8 @@ class LoadedModel:
             if taps:
                 raise InputFileError(f"{param('model')} {self.path} is a DG-VAE model and has "
                                      "no conv-map taps", f"drop {param('maps')}")
-            return self.module(images.to(self.device), modality.to(self.device).bool())
+            return self.module(images.to(self.device), modality.to(self.device).bool(),
+                               with_iai=features is None or "dgvae_iai" in features)
         return self.module(images.to(self.device), taps)
 
     def features(self, images: torch.Tensor, modality: torch.Tensor | None = None

@@ -530,10 +530,11 @@ def idc_loss(classifier: torch.nn.Module, mu_d_hat: torch.Tensor, plan: TSRPlan)
 
 @dataclasses.dataclass
 class DGVAETerms:
-    """Differentiable unweighted ``terms`` {name: scalar} and float ``diagnostics``."""
+    """Differentiable unweighted ``terms`` {name: scalar} and detached 0-d ``diagnostics``
+    (mean α, mean σ of d and of a)."""
 
     terms: dict[str, torch.Tensor]
-    diagnostics: dict[str, float]
+    diagnostics: dict[str, torch.Tensor]
 
 
 def dgvae_terms(model: DGVAE, images: torch.Tensor, labels: torch.Tensor,
@@ -576,12 +577,12 @@ def dgvae_terms(model: DGVAE, images: torch.Tensor, labels: torch.Tensor,
     if wanted & {"lmc", "lmc_alpha_reg"}:
         ce, reg = almc(d, logvar_d, labels, model.prior_means, margins)
         values.update({k: v for k, v in (("lmc", ce), ("lmc_alpha_reg", reg)) if k in wanted})
-    diagnostics = {"alpha_mean": float(margins.detach().mean()),
-                   "sigma_d": float(torch.exp(0.5 * logvar_d.detach()).mean())}
+    diagnostics = {"alpha_mean": margins.detach().float().mean(),
+                   "sigma_d": torch.exp(0.5 * logvar_d.detach()).mean()}
     if with_iai:
         mu_a, logvar_a = out.mu_a.float(), out.logvar_a.float()
         a = reparameterise(mu_a, logvar_a, generator) if variant.sample_iai else mu_a
-        diagnostics["sigma_a"] = float(torch.exp(0.5 * logvar_a.detach()).mean())
+        diagnostics["sigma_a"] = torch.exp(0.5 * logvar_a.detach()).mean()
         if "ambi" in wanted:
             values["ambi"] = ambi_loss(mu_a, logvar_a)
             if variant.idi_prior == "normal":             # Table 2 row 10: N(0, I) on d too
@@ -646,9 +647,10 @@ def dgvae_step_loss(model: DGVAE, images: torch.Tensor, labels: torch.Tensor,
     result = dgvae_terms(model, images, labels, infrared, variant, weights,
                          active_terms(variant, stage, weights), generator)
     total = weighted_total(result.terms, stage, weights)
-    log = {name: float(value.detach()) for name, value in result.terms.items()}
-    log.update(result.diagnostics)
-    return total, log
+    logged = {**result.terms, **result.diagnostics}
+    # one device→host copy for every logged value (a float() per term syncs once each)
+    values = torch.stack([v.detach().float().reshape(()) for v in logged.values()]).tolist()
+    return total, dict(zip(logged, values))
 
 
 __all__ = ["LOSS_TERMS", "DIAGNOSTICS", "Variant", "VARIANTS", "get_variant", "DGVAEWeights",

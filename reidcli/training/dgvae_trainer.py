@@ -102,7 +102,7 @@ def run_stages(cfg: TrainConfig) -> list[int]:
     return stages
 
 
-def _trainable(model: nn.Module, stage: int, variant) -> set[str]:
+def _trainable(stage: int, variant) -> set[str]:
     names = set(STAGE_MODULES[stage])
     if not variant.decoder:                      # E^A and G are never used
         names -= {"iai_encoder", "decoder"}
@@ -111,7 +111,7 @@ def _trainable(model: nn.Module, stage: int, variant) -> set[str]:
 
 def _freeze_for(stage: int, variant):
     def prepare(model: nn.Module) -> None:
-        trainable = _trainable(model, stage, variant)
+        trainable = _trainable(stage, variant)
         for name, p in model.named_parameters():
             p.requires_grad_(name.split(".")[0] in trainable)
     return prepare
@@ -119,7 +119,7 @@ def _freeze_for(stage: int, variant):
 
 def _eval_frozen(stage: int, variant):
     def train_modes(model: nn.Module) -> None:
-        trainable = _trainable(model, stage, variant)
+        trainable = _trainable(stage, variant)
         for name, child in model.named_children():
             if name not in trainable:
                 child.eval()                     # BN statistics and dropout of frozen parts

@@ -161,8 +161,10 @@ def inner_step(theta: dict[str, torch.Tensor], loss: torch.Tensor, alpha: float,
     return adapted
 
 
-def _scalar(x: torch.Tensor) -> float:
-    return float(x.detach())
+def _logged(**values: torch.Tensor) -> dict[str, float]:
+    """The step's scalars as floats, copied to the host at once (one sync, not one each)."""
+    floats = torch.stack([v.detach().float().reshape(()) for v in values.values()]).tolist()
+    return dict(zip(values, floats))
 
 
 def dmg_step_loss(model: nn.Module, support_images: torch.Tensor,
@@ -196,8 +198,7 @@ def dmg_step_loss(model: nn.Module, support_images: torch.Tensor,
         loss_md = (md_loss(support.bnneck, support_labels, query.bnneck, query_labels,
                            cfg.md_scale) if cfg.md_weight > 0 else loss_b.new_zeros(()))
         total = loss_b + cfg.md_weight * loss_md
-        return total, {"L_B": _scalar(loss_b), "L_MD": _scalar(loss_md),
-                       "L_all": _scalar(total)}
+        return total, _logged(L_B=loss_b, L_MD=loss_md, L_all=total)
 
     theta = trainable_parameters(model)
     reuse_support = cfg.md_weight > 0 or cfg.outer_base_weight > 0
@@ -213,8 +214,7 @@ def dmg_step_loss(model: nn.Module, support_images: torch.Tensor,
     total = loss_g + cfg.md_weight * loss_md
     if cfg.outer_base_weight > 0:
         total = total + cfg.outer_base_weight * loss_b
-    return total, {"L_B": _scalar(loss_b), "L_G": _scalar(loss_g), "L_MD": _scalar(loss_md),
-                   "L_all": _scalar(total)}
+    return total, _logged(L_B=loss_b, L_G=loss_g, L_MD=loss_md, L_all=total)
 
 
 class DMGStepModule(nn.Module):

@@ -24,7 +24,7 @@ import torch
 
 from reidcli.data.samplers import CameraSplitSampler
 from reidcli.data.transforms import train_transform
-from reidcli.errors import ParameterError, UsageError
+from reidcli.errors import ParameterError, ReidError, UsageError
 from reidcli.naming import param
 from reidcli.registry import register_info
 from reidcli.training.bot_trainer import BoTTrainer
@@ -70,7 +70,7 @@ def check_targets(records: pd.DataFrame, targets) -> None:
         dataset, _, domain = text.partition("/")
         try:
             dataset = canonical_name(dataset)
-        except Exception:                              # noqa: BLE001 - an unknown name
+        except ReidError:                              # an unknown dataset name
             raise ParameterError("training", "targets", text, "is not a dataset",
                                  "name datasets (reid data list), e.g. viper or "
                                  "synthetic/d3") from None
