@@ -7,5 +7,6 @@ source "$here/_warca_chain.sh"
 : "${REIDCLI_DATA:?set REIDCLI_DATA to the folder holding viper (see reid data info viper)}"
 work="${1:-runs/warca_lomo_viper}"
 mkdir -p "$work"
-reid extract --dataset viper --option protocol=warca --features lomo --out "$work/store.h5" --force
+reid extract --dataset viper "${WARCA_PROTOCOL_OPTIONS[@]}" --features lomo \
+  --out "$work/store.h5" --force
 warca_chain "$work/store.h5" "$work" viper 100 3

@@ -197,7 +197,8 @@ def save(path: str | os.PathLike, method: str,
     ``{store_trial_index: arrays}`` (a model fitted on some trials only) or a single dict of
     arrays (= trial 0). A trial's arrays may hold ``repeat_<r>`` groups (several fits per
     trial, e.g. C-DPCF's reduced training ids); every trial then has the same number of
-    repeats.
+    repeats. Trials given the very same arrays object are written once; the later trial
+    groups are HDF5 hard links to the first (readers see ordinary groups).
     """
     if isinstance(trials, Mapping) and trials and all(isinstance(k, (int, np.integer))
                                                       for k in trials):
@@ -229,8 +230,13 @@ def save(path: str | os.PathLike, method: str,
             h5.attrs["created"] = _dt.datetime.now(_dt.timezone.utc).isoformat(
                 timespec="seconds")
             h5.attrs["reidcli_version"] = __version__
+            written: dict[int, str] = {}
             for k, arrays in items:
+                if id(arrays) in written:          # the same fit as an earlier trial: an
+                    h5[trial_name(k)] = h5[written[id(arrays)]]      # HDF5 hard link
+                    continue
                 _write_group(h5.create_group(trial_name(k)), arrays)
+                written[id(arrays)] = trial_name(k)
     return Path(path)
 
 

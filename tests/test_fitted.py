@@ -107,3 +107,18 @@ def test_partial_trials_and_repeats(tmp_path):
         model.for_trial(0)
     with pytest.raises(UsageError, match="different numbers of repeats"):
         fitted.save(tmp_path / "x.h5", "linear-projection", {0: fit(1.0), 1: trials[1]})
+
+
+def test_shared_fits_are_written_once_as_hard_links(tmp_path):
+    rng = np.random.default_rng(1)
+    shared = {"W": rng.standard_normal((6, 3))}
+    other = {"W": rng.standard_normal((6, 3))}
+    path = fitted.save(tmp_path / "m.h5", "linear-projection", [shared, shared, other, shared])
+    with h5py.File(path, "r") as h5:
+        assert h5["trial_1"] == h5["trial_0"] and h5["trial_3"] == h5["trial_0"]   # one object
+        assert h5["trial_2"] != h5["trial_0"] and h5.attrs["num_trials"] == 4
+    model = fitted.load(path)
+    x = rng.standard_normal((2, 6))
+    for k, arrays in enumerate([shared, shared, other, shared]):
+        np.testing.assert_allclose(model.for_trial(k).transform(x), x @ arrays["W"],
+                                   rtol=1e-5, atol=1e-5)

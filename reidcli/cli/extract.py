@@ -1,10 +1,11 @@
 """`reid extract` — images → feature store (thin CLI over :mod:`reidcli.features.extract`).
 
-Without ``--model``: hand-crafted descriptors (``--features hsv-stripes,…``) and spatial maps
-(``--maps color-grid``). With ``--model RUN_DIR``: the network's embeddings (``--features
-pcb_g,pcb_h`` | ``rpp_g,rpp_h`` | ``bnneck,pool5`` | ``dgvae_idi,dgvae_iai``) and pooled conv
-maps (``--maps conv2_x,…,conv5_x``; not for DG-VAE, whose rows go through the visible or
-infrared trunk by their ``modality``).
+Without ``--model``: hand-crafted descriptors (``--features hsv-stripes,…``; ``bow`` learns
+its codebook from the training rows first, or reuses one with ``--codebook-from``) and
+spatial maps (``--maps color-grid``). With ``--model RUN_DIR``: the network's embeddings
+(``--features pcb_g,pcb_h`` | ``rpp_g,rpp_h`` | ``bnneck,pool5`` | ``dgvae_idi,dgvae_iai``)
+and pooled conv maps (``--maps conv2_x,…,conv5_x``; not for DG-VAE, whose rows go through
+the visible or infrared trunk by their ``modality``).
 """
 from __future__ import annotations
 
@@ -29,7 +30,8 @@ def extract(
                                         "$REIDCLI_DATA or ./data)."),
     features: Optional[List[str]] = typer.Option(None, "--features", help="Hand-crafted "
                                                  "descriptors: hsv-stripes, hist-lbp "
-                                                 "(2580-d), lomo (26960-d); with --model: "
+                                                 "(2580-d), lomo (26960-d), bow (Market-1501 "
+                                                 "Bag-of-Words, 5600-d); with --model: "
                                                  "pcb_g,pcb_h (PCB), rpp_g,rpp_h (PCB+RPP) "
                                                  "bnneck,pool5 (BoT) or "
                                                  "dgvae_idi,dgvae_iai (DG-VAE)."),
@@ -55,6 +57,16 @@ def extract(
     trials: str = typer.Option("all", "--trials", help="Protocol trials to lay out: all or "
                                "e.g. 0,3."),
     batch_size: int = typer.Option(256, "--batch-size", help="Images per batch."),
+    codebook_from: Optional[Path] = typer.Option(None, "--codebook-from", help="bow: reuse "
+                                                 "the codebook of this store instead of "
+                                                 "learning one."),
+    color_names: Optional[str] = typer.Option(None, "--color-names", help="bow: Colour "
+                                              "Names table: builtin (an approximation, the "
+                                              "default) or Van de Weijer's w2c .mat/.txt/.npy."),
+    bow_words: int = typer.Option(350, "--bow-words", help="bow: codebook size K."),
+    max_images: int = typer.Option(4000, "--max-images", help="bow: at most this many "
+                                   "training images learn the codebook."),
+    seed: int = typer.Option(0, "--seed", help="bow: k-means and image-sampling seed."),
     force: bool = typer.Option(False, "--force", help="Overwrite --out."),
 ) -> None:
     """Describe every image of a dataset's protocol trials and write a feature store."""
@@ -72,6 +84,9 @@ def extract(
     if batch_size < 1:
         raise UsageError(f"--batch-size {batch_size} must be ≥ 1", "e.g. --batch-size 256")
     names, map_names = _names(features), _names(maps)
+    if model is not None and (codebook_from is not None or color_names is not None):
+        raise UsageError("--codebook-from and --color-names are bow options",
+                         "drop them with --model")
     if model is not None:
         _extract_with_model(model, dataset, out, root, names, map_names, maps_dtype, map_size,
                             flip, shard, allow_large, device, amp, workers, option, trials,
@@ -87,7 +102,12 @@ def extract(
     path = extract_handcrafted_store(layout, out, names, maps=map_names, maps_dtype=maps_dtype,
                                      batch_size=batch_size, force=force, progress=ENABLED,
                                      command=invoked_command(),
-                                     inputs=[f for f in [layout.image_folder()] if f])
+                                     inputs=[f for f in [layout.image_folder()] if f],
+                                     bow_words=bow_words, color_names=color_names, seed=seed,
+                                     max_images=max_images, codebook_from=codebook_from)
+    from reidcli.features.extract import stored_summaries
+    for line in stored_summaries(path):
+        typer.echo(line, err=True)
     typer.echo(f"wrote {path}: {len(layout.records)} images, {len(layout.trials)} trial(s)"
                + (f", features {', '.join(names)}" if names else "")
                + (f", maps {', '.join(map_names)}" if map_names else ""), err=True)

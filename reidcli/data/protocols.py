@@ -33,7 +33,9 @@ import numpy as np
 import pandas as pd
 
 from reidcli.cameras import parse_cameras
-from reidcli.data.datasets.single_shot import Pool, two_view_trials, warca_trials
+from reidcli.data.datasets.single_shot import (WARCA_DRAWS, WARCA_DRAWS_PER_SPLIT,
+                                               WARCA_SAME_CAMERA, Pool, two_view_trials,
+                                               warca_trials)
 from reidcli.data.records import DatasetSplit, normalize_frame
 from reidcli.data.splits import (Trial, cached_trials, choose_ids, protocol_rng,
                                  relative_paths, split_from_trial)
@@ -281,25 +283,31 @@ def limit_train_ids(split: DatasetSplit, *, train_ids_limit: int, repeats: int =
 
 # -- WARCA ------------------------------------------------------------------------------------
 def warca_protocol(records: pd.DataFrame, *, trial: int, seed: int, dataset_root: Path,
-                   test_ids: int | None = None, draws: int = 1,
-                   warca_draw: str = "gallery_single", num_splits: int = 10,
-                   domain: str | None = None, name: str | None = None,
+                   test_ids: int | None = None, draws: int = WARCA_DRAWS_PER_SPLIT,
+                   warca_draw: str = "probe_single", same_camera: str = "drop",
+                   num_splits: int = 10, domain: str | None = None, name: str | None = None,
                    protocol: str = "warca") -> DatasetSplit:
-    """WARCA's protocol (docs/datasets.md).
+    """WARCA's protocol (docs/datasets.md; WARCA paper Sect. 4.2).
 
     ``test_ids`` (P; default half of the eligible persons) random test persons per split —
     only persons with ≥ 2 images are ever test persons — and every other person (pid > 0)
-    trains. Within each of the ``num_splits`` splits, ``draws`` random probe/gallery draws:
-    ``gallery_single`` ([8], default): one random gallery image per test person, its other
-    images are probes; ``probe_single``: one random probe, the others gallery. Trial t =
-    split t // draws, draw t % draws; ``eval_kwargs = {"split", "draw"}`` (A9: average the
-    draws of a split, then mean ± std over splits). ``domain`` restricts the records first.
+    trains. Within each of the ``num_splits`` splits, ``draws`` (10) random probe/gallery
+    draws: ``probe_single`` (the paper's text, default): one random probe per test person,
+    its other images are the gallery; ``gallery_single`` (Xiong et al.): one random gallery
+    image, the others probes. Trial t = split t // draws, draw t % draws; ``eval_kwargs =
+    {"split", "draw"}`` (the report averages the draws of a split, then gives mean ± std over
+    splits). ``same_camera=keep`` scores with any other image of the person as a match (no
+    same-camera removal). ``domain`` restricts the records first.
     """
-    if warca_draw not in ("gallery_single", "probe_single"):
+    if warca_draw not in WARCA_DRAWS:
         raise UsageError(f"warca_draw={warca_draw!r} is unknown",
-                         "use warca_draw=gallery_single or warca_draw=probe_single")
-    if draws < 1:
+                         "use warca_draw=probe_single or warca_draw=gallery_single")
+    if same_camera not in WARCA_SAME_CAMERA:
+        raise UsageError(f"same_camera={same_camera!r} is unknown",
+                         "use same_camera=drop or same_camera=keep")
+    if int(draws) < 1:
         raise UsageError(f"draws={draws} must be ≥ 1", "pass draws=1 or draws=10")
+    draws = int(draws)
     pool = _pool(records, dataset_root, domain, name)
     eligible = pool.ids_with_images(2)
     if test_ids is None:
@@ -316,8 +324,10 @@ def warca_protocol(records: pd.DataFrame, *, trial: int, seed: int, dataset_root
         eligible=eligible, num_splits=num_splits))
     return pool.split(trials, trial, protocol=protocol,
                       options={"protocol": protocol, "test_ids": test_ids, "draws": draws,
-                               "warca_draw": warca_draw, "domain": domain, "seed": seed},
-                      eval_kwargs={"split": trial // draws, "draw": trial % draws})
+                               "warca_draw": warca_draw, "same_camera": same_camera,
+                               "domain": domain, "seed": seed},
+                      eval_kwargs={"split": trial // draws, "draw": trial % draws},
+                      eval_rule="single_shot_any" if same_camera == "keep" else "market")
 
 
 def random_pairs(records: pd.DataFrame, *, trial: int, seed: int, dataset_root: Path,

@@ -181,7 +181,7 @@ class DatasetSplit:
     """One loaded dataset trial (docs/datasets.md).
 
     ``train``/``val``/``query``/``gallery`` are record tables; ``eval_rule`` is one of
-    ``market``, ``cuhk03_sgs``, ``sysu``, ``regdb`` (docs/datasets.md).
+    ``market``, ``cuhk03_sgs``, ``sysu``, ``regdb``, ``single_shot_any`` (docs/datasets.md).
     """
 
     name: str

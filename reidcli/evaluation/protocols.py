@@ -64,6 +64,10 @@ PROTOCOLS: dict[str, Protocol] = {
     "market": Protocol("market", "E1"),
     "cuhk03_sgs": Protocol("cuhk03_sgs", "E2", single_gallery_shot=True),
     "single-shot": Protocol("single-shot", "E3", full_curve=True),
+    # E3 without same-camera removal: any other image of the probe's person is a match (the
+    # WARCA protocol on sets Xiong et al. ran without camera labels; docs/datasets.md)
+    "single-shot-any": Protocol("single-shot-any", "E3 (same-camera matches kept)",
+                                same_camera_removal=False, full_curve=True),
     "sysu": Protocol("sysu", "E4", same_camera_removal=False, sysu_locations=True,
                      deduplicate_cmc=True),
     "regdb": Protocol("regdb", "E5", same_camera_removal=False),
@@ -73,10 +77,12 @@ PROTOCOLS: dict[str, Protocol] = {
 _ALIASES = {"single_shot": "single-shot", "singleshot": "single-shot", "cuhk03-sgs":
             "cuhk03_sgs", "cuhk03": "cuhk03_sgs", "camera_split": "camera-split",
             "sysu_mm01": "sysu", "e1": "market", "e2": "cuhk03_sgs", "e3": "single-shot",
-            "e4": "sysu", "e5": "regdb"}
+            "e4": "sysu", "e5": "regdb",
+            "single_shot_any": "single-shot-any"}
 #: eval_rule values written into stores (docs/datasets.md) → protocol
 _STORE_RULES = {"market": "market", "cuhk03_sgs": "cuhk03_sgs", "sysu": "sysu",
-                "regdb": "regdb", "single_shot": "single-shot", "single-shot": "single-shot"}
+                "regdb": "regdb", "single_shot": "single-shot", "single-shot": "single-shot",
+                "single_shot_any": "single-shot-any", "single-shot-any": "single-shot-any"}
 
 
 def protocol_names() -> list[str]:

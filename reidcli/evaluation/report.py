@@ -2,7 +2,8 @@
 
 JSON top level: ``protocol``, ``num_valid_queries``, ``mAP``, ``mINP``, ``cmc`` (rank-1 …
 rank-max) as means over trials, ``trials`` (one entry per trial), plus ``std`` (population
-std over trials), ``pur`` / ``auc`` / ``cmc_full`` for full-curve protocols, skipped-query
+std over trials; for the WARCA protocol both are over splits, each the mean of its draws:
+``aggregation``), ``pur`` / ``auc`` / ``cmc_full`` for full-curve protocols, skipped-query
 counts, ``per_camera`` (keyed by camid, or ``<domain>/<camid>`` when the evaluated rows span
 several domains; shown as ``cam N`` / ``<domain>/cam N``), ``nmi`` and ``provenance``. Every
 metric is a fraction in [0, 1] (``null`` where a protocol does not define it, e.g. mAP under
@@ -87,12 +88,47 @@ def _mean_per_camera(trials: list[TrialResult]) -> dict[str, Any] | None:
             "note": "means over trials of each trial's per-camera metrics"}
 
 
+def split_groups(trials: Sequence[TrialResult], meta: dict[str, Any]) -> list[list[int]] | None:
+    """Indices of ``trials`` grouped by split when the store's protocol draws several
+    probe/gallery draws per split (the WARCA protocol: trial k = split k // draws), else None.
+    The report then averages each split's draws and gives mean ± std over splits (WARCA paper
+    Sect. 4.2; docs/datasets.md)."""
+    proto = meta.get("dataset_protocol") or {}
+    draws = (proto.get("options") or {}).get("draws")
+    try:
+        draws = int(draws)
+    except (TypeError, ValueError):
+        return None
+    if draws <= 1:
+        return None
+    groups: dict[int, list[int]] = {}
+    for i, t in enumerate(trials):
+        groups.setdefault(int(t.trial) // draws, []).append(i)
+    return list(groups.values())
+
+
+def _split_means(values: Sequence[Any], groups: list[list[int]] | None) -> list[Any]:
+    """``values`` (one per trial) averaged within each split group (unchanged without
+    groups); None stays None."""
+    if groups is None:
+        return list(values)
+    out = []
+    for g in groups:
+        part = [values[i] for i in g]
+        out.append(None if any(v is None for v in part) else
+                   np.mean(np.stack([np.asarray(v, dtype=np.float64) for v in part]), axis=0))
+    return out
+
+
 def build_report(protocol: Protocol, trials: list[TrialResult], meta: dict[str, Any],
                  provenance: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The JSON-ready report of one evaluation (see module doc)."""
-    cmcs = pad_curves([t.cmc for t in trials])
-    m_ap, s_ap = mean_std([t.mAP for t in trials])
-    m_inp, s_inp = mean_std([t.mINP for t in trials])
+    """The JSON-ready report of one evaluation (see module doc). Means and stds are over
+    trials, or over splits (each the mean of its draws) for protocols with several draws per
+    split (:func:`split_groups`)."""
+    groups = split_groups(trials, meta)
+    cmcs = pad_curves(_split_means(list(pad_curves([t.cmc for t in trials])), groups))
+    m_ap, s_ap = mean_std(_split_means([t.mAP for t in trials], groups))
+    m_inp, s_inp = mean_std(_split_means([t.mINP for t in trials], groups))
     report: dict[str, Any] = {
         "protocol": protocol.name,
         "rule": protocol.rule,
@@ -110,10 +146,18 @@ def build_report(protocol: Protocol, trials: list[TrialResult], meta: dict[str, 
         "max_rank": len(trials[0].cmc),
         "ap_convention": meta.get("options", {}).get("ap"),
     }
+    if groups is not None:
+        report["aggregation"] = {"over": "splits", "num_splits": len(groups),
+                                 "draws_per_split": [len(g) for g in groups],
+                                 "note": "each split's draws averaged, then mean ± std "
+                                         "(population) over splits"}
     if all(t.cmc_full is not None for t in trials):
-        full = pad_curves([t.cmc_full for t in trials])
-        report["pur"], report["std"]["pur"] = mean_std([t.pur for t in trials])
-        report["auc"], report["std"]["auc"] = mean_std([t.auc for t in trials])
+        full = pad_curves(_split_means(list(pad_curves([t.cmc_full for t in trials])),
+                                       groups))
+        report["pur"], report["std"]["pur"] = mean_std(_split_means([t.pur for t in trials],
+                                                                    groups))
+        report["auc"], report["std"]["auc"] = mean_std(_split_means([t.auc for t in trials],
+                                                                    groups))
         report["cmc_full"] = full.mean(axis=0).tolist()
         from reidcli.evaluation.scores import pur
         sizes = {t.gallery_size for t in trials}
@@ -220,8 +264,12 @@ def render_tables(report: dict[str, Any], console) -> None:
         render_store_table(report, console)
         return
     multi = report["num_trials"] > 1
+    agg = report.get("aggregation")
+    trials = f"{report['num_trials']} trial(s)" if agg is None else (
+        f"{report['num_trials']} trials = {agg['num_splits']} splits × "
+        f"{max(agg['draws_per_split'])} draws, mean ± std over splits")
     console.print(f"[bold]reid eval[/bold] — protocol {report['protocol']} ({report['rule']}), "
-                  f"{report['num_trials']} trial(s)" + (", re-ranked" if report.get("rerank")
+                  f"{trials}" + (", re-ranked" if report.get("rerank")
                                                          else "")
                   + (f", feature {report['feature']}" if report.get("feature") else "")
                   + (f", distance {report['distance']}" if report.get("distance") else "")

@@ -2,18 +2,23 @@
 
 Images are decoded in batches, described, and appended to a streaming :class:`StoreWriter`,
 so memory stays bounded by the batch size whatever the dataset size.
+
+Fitted descriptors (:class:`FittedHandcrafted`, e.g. ``bow``) are learned first from a
+bounded random subset of the layout's training rows (trial 0's ``train_idx``), or loaded
+from an earlier store (``codebook_from``); what they learned is written to
+``/codebooks/<name>`` of the store and summarised in its provenance.
 """
 from __future__ import annotations
 
 import dataclasses
 import os
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Any, Callable, Iterator, Mapping, Protocol, Sequence
 
 import numpy as np
 from PIL import Image
 
-from reidcli.errors import InputFileError, UsageError
+from reidcli.errors import InputFileError, ParameterError, UsageError
 from reidcli.naming import param
 from reidcli.features.layout import StoreLayout
 from reidcli.progress import track
@@ -47,6 +52,73 @@ def _lomo(images: np.ndarray) -> np.ndarray:
     from reidcli.features.handcrafted import lomo
     return lomo(images)
 
+
+class FittedDescriptor(Protocol):
+    """What a fitted descriptor's ``fit``/``load`` returns (e.g. :class:`BowCodebook`)."""
+
+    dim: int
+
+    def encode(self, images: np.ndarray) -> np.ndarray:
+        """uint8 [n, H, W, 3] → float32 [n, dim]."""
+
+    def save(self, h5: Any, name: str) -> None:
+        """Write ``/codebooks/<name>`` into an open h5py file."""
+
+    def provenance(self) -> dict[str, Any]:
+        """What the store's provenance records about the fit."""
+
+    def summary(self) -> str:
+        """One line for the user (which tables and sizes were used)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class FittedHandcrafted:
+    """A descriptor learned from training images before it can describe any image.
+
+    ``fit(batches, options)`` gets an iterator of uint8 [b, H, W, 3] training batches;
+    ``load(path, options)`` reads what an earlier extraction stored (``codebook_from``).
+    ``options`` are :func:`extract_handcrafted_store`'s ``bow_words``, ``color_names``,
+    ``seed``.
+    """
+
+    name: str
+    size: tuple[int, int]
+    fit: Callable[[Iterator[np.ndarray], Mapping[str, Any]], FittedDescriptor]
+    load: Callable[[str | os.PathLike, Mapping[str, Any]], FittedDescriptor]
+    metric: str = "euclidean"
+    normalized: bool = True
+    description: str = ""
+
+
+def _bow_fit(batches: Iterator[np.ndarray], options: Mapping[str, Any]) -> FittedDescriptor:
+    from reidcli.features.bow import BowParams, fit_bow_from_batches, load_color_names
+    words = int(options.get("bow_words", 350))
+    # MA = 10 (the paper's) needs K ≥ 40; a smaller K takes K // 4 words per patch, since
+    # with MA near K every word is in every image and every IDF is log(1) = 0
+    params = BowParams(words=words, ma=max(1, min(BowParams.ma, words // 4)))
+    table = load_color_names(options.get("color_names", "builtin"))
+    return fit_bow_from_batches(batches, table, params, seed=int(options.get("seed", 0)))
+
+
+def _bow_load(path: str | os.PathLike, options: Mapping[str, Any]) -> FittedDescriptor:
+    from reidcli.features.bow import load_codebook, load_color_names
+    codebook = load_codebook(path, "bow")
+    chosen = options.get("color_names")
+    if chosen is not None and load_color_names(chosen).sha256 != codebook.color_names.sha256:
+        raise UsageError(f"{param('color_names', chosen)} differs from the color-name table "
+                         f"of the codebook in {path}",
+                         f"drop {param('color_names')}: the stored codebook carries its table")
+    return codebook
+
+
+#: name → descriptor learned from the training rows first
+FITTED: dict[str, FittedHandcrafted] = {
+    "bow": FittedHandcrafted(
+        "bow", (128, 64), _bow_fit, _bow_load,
+        description="Market-1501 BoW (Zheng et al. 2015): Colour Names on 4×4 patches, "
+                    "350-word codebook, MA=10, Gaussian mask, 16 stripes, √tf·IDF, "
+                    "negative evidence, L2 (5600-d); docs/methods/bow.md"),
+}
 
 #: name → descriptor
 HANDCRAFTED: dict[str, HandcraftedFeature] = {
@@ -105,21 +177,78 @@ def read_image_batch(paths: Sequence[str], size: tuple[int, int]) -> np.ndarray:
     return out
 
 
+def _fit_rows(layout: StoreLayout, max_images: int, seed: int) -> np.ndarray:
+    """Rows a fitted descriptor learns from: trial 0's ``train_idx`` (rows whose ``split``
+    is ``train`` without a protocol), at most ``max_images`` drawn with ``seed``; sorted."""
+    if layout.trials and "train_idx" in layout.trials[0]:
+        rows = np.unique(np.asarray(layout.trials[0]["train_idx"], dtype=np.int64))
+    else:
+        rows = np.flatnonzero(layout.records["split"].to_numpy() == "train")
+    if len(rows) > max_images:
+        rows = np.sort(np.random.default_rng(seed).choice(rows, max_images, replace=False))
+    return rows
+
+
+def fit_descriptors(layout: StoreLayout, names: Sequence[str], *, options: Mapping[str, Any],
+                    codebook_from: str | os.PathLike | None = None, max_images: int = 4000,
+                    batch_size: int = 256, progress: bool = True
+                    ) -> dict[str, FittedDescriptor]:
+    """Fit (or load from ``codebook_from``) each named fitted descriptor."""
+    fitted: dict[str, FittedDescriptor] = {}
+    for name in names:
+        desc = FITTED[name]
+        if codebook_from is not None:
+            fitted[name] = desc.load(codebook_from, options)
+            continue
+        rows = _fit_rows(layout, max_images, int(options.get("seed", 0)))
+        if len(rows) == 0:
+            raise UsageError(f"{name}: the dataset has no training rows to learn from",
+                             f"pass {param('codebook_from')} with a store extracted earlier")
+        paths = layout.records["path"].to_numpy()[rows].tolist()
+
+        def batches(paths=paths, size=desc.size, name=name) -> Iterator[np.ndarray]:
+            starts = range(0, len(paths), batch_size)
+            for start in track(starts, description=f"fitting {name} on training images",
+                               unit="batches", enabled=progress):
+                yield read_image_batch(paths[start:start + batch_size], size)
+
+        fitted[name] = desc.fit(batches(), options)
+    return fitted
+
+
+def stored_summaries(path: str | os.PathLike) -> list[str]:
+    """``"<name>: <summary>"`` of each fitted descriptor stored in ``/codebooks``."""
+    import h5py
+
+    from reidcli.features.bow import CODEBOOK_GROUP
+    with h5py.File(path, "r") as h5:
+        names = sorted(h5[CODEBOOK_GROUP]) if CODEBOOK_GROUP in h5 else []
+    return [f"{name}: {FITTED[name].load(path, {}).summary()}" for name in names
+            if name in FITTED]
+
+
 def extract_handcrafted_store(layout: StoreLayout, out: str | os.PathLike,
                               features: Sequence[str] = ("hsv-stripes",), *,
                               maps: Sequence[str] = (), maps_dtype: str = "float16",
                               batch_size: int = 256, force: bool = False,
                               progress: bool = True, command: list[str] | None = None,
-                              inputs: Sequence[str | os.PathLike] = ()) -> Path:
+                              inputs: Sequence[str | os.PathLike] = (),
+                              bow_words: int = 350, color_names: str | None = None,
+                              seed: int = 0, max_images: int = 4000,
+                              codebook_from: str | os.PathLike | None = None) -> Path:
     """Describe every row of ``layout`` with the named hand-crafted features; write a store.
 
     The store holds ``/features/<name>`` [N, D] per descriptor, ``/convmaps/<name>``
-    [N, C, H, W] per hand-crafted map (``maps``) and the layout's protocol.
+    [N, C, H, W] per hand-crafted map (``maps``) and the layout's protocol. Fitted
+    descriptors (``bow``) are first learned on at most ``max_images`` training rows
+    (``seed``; ``bow_words`` words; ``color_names`` "builtin" (default) or a w2c file), or
+    loaded from the store ``codebook_from``; they are stored in ``/codebooks/<name>``.
     """
-    unknown = [f for f in features if f not in HANDCRAFTED]
+    known = {**HANDCRAFTED, **FITTED}
+    unknown = [f for f in features if f not in known]
     if unknown:
         raise UsageError(f"unknown feature(s) {', '.join(unknown)}",
-                         f"choose from {', '.join(sorted(HANDCRAFTED))}")
+                         f"choose from {', '.join(sorted(known))}")
     unknown = [m for m in maps if m not in HANDCRAFTED_MAPS]
     if unknown:
         raise UsageError(f"unknown map(s) {', '.join(unknown)}",
@@ -130,10 +259,29 @@ def extract_handcrafted_store(layout: StoreLayout, out: str | os.PathLike,
     if len(layout.records) == 0:
         raise UsageError("the dataset has no images",
                          f"check {param('root')} and the dataset options")
-    descs = [HANDCRAFTED[f] for f in features] + [HANDCRAFTED_MAPS[m] for m in maps]
+    if max_images < 1:
+        raise ParameterError("extraction", "max_images", max_images, "must be ≥ 1",
+                             "e.g. 4000")
+    fitted_names = [f for f in features if f in FITTED]
+    if codebook_from is not None and not fitted_names:
+        raise UsageError(f"{param('codebook_from')} is only read by fitted features "
+                         f"({', '.join(sorted(FITTED))})",
+                         f"add one to {param('features')} or drop {param('codebook_from')}")
+    options = {"bow_words": bow_words, "seed": seed,
+               "color_names": color_names if codebook_from is not None
+               else (color_names or "builtin")}
+    fitted = fit_descriptors(layout, fitted_names, options=options,
+                             codebook_from=codebook_from, max_images=max_images,
+                             batch_size=batch_size, progress=progress)
+    descs = [HANDCRAFTED[f] if f in HANDCRAFTED else FITTED[f] for f in features] + \
+        [HANDCRAFTED_MAPS[m] for m in maps]
     paths = layout.records["path"].tolist()
+    extra = {"fitted": {name: {**enc.provenance(), "codebook_from": str(codebook_from)
+                               if codebook_from is not None else None}
+                        for name, enc in fitted.items()}} if fitted else {}
     prov = make_provenance(command=command, inputs=inputs, features=list(features),
-                           maps=list(maps), protocol=layout.protocol)
+                           maps=list(maps), protocol=layout.protocol,
+                           seed=seed if fitted else None, **extra)
     attrs = {"train_cams": ",".join(map(str, layout.options["train_cams"]))} \
         if layout.options.get("train_cams") else None
     with StoreWriter(out, layout.records, dataset=layout.dataset, provenance=prov,
@@ -147,7 +295,10 @@ def extract_handcrafted_store(layout: StoreLayout, out: str | os.PathLike,
             for desc in descs:
                 if desc.size not in images_by_size:
                     images_by_size[desc.size] = read_image_batch(batch, desc.size)
-                block = np.asarray(desc.compute(images_by_size[desc.size]), dtype=np.float32)
+                images = images_by_size[desc.size]
+                compute = fitted[desc.name].encode if isinstance(desc, FittedHandcrafted) \
+                    else desc.compute
+                block = np.asarray(compute(images), dtype=np.float32)
                 if isinstance(desc, HandcraftedMaps):
                     if desc.name not in created:
                         writer.add_convmap(desc.name, block.shape[1:], dtype=maps_dtype)
@@ -155,10 +306,14 @@ def extract_handcrafted_store(layout: StoreLayout, out: str | os.PathLike,
                     writer.append_convmap(desc.name, block)
                     continue
                 if desc.name not in created:
+                    feature_attrs = {"codebook": f"/codebooks/{desc.name}"} \
+                        if isinstance(desc, FittedHandcrafted) else None
                     writer.add_feature(desc.name, block.shape[1], metric=desc.metric,
-                                       normalized=desc.normalized)
+                                       normalized=desc.normalized, attrs=feature_attrs)
                     created.add(desc.name)
                 writer.append_feature(desc.name, block)
+        for name, enc in fitted.items():
+            enc.save(writer.h5, name)
         writer.write_protocol(layout.protocol, layout.trials, eval_rule=layout.eval_rule,
                               options=layout.options)
     return Path(out)

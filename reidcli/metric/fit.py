@@ -1,7 +1,8 @@
 """Fit a metric on a stored feature over a store's protocol trials (``reid train <metric>``).
 
 Per trial, training rows are the trial's ``train_idx`` minus distractors (pid ≤ 0); a store
-without protocol trials is fitted on its ``train`` rows. The result is one fitted-model file
+without protocol trials is fitted on its ``train`` rows. Trials with identical training rows
+(the draws of one split) are fitted once and share their arrays. The result is one fitted-model file
 with a ``trial_<k>`` group per fitted trial, scored by ``reid eval --model``.
 """
 from __future__ import annotations
@@ -54,6 +55,9 @@ def fit_feature_metric_store(store_path: str | Path, out: str | Path, estimator:
         pids = person_labels(records)
         camids, _ = record_cameras(records)     # a camera is (domain, camid): docs/formats.md
         fits, sizes, params = {}, [], estimator.saved_params()
+        # trials with the same training rows (e.g. the draws of one WARCA split) share one fit;
+        # the saved file links their groups to the first one's (reidcli.fitted.save)
+        by_rows: dict[bytes, dict] = {}
         for k in track(chosen, description=f"train {method}", unit="trial", enabled=progress):
             rows = all_trials[k][1]
             rows = np.sort(rows[pids[rows] > 0])
@@ -61,9 +65,12 @@ def fit_feature_metric_store(store_path: str | Path, out: str | Path, estimator:
                 raise UsageError(f"trial {k} of store {store_path} has no training rows",
                                  "write train rows or a protocol with train_idx into the store")
             sizes.append(int(len(rows)))
-            trial_estimator = type(estimator)(**estimator.get_params())
-            fits[k] = trial_estimator.fit(st.features(name, rows), pids[rows],
-                                          camids[rows]).fitted_arrays()
+            key = np.ascontiguousarray(rows, dtype=np.int64).tobytes()
+            if key not in by_rows:
+                trial_estimator = type(estimator)(**estimator.get_params())
+                by_rows[key] = trial_estimator.fit(st.features(name, rows), pids[rows],
+                                                   camids[rows]).fitted_arrays()
+            fits[k] = by_rows[key]
         provenance = make_provenance(command, seed=params.get("seed"), inputs=[store_path],
                                      method=method)
     fitted.save(out, method, fits, hyperparameters={**params, "trials": chosen},

@@ -12,7 +12,8 @@ Kernels (docs/methods/kernels.md), x, y ∈ ℝ^D:
 
 Terms with x_d + y_d = 0 are skipped; χ² kernels need non-negative features. ``gamma="auto"``
 is 1 / median χ² (``chi2rbf``) or 1 / median ‖x − y‖² (``rbf``) over ≤ 100 000 random distinct
-training pairs, and 1 / D for ``poly``. A kernel model multiplies every kernel value by a stored
+training pairs, and 1 / D for ``poly``; ``gamma="inv_dim"`` is 1 / D for every kernel (the
+WARCA authors' C++ default). A kernel model multiplies every kernel value by a stored
 ``scale`` (rPCCA rescales K to trace N). Kernel matrices are built block-wise in torch (float64,
 on ``device``), so no [n, m, D] tensor larger than :data:`BLOCK_ELEMENTS` exists.
 """
@@ -31,7 +32,8 @@ KERNELS = ("linear", "chi2", "chi2rbf", "rbf", "poly")
 
 #: ``--help`` of the kernel parameters every kernel method shares (kLFDA, rPCCA, WARCA)
 KERNEL_PARAMETER_HELP = {
-    "gamma": "Kernel bandwidth, or auto (1 / median distance; poly: 1 / D).",
+    "gamma": "Kernel bandwidth: auto (1 / median distance; poly: 1 / D), inv_dim (1 / D, the "
+             "WARCA authors' code) or a number.",
     "degree": "poly kernel degree.", "coef0": "poly kernel offset.",
     "max_kernel_n": "Refuse more training rows than this (N × N kernel)."}
 #: kernels with a bandwidth / scale γ
@@ -42,6 +44,8 @@ CHI2_KERNELS = ("chi2", "chi2rbf")
 BLOCK_ELEMENTS = 1 << 22
 #: pairs used for ``gamma="auto"``
 AUTO_GAMMA_PAIRS = 100_000
+#: the named bandwidth rules (docs/methods/kernels.md)
+GAMMA_RULES = ("auto", "inv_dim")
 
 
 # -- feature checks --------------------------------------------------------------------------
@@ -255,9 +259,15 @@ def resolve_kernel(x, kernel: str, gamma="auto", degree=3, coef0=0.0, seed: int 
                          f"{float(np.min(x)):.4g})",
                          "use histogram features, or the rbf / linear kernel")
     if isinstance(gamma, str):
-        if gamma != "auto":
-            raise UsageError(f"gamma {gamma!r} must be 'auto' or a number > 0", "fix gamma")
-        gamma = auto_gamma(x, kernel, seed) if kernel in GAMMA_KERNELS else 1.0
+        if gamma not in GAMMA_RULES:
+            raise UsageError(f"gamma {gamma!r} must be 'auto', 'inv_dim' or a number > 0",
+                             "fix gamma")
+        if kernel not in GAMMA_KERNELS:
+            gamma = 1.0
+        elif gamma == "inv_dim":          # 1 / D: the WARCA authors' C++ default
+            gamma = 1.0 / np.asarray(x).shape[1]
+        else:
+            gamma = auto_gamma(x, kernel, seed)
     gamma = check_param("kernel", "gamma", gamma, Interval(float, 0, None, "neither"))
     degree = check_param("kernel", "degree", degree, Interval(float, 1, None))
     coef0 = check_param("kernel", "coef0", coef0, Interval(float))

@@ -31,8 +31,8 @@ import scipy.sparse
 
 from reidcli.errors import UsageError
 from reidcli.estimator import Estimator, store_params
-from reidcli.metric.kernels import (BLOCK_ELEMENTS, KERNEL_PARAMETER_HELP, KERNELS, Kernel,
-                                    KernelProjection, check_features, check_labels,
+from reidcli.metric.kernels import (BLOCK_ELEMENTS, GAMMA_RULES, KERNEL_PARAMETER_HELP, KERNELS,
+                                    Kernel, KernelProjection, check_features, check_labels,
                                     kernel_arrays, linear_from_dual, projection_model,
                                     resolve_kernel)
 from reidcli.metric.pca import DIM
@@ -248,7 +248,7 @@ class KernelLFDA(Estimator):
     """
 
     _parameter_constraints = {**_COMMON_CONSTRAINTS, "kernel": [Options(KERNELS)],
-                              "gamma": [Options(("auto",)), Interval(float, 0, None, "neither")],
+                              "gamma": [Options(GAMMA_RULES), Interval(float, 0, None, "neither")],
                               "degree": [Interval(float, 1, None)],
                               "coef0": [Interval(float)],
                               "max_kernel_n": [Interval(int, 1, None)], "device": [TEXT],

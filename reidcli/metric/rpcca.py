@@ -38,7 +38,8 @@ import numpy as np
 
 from reidcli.errors import UsageError
 from reidcli.estimator import Estimator, store_params
-from reidcli.metric.kernels import (KERNEL_PARAMETER_HELP, KERNELS, Kernel, KernelProjection,
+from reidcli.metric.kernels import (GAMMA_RULES, KERNEL_PARAMETER_HELP, KERNELS, Kernel,
+                                    KernelProjection,
                                     check_features, check_labels, count_pairs, kernel_arrays,
                                     linear_from_dual, negative_pairs, positive_pairs,
                                     projection_model, resolve_kernel)
@@ -258,7 +259,7 @@ class RPCCA(Estimator):
 
     _parameter_constraints = {
         "dim": [DIM], "kernel": [Options(KERNELS)],
-        "gamma": [Options(("auto",)), Interval(float, 0, None, "neither")],
+        "gamma": [Options(GAMMA_RULES), Interval(float, 0, None, "neither")],
         "degree": [Interval(float, 1, None)], "coef0": [Interval(float)],
         "beta": [Interval(float, 0, None, "neither")], "lam": [Interval(float, 0, None)],
         "neg_ratio": [Interval(float, 0, None)], "optimizer": [Options(OPTIMIZERS)],

@@ -27,10 +27,11 @@ import numpy as np
 
 from reidcli.errors import FittedModelError, UsageError
 from reidcli.estimator import Estimator, store_params
-from reidcli.metric.kernels import KERNEL_PARAMETER_HELP
+from reidcli.metric.kernels import GAMMA_RULES, KERNEL_PARAMETER_HELP
 from reidcli.metric.warca_kernel import KERNELS, NORMALIZE
 from reidcli.metric.warca_model import WARCAModel
 from reidcli.metric.warca_trainer import WARCATrainer
+from reidcli.naming import param
 from reidcli.params import BOOL, TEXT, FloatList, Interval, Options
 from reidcli.registry import register
 
@@ -43,6 +44,7 @@ OPTIMIZERS = ("adam", "sgd")
 ADAM_BIAS = ("constant", "standard")
 POSITIVES = ("all", "cross-camera")
 DTYPES = ("float32", "float64")
+PRECISIONS = ("float32", "bf16")
 
 #: cross-validation grids of the paper (λ: 1e-8 … 1, η: 1e-3 … 1)
 CV_LAMS = tuple(10.0 ** e for e in range(-8, 1))
@@ -68,7 +70,7 @@ _INT_NONNEGATIVE = Interval(int, 0, None)
           hidden=["margin", "max_draws", "rank_weight", "anchor", "reg", "optimizer",
                   "adam_bias", "gamma", "degree", "coef0", "normalize", "positives", "seed",
                   "device", "dtype", "max_kernel_n", "cv", "cv_val_frac", "cv_lams", "cv_lrs",
-                  "snapshot_every", "log_every"])
+                  "holdout_check", "snapshot_every", "log_every", "precision", "threads"])
 class WARCA(Estimator):
     """WARCA estimator.
 
@@ -77,7 +79,7 @@ class WARCA(Estimator):
     rows) and ``gamma_`` (kernel), plus ``kernel_`` (name), ``singular_values_`` [D'],
     ``log_`` (training log), ``snapshots_``, ``median_distance_``, ``train_seconds_``,
     ``hyper_`` (the validated parameters, with the selected λ and η when ``cv``) and ``cv_``
-    (grid scores, or None). ``transform(X [n, D]) -> [n, D']``; ``model_`` is the
+    (grid scores, or None), ``holdout_`` (the held-out check against the identity, or None). ``transform(X [n, D]) -> [n, D']``; ``model_`` is the
     :class:`~reidcli.metric.warca_model.WARCAModel`.
     """
 
@@ -90,15 +92,17 @@ class WARCA(Estimator):
         "reg": [Options(REGULARISERS, aliases={"frobenius": "fro"})],
         "optimizer": [Options(OPTIMIZERS)], "adam_bias": [Options(ADAM_BIAS)],
         "kernel": [_OptionsOrNone(KERNELS)],
-        "gamma": [_OptionsOrNone(("auto",), aliases={"none": "auto"}),
+        "gamma": [_OptionsOrNone(GAMMA_RULES, aliases={"none": "auto"}),
                   Interval(float, 0, None, "neither")],
         "degree": [_INT_POSITIVE], "coef0": [Interval(float)],
         "normalize": [_OptionsOrNone(NORMALIZE)], "positives": [Options(POSITIVES)],
         "seed": [_INT_NONNEGATIVE], "device": [TEXT], "dtype": [Options(DTYPES)],
         "max_kernel_n": [_INT_POSITIVE], "cv": [BOOL],
         "cv_val_frac": [Interval(float, 0, 1, "neither")], "cv_lams": [FloatList()],
-        "cv_lrs": [FloatList()], "snapshot_every": [_INT_NONNEGATIVE],
-        "log_every": [_INT_POSITIVE]}
+        "cv_lrs": [FloatList()], "holdout_check": [Interval(float, 0, 1, "left")],
+        "snapshot_every": [_INT_NONNEGATIVE],
+        "log_every": [_INT_POSITIVE], "precision": [Options(PRECISIONS)],
+        "threads": [_INT_NONNEGATIVE]}
     _parameter_help = {
         "dim": "Output dimension D'.", "lam": "WARCA's λ: weight of the orthonormality regulariser.",
         "lr": "Learning rate η.", "margin": "Margin γ of the hinge (absolute distance units).",
@@ -118,8 +122,15 @@ class WARCA(Estimator):
         "cv": "Select (λ, η) on validation ids carved from the training ids.",
         "cv_val_frac": "Fraction of training ids held out by cv.",
         "cv_lams": "λ grid of cv (comma-separated).", "cv_lrs": "η grid of cv.",
+        "holdout_check": "Fraction of training ids held out to check the learned metric "
+                         "against plain Euclidean distance (one-line warning when worse; "
+                         "costs a second fit; 0 = off; with cv its validation ids are used).",
         "snapshot_every": "Keep W (or A) every K iterations (0 = never).",
-        "log_every": "Training-log period (iterations)."}
+        "log_every": "Training-log period (iterations).",
+        "precision": "GEMM inputs of the primal loop: float32 | bf16 (bfloat16 copies of X "
+                     "and W in the projection, gradient and regulariser products; W, Adam "
+                     "and distances stay float32; primal only).",
+        "threads": "torch CPU threads during fit (0 = leave as is; 1 on a busy machine)."}
 
     def __init__(self, dim: int = 40, lam: float = 1e-3, lr: float = 0.1, margin: float = 1.0,
                  iterations: int = 2000, batch_size: int = 512, max_draws: int = 512,
@@ -129,7 +140,8 @@ class WARCA(Estimator):
                  positives: str = "all", seed: int = 0, device: str = "cpu",
                  dtype: str = "float32", max_kernel_n: int = 20000, cv: bool = False,
                  cv_val_frac: float = 0.2, cv_lams=CV_LAMS, cv_lrs=CV_LRS,
-                 snapshot_every: int = 0, log_every: int = 10):
+                 holdout_check: float = 0.1, snapshot_every: int = 0, log_every: int = 10,
+                 precision: str = "float32", threads: int = 0):
         store_params(self, locals())
 
     # -- fitting -------------------------------------------------------------------------------
@@ -139,13 +151,27 @@ class WARCA(Estimator):
         return WARCATrainer(X, pids, camids, self._validated_params())
 
     def fit(self, X, pids, camids=None) -> "WARCA":
+        threads = self._validated_params()["threads"]
+        if not threads:
+            return self._fit(X, pids, camids)
+        import torch
+        before = torch.get_num_threads()
+        torch.set_num_threads(threads)                  # for this fit only
+        try:
+            return self._fit(X, pids, camids)
+        finally:
+            torch.set_num_threads(before)
+
+    def _fit(self, X, pids, camids=None) -> "WARCA":
         h = self._validated_params()
         x = np.asarray(X)
         pids = np.asarray(pids).reshape(-1)
         camids = None if camids is None else np.asarray(camids).reshape(-1)
-        self.cv_ = None
+        self.cv_ = self.holdout_ = None
         if h["cv"]:
             h = self._cross_validate(x, pids, camids, h)
+        elif h["holdout_check"] > 0:
+            self.holdout_ = self._holdout_check(x, pids, camids, h)
         trainer = WARCATrainer(x, pids, camids, h)
         result = trainer.run()
         self.hyper_ = h
@@ -167,32 +193,81 @@ class WARCA(Estimator):
                                  coef0=h["coef0"], normalize=h["normalize"], device=h["device"])
         return self
 
+    def _validation_split(self, x, pids, frac: float, seed_key: int):
+        """(training mask [N], validation rows [n], gallery mask over them [n]): ``frac`` of the
+        ids (≥ 2 images) held out; per held-out id one random image is the gallery entry and
+        the others are probes."""
+        rng = np.random.default_rng([self._validated_params()["seed"], seed_key])
+        ok = pids >= 0
+        ids, counts = np.unique(pids[ok], return_counts=True)
+        multi = ids[counts >= 2]
+        n_val = int(round(frac * len(ids)))
+        n_val = min(max(n_val, 2), len(multi) - 1)
+        if n_val < 2:
+            return None
+        val_ids = rng.choice(multi, n_val, replace=False)
+        is_val = np.isin(pids, val_ids) & ok
+        vp = pids[is_val]
+        gal = np.zeros(len(vp), bool)
+        for q in val_ids:
+            gal[rng.choice(np.flatnonzero(vp == q))] = True
+        return ~is_val, np.flatnonzero(is_val), gal, val_ids
+
+    def _holdout_check(self, x, pids, camids, h) -> dict | None:
+        """Train a copy of these parameters on all but ``holdout_check`` of the training ids
+        and compare its rank-1 on the held-out ids with the identity map's (plain Euclidean
+        distance on the preprocessed features); one-line warning when the learned metric is
+        worse. Returns ``{rank1, rank1_identity, val_ids}`` (None when there are too few
+        ids)."""
+        split = self._validation_split(x, pids, h["holdout_check"], 13)
+        if split is None:
+            return None
+        train, rows, gal, val_ids = split
+        sub = {**h, "holdout_check": 0.0, "snapshot_every": 0}
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            model = WARCA(**sub).fit(x[train], pids[train],
+                                     None if camids is None else camids[train]).model_
+        return self._against_identity(model, x[rows], pids[rows], gal, val_ids, h,
+                                      f"{len(val_ids)} held-out training ids")
+
+    def _against_identity(self, model, vx, vp, gal, val_ids, h, what: str) -> dict:
+        """Rank-1 of ``model`` and of the identity on validation rows vx [n, D] (pids vp [n],
+        gallery mask gal [n]); warns when the model is worse."""
+        from reidcli.metric.warca_kernel import preprocess
+
+        z = model.transform(vx).astype(np.float64)
+        learned = _rank_scores(z[~gal], vp[~gal], z[gal], vp[gal])[0] \
+            if np.isfinite(z).all() else -1.0
+        plain = np.asarray(preprocess(np.asarray(vx, dtype=np.float64), h["normalize"]),
+                           dtype=np.float64)
+        identity = _rank_scores(plain[~gal], vp[~gal], plain[gal], vp[gal])[0]
+        if learned < identity:
+            warnings.warn(f"warca: the learned metric ranks worse than plain Euclidean "
+                          f"distance on {what} (rank-1 {100 * learned:.1f} % vs "
+                          f"{100 * identity:.1f} %) — try other {param('lam')} / "
+                          f"{param('lr')} values (or cv), more iterations, or "
+                          f"{param('normalize', 'l2')}", stacklevel=3)
+        return {"rank1": np.float64(learned), "rank1_identity": np.float64(identity),
+                "val_ids": np.asarray(val_ids)}
+
     def _cross_validate(self, x, pids, camids, h) -> dict:
         """Carve ``cv_val_frac`` of the training ids (with ≥ 2 images) as validation ids,
         train each (λ, η) of the grid on the rest, score validation rank-1 (ties: rank-5) with
         one random gallery image per id and the other images as probes; returns h with the
         best pair and sets ``cv_`` (``docs/methods/warca.md``: cross-validation)."""
-        rng = np.random.default_rng([h["seed"], 11])
-        ok = pids >= 0
-        ids, counts = np.unique(pids[ok], return_counts=True)
-        multi = ids[counts >= 2]
-        n_val = int(round(h["cv_val_frac"] * len(ids)))
-        n_val = min(max(n_val, 2), len(multi) - 1)
-        if n_val < 2:
+        split = self._validation_split(x, pids, h["cv_val_frac"], 11)
+        if split is None:
             raise UsageError("warca cv needs at least 3 training ids with 2+ images",
                              "train without cv")
-        val_ids = rng.choice(multi, n_val, replace=False)
-        is_val = np.isin(pids, val_ids) & ok
-        vx, vp = x[is_val], pids[is_val]
-        gal = np.zeros(len(vp), bool)
-        for q in val_ids:
-            members = np.flatnonzero(vp == q)
-            gal[rng.choice(members)] = True
-        tr = ~is_val
+        tr, rows, gal, val_ids = split
+        vx, vp = x[rows], pids[rows]
         scores = np.zeros((len(h["cv_lams"]), len(h["cv_lrs"]), 2))
+        models: list[list] = [[None] * len(h["cv_lrs"]) for _ in h["cv_lams"]]
         for a, lam in enumerate(h["cv_lams"]):
             for b, lr in enumerate(h["cv_lrs"]):
-                sub = {**h, "lam": lam, "lr": lr, "cv": False, "snapshot_every": 0}
+                sub = {**h, "lam": lam, "lr": lr, "cv": False, "holdout_check": 0.0,
+                       "snapshot_every": 0}
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
                     model = WARCA(**sub).fit(x[tr], pids[tr],
@@ -201,6 +276,7 @@ class WARCA(Estimator):
                 if not np.isfinite(z).all():
                     scores[a, b] = -1
                     continue
+                models[a][b] = model
                 scores[a, b] = _rank_scores(z[~gal], vp[~gal], z[gal], vp[gal])
         flat = [(scores[a, b, 0], scores[a, b, 1], -a, -b) for a in range(scores.shape[0])
                 for b in range(scores.shape[1])]
@@ -211,6 +287,10 @@ class WARCA(Estimator):
                     "val_ids": np.asarray(val_ids)}
         log.info("warca cv: λ=%g η=%g (validation rank-1 %.3f)", h["cv_lams"][a],
                  h["cv_lrs"][b], scores[a, b, 0])
+        best_model = models[a][b]
+        if best_model is not None:
+            self.holdout_ = self._against_identity(best_model, vx, vp, gal, val_ids, h,
+                                                   f"the {len(val_ids)} cv validation ids")
         return {**h, "lam": h["cv_lams"][a], "lr": h["cv_lrs"][b]}
 
     def transform(self, X) -> np.ndarray:
@@ -225,7 +305,8 @@ class WARCA(Estimator):
         ``log/{iter, wall_s, objective, hinge_mean, violation_rate, mean_draws}``; metadata
         (``variant``, ``kernel``, ``normalize``, ``dim_in``, ``dim_out``, ``seed``,
         ``train_config`` JSON of ``hyper_`` plus ``gamma_resolved``); optional
-        ``snapshots/<iter>`` and ``cv/{lams, lrs, rank1, rank5, val_ids}``."""
+        ``snapshots/<iter>``, ``cv/{lams, lrs, rank1, rank5, val_ids}`` and
+        ``holdout_check/{rank1, rank1_identity, val_ids}``."""
         self._check_fitted("model_")
         h = self.hyper_
         config = {**h, "gamma_resolved": self.gamma_}
@@ -249,6 +330,8 @@ class WARCA(Estimator):
             arrays["snapshots"] = dict(self.snapshots_)
         if self.cv_ is not None:
             arrays["cv"] = dict(self.cv_)
+        if getattr(self, "holdout_", None) is not None:
+            arrays["holdout_check"] = dict(self.holdout_)
         return arrays
 
     @classmethod

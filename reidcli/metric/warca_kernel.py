@@ -84,15 +84,16 @@ def distinct_row_pairs(n: int, count: int, seed: int) -> tuple[np.ndarray, np.nd
 def training_kernel(x, name: str, gamma, degree: int, coef0: float, seed: int):
     """(K [N, N], Kernel) on the training rows x [N, D] (torch; K in x's dtype, symmetrised).
 
-    ``gamma="auto"``: 1/D for ``poly``; for ``chi2rbf`` / ``rbf`` 1 / median base distance over
-    :func:`distinct_row_pairs` (≤ :data:`MEDIAN_PAIRS`). Kernels without γ keep γ = 1.
+    ``gamma="inv_dim"``: 1/D; ``"auto"``: 1/D for ``poly``, for ``chi2rbf`` / ``rbf``
+    1 / median base distance over :func:`distinct_row_pairs` (≤ :data:`MEDIAN_PAIRS`).
+    Kernels without γ keep γ = 1.
     """
     import torch
     base = base_distances(x, x, name) if name in ("chi2rbf", "rbf") else None
     if name not in kernels.GAMMA_KERNELS:
         gamma = 1.0
-    elif gamma == "auto" and name == "poly":
-        gamma = 1.0 / x.shape[1]
+    elif gamma == "inv_dim" or (gamma == "auto" and name == "poly"):
+        gamma = 1.0 / x.shape[1]             # inv_dim: 1/D, the WARCA authors' C++ default
     elif gamma == "auto":
         a, b = distinct_row_pairs(len(x), MEDIAN_PAIRS, seed)
         median = float(torch.quantile(base[a, b], 0.5)) if len(a) else 0.0

@@ -39,42 +39,49 @@ def triplet_terms(zi, zj, zk, w, batch: int, margin: float, anchor: str = "both"
     active, u_pq = z_p − z_q).
     """
     torch = _torch()
-    u_ij, u_ik = zi - zj, zi - zk
+    u_ij, u_ik = zi - zj, zi - zk                              # [T, D'] each
     d_ij, d_ik = distance(u_ij), distance(u_ik)
     h_ik = margin + d_ij - d_ik
     a_ik = (h_ik > 0).to(zi.dtype)
-    e_ij, e_ik = u_ij / d_ij[:, None], u_ik / d_ik[:, None]
     c = 2.0 * w.to(zi.dtype) / batch
+    # coefficients per triplet [T] first, so that few passes run over [T, D']
+    q = c * a_ik / d_ik                                        # g_k's weight of u_ik
     if anchor == "both":
         u_jk = zj - zk
         d_jk = distance(u_jk)
         h_jk = margin + d_ij - d_jk
         a_jk = (h_jk > 0).to(zi.dtype)
-        e_jk = u_jk / d_jk[:, None]
         hinge = torch.relu(h_ik) + torch.relu(h_jk)
-        s = (a_ik + a_jk)[:, None]
-        g_i = c[:, None] * (s * e_ij - a_ik[:, None] * e_ik)
-        g_j = c[:, None] * (-s * e_ij - a_jk[:, None] * e_jk)
-        g_k = c[:, None] * (a_ik[:, None] * e_ik + a_jk[:, None] * e_jk)
+        p = (c * (a_ik + a_jk) / d_ij)[:, None]                # c·s/d_ij
+        r = (c * a_jk / d_jk)[:, None]
+        g_i = torch.addcmul(p * u_ij, q[:, None], u_ik, value=-1.0)
+        g_k = torch.addcmul(q[:, None] * u_ik, r, u_jk)
+        g_j = torch.addcmul(-p * u_ij, r, u_jk, value=-1.0)
     else:
         hinge = torch.relu(h_ik)
-        g_i = c[:, None] * a_ik[:, None] * (e_ij - e_ik)
-        g_j = -c[:, None] * a_ik[:, None] * e_ij
-        g_k = c[:, None] * a_ik[:, None] * e_ik
+        p = (c * a_ik / d_ij)[:, None]
+        g_k = q[:, None] * u_ik
+        g_j = -p * u_ij
+        g_i = g_j.neg().sub_(g_k)                              # g_i + g_j + g_k = 0
     return (c * hinge).sum(), hinge, g_i, g_j, g_k
 
 
-def regulariser(P, gram, lam: float, reg: str, identity):
+def regulariser(P, gram, lam: float, reg: str, identity, P_low=None):
     """(objective, gradient wrt P) of the regulariser; P [D', ·], ``gram`` [D', D'] = WWᵀ
     (primal) or AKAᵀ (kernel), ``identity`` = I [D', D'].
 
     ``aon``: (λ/2)‖gram − I‖²_F (Eqs. 10, 18), gradient 2λ(gram − I)P; ``fro``:
     (λ/2) tr(gram), gradient λP. For kernels both gradients are the preconditioned ones
-    (right-multiplied by K⁻¹, Eq. 23).
+    (right-multiplied by K⁻¹, Eq. 23). ``P_low``: a low-precision copy of P [D', ·] (bf16);
+    when given, the product 2λ(gram − I)·P runs on it (gram − I rounded after the
+    subtraction, so the cancellation near WWᵀ ≈ I stays exact) and returns P's dtype.
     """
     if reg == "aon":
-        r = gram - identity
-        return 0.5 * lam * (r * r).sum(), (2.0 * lam) * (r @ P)
+        r = gram - identity                                     # [D', D']: scale it, not P
+        if P_low is not None:
+            return 0.5 * lam * (r * r).sum(), \
+                (((2.0 * lam) * r).to(P_low.dtype) @ P_low).to(P.dtype)
+        return 0.5 * lam * (r * r).sum(), ((2.0 * lam) * r) @ P
     return 0.5 * lam * gram.diagonal().sum(), lam * P
 
 

@@ -15,6 +15,7 @@ The parameters are a torch tensor ``params``: W [D', D] (primal) or A [D', N] (k
 """
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import time
@@ -23,6 +24,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from reidcli import progress
 from reidcli.cameras import camera_index
 from reidcli.errors import UsageError
 from reidcli.metric import kernels
@@ -30,7 +32,6 @@ from reidcli.metric.warca_kernel import distinct_row_pairs, preprocess, training
 from reidcli.metric.warca_objective import (EPS_DIST, AdamState, distance, rank_weights,
                                             regulariser, triplet_terms)
 from reidcli.naming import param
-from reidcli.progress import track
 
 log = logging.getLogger(__name__)
 
@@ -38,11 +39,37 @@ log = logging.getLogger(__name__)
 TABLE_MAX = 1 << 22
 #: row pairs behind the logged median training distance
 MEDIAN_DISTANCE_PAIRS = 10_000
+#: iterations behind the running means on the progress row
+PROGRESS_WINDOW = 20
 
 
 def _torch():
     import torch
     return torch
+
+
+def _rows(table, index):
+    """``table[index]`` for a long ``index`` of any shape: rows of table [M, …] →
+    [*index.shape, …], through ``index_select`` (a row copy, several times faster on CPU than
+    advanced indexing)."""
+    flat = table.index_select(0, index.reshape(-1))           # [index.numel(), …]
+    return flat.reshape(*index.shape, *flat.shape[1:])
+
+
+class _RunningMean:
+    """Means of (objective, hinge) over the last ``window`` values, for the progress row."""
+
+    def __init__(self, window: int):
+        self.window, self.values = window, []
+
+    def add(self, objective: float, hinge: float) -> None:
+        self.values = self.values[-(self.window - 1):] + [(objective, hinge)]
+
+    def fields(self) -> dict:
+        if not self.values:
+            return {}
+        objective, hinge = np.mean(self.values, axis=0)
+        return {"objective": float(objective), "hinge": float(hinge)}
 
 
 class WARCATrainer:
@@ -58,8 +85,14 @@ class WARCATrainer:
     primal) and ``gamma`` its γ (None when the kernel has none).
 
     Primal steps cost no O(N) work: only touched rows are projected, unless projecting all
-    N rows is cheaper (N < B·(2 + draws per pair, running estimate)); results do not depend
-    on the choice.
+    N rows is cheaper (N ≤ B·(3 + drawn candidates per pair, running estimate)); results do
+    not depend on the choice (up to rounding).
+
+    ``precision="bf16"`` (primal only): the GEMMs — projection Z = X Wᵀ, gradient G_Zᵀ X and
+    the regulariser's (WWᵀ − I)W — take bfloat16 inputs (``F_low``: X [N, D] in bf16, made
+    once; W cast once per step) and their results are cast back to ``dtype``; WWᵀ − I,
+    distances, sampling, Adam and W stay in ``dtype`` (docs/methods/warca.md, Cost per
+    iteration).
     """
 
     def __init__(self, x, pids, camids, hyper: Mapping[str, Any]):
@@ -100,6 +133,12 @@ class WARCATrainer:
         self.support = x
         xt = torch.as_tensor(np.ascontiguousarray(x), dtype=self.dtype, device=self.device)
         self.kernel, self.gamma = None, None
+        self.low = torch.bfloat16 if h.get("precision", "float32") == "bf16" else None
+        if self.low is not None and self.is_kernel:
+            raise UsageError(f"warca {param('precision', 'bf16')} is for the primal only, not "
+                             f"{param('kernel', h['kernel'])}",
+                             f"use {param('precision', 'float32')} with kernels")
+        self._xt_low = self._params_low = None
         if self.is_kernel:                                        # K [N, N]
             self.F, self.kernel = training_kernel(xt, h["kernel"], h["gamma"], h["degree"],
                                                   h["coef0"], h["seed"])
@@ -108,6 +147,8 @@ class WARCATrainer:
             self.X = None
         else:
             self.F = self.X = xt                                  # X [N, D]
+        # X [N, D] in bf16, made once (precision="bf16"); F_low is what the GEMMs read
+        self.F_low = None if self.low is None else self.F.to(self.low)
         dim = h["dim"]
         if dim > (n if self.is_kernel else d):
             limit = n if self.is_kernel else d
@@ -124,6 +165,8 @@ class WARCATrainer:
             else None
         self.t = 0
         self._draw_estimate = 1.0                                 # counted draws per pair (EMA)
+        self._drawn_estimate = 4.0                                # drawn candidates per pair (EMA)
+        self._drawn = 0.0
         self._chunk0 = 4                                          # first chunk of candidates
         self.median_distance = self._median_distance(xt)
         log.info("warca: %d training rows, %s, median pairwise training distance %.4g",
@@ -216,16 +259,35 @@ class WARCATrainer:
         return i, j
 
     def _project(self, rows):
-        """Embeddings of the rows ``rows`` (any shape) → [*rows.shape, D']."""
-        return (self.F[rows.reshape(-1)] @ self.params.T).reshape(*rows.shape, -1)
+        """Embeddings of the rows ``rows`` (any shape) → [*rows.shape, D'] (bf16 inputs
+        under ``precision="bf16"``, result in ``dtype``)."""
+        if self.low is not None:
+            z = (_rows(self.F_low, rows.reshape(-1)) @ self._low_params().T).to(self.dtype)
+        else:
+            z = _rows(self.F, rows.reshape(-1)) @ self.params.T
+        return z.reshape(*rows.shape, -1)
+
+    def _low_params(self):
+        """W [D', D] in bf16, cast once per step (``precision="bf16"``)."""
+        if self._params_low is None:
+            self._params_low = self.params.to(self.low)
+        return self._params_low
+
+    def _xt_low_all(self):
+        """Xᵀ [D, N] in bf16, contiguous (made on first use): G_Zᵀ X as (Xᵀ G_Z)ᵀ reads
+        both operands along N, measurably faster than G_Zᵀ [D', N] @ X on CPU."""
+        if self._xt_low is None:
+            self._xt_low = self.F_low.T.contiguous()
+        return self._xt_low
 
     def sample_negatives(self, i, j, zi, zj, embed=None, table=None):
         """First margin-violating negative of each pair (Eq. 14), vectorised in chunks.
 
         i, j [B], zi, zj [B, D'] → (found bool [B], n long [B] counted draws up to the
         violator (S_eff when none), k long [B], zk [B, D']). ``embed(rows)`` maps row indices
-        to embeddings (default: project the touched rows). ``table`` = (d_i [B, N], d_j
-        [B, N]) precomputed distances of every pair's anchors to all rows (small N only).
+        to embeddings (default: project the touched rows; with all rows projected it is a
+        gather from Z [N, D'], so no draw is projected). ``table`` = (d_i [B, N], d_j [B, N])
+        precomputed distances of every pair's anchors to all rows (small N only).
         Candidates are drawn per unresolved pair in chunks (doubling); only draws with another
         pid are counted, and the first counted violator ≤ S_eff wins, as in the sequential rule.
         """
@@ -239,6 +301,8 @@ class WARCATrainer:
         active = torch.arange(B, device=dev)
         y = self.labels[i]
         thr_all = self.margin + distance(zi - zj)                 # γ + d_ij
+        # anchors [B, A, D'] (A = 2 for anchor="both"): one distance pass per chunk
+        anchors = torch.stack([zi, zj], 1) if self.anchor == "both" else zi[:, None]
         a_cnt = torch.zeros(B, dtype=torch.long, device=dev)
         remaining = S
         chunk = self._chunk0
@@ -248,17 +312,19 @@ class WARCATrainer:
             c = max(1, min(chunk, remaining))
             cand = torch.randint(0, N, (m, c), generator=self.gen, device=dev)
             drawn += m * c
-            valid = self.labels[cand] != y[active][:, None]       # same pid: not counted
-            thr = thr_all[active][:, None]
+            whole = m == B                                        # no pair resolved yet
+            # a draw with the anchor's pid is rejected and not counted
+            valid = _rows(self.labels, cand) != (y if whole else y[active])[:, None]
+            thr = (thr_all if whole else thr_all[active])[:, None]
             if table is not None:
                 viol = table[0][active[:, None], cand] < thr      # γ + d_ij − d_ik > 0
                 if self.anchor == "both":
                     viol |= table[1][active[:, None], cand] < thr  # γ + d_ij − d_jk > 0
             else:
+                za = anchors if whole else anchors[active]        # [m, A, D']
                 zc = embed(cand)                                  # [m, c, D']
-                viol = distance(zi[active][:, None, :] - zc) < thr
-                if self.anchor == "both":
-                    viol |= distance(zj[active][:, None, :] - zc) < thr
+                d = distance(za[:, :, None, :] - zc[:, None])     # [m, A, c]: d_ik (, d_jk)
+                viol = (d < thr[:, None]).any(1)
             pos = a_cnt[:, None] + valid.cumsum(1)                # counted-draw number
             hit = valid & viol & (pos <= S)
             any_hit = hit.any(1)
@@ -281,20 +347,39 @@ class WARCATrainer:
         return found, n, k, embed(k)
 
     # -- one iteration -------------------------------------------------------------------------
+    def _projects_all_rows(self) -> bool:
+        """Whether this step projects all N rows (Z = X Wᵀ, N·D·D' multiply-adds) rather than
+        the rows it touches: B anchors i and j, the drawn candidates and the chosen k per pair,
+        B·(3 + drawn per pair) rows (running estimate, chunk over-draw and uncounted same-pid
+        draws included), each also gathered from X. Kernels always project all rows."""
+        return self.is_kernel or self.n <= self.batch * (3.0 + self._drawn_estimate)
+
     def step(self) -> dict:
         """One minibatch update (Sect. 3.3–3.4). Returns tensors: objective, hinge_mean,
-        violation_rate, mean_draws."""
+        violation_rate, mean_draws.
+
+        Cost (primal): with all rows projected, two GEMMs of N·D·D' (Z = X Wᵀ and the
+        gradient G_Zᵀ X) plus D'²·D for the regulariser; with touched rows only, the same
+        with N replaced by the touched rows (projection) and the distinct rows of the
+        triplets (gradient). Negatives are scored on the projected rows; everything else is
+        O(B·D') elementwise work. ``precision="bf16"``: the three GEMMs read bf16 copies
+        (X once, W per step) and their results are cast back to ``dtype``.
+        """
         torch = _torch()
         B, P = self.batch, self.params
+        low = self.low is not None
+        self._params_low = None                                   # W changed: cast again
         i, j = self.sample_pairs(B)
         est = self._draw_estimate                                 # counted draws per pair
-        # project all N rows when that is cheaper than the ≈ B(2 + draws) touched rows
-        project_all = self.is_kernel or self.n <= B * (2 + est)
+        project_all = self._projects_all_rows()
         self._chunk0 = int(min(64, max(2, 2 ** math.ceil(math.log2(max(est, 1.0))))))
         table = None
         if project_all:
-            Z = self.F @ P.T                                      # [N, D'] (kernel: Z = (AK)ᵀ)
-            embed = Z.__getitem__
+            if low:                                               # bf16 inputs, Z in dtype
+                Z = (self.F_low @ self._low_params().T).to(self.dtype)
+            else:
+                Z = self.F @ P.T                                  # [N, D'] (kernel: Z = (AK)ᵀ)
+            embed = functools.partial(_rows, Z)                   # a gather, no projection
         else:
             Z, embed = None, self._project
         zi, zj = embed(i), embed(j)
@@ -304,60 +389,94 @@ class WARCATrainer:
                           .clamp_min_(0).add_(EPS_DIST).sqrt_() for za in (zi, zj))
         found, n, k, zk = self.sample_negatives(i, j, zi, zj, embed, table)
         self._draw_estimate = 0.8 * est + 0.2 * float(n.to(torch.float64).mean())
-        sel = torch.nonzero(found).reshape(-1)
-        w = torch.zeros(B, dtype=self.dtype, device=self.device)
-        if sel.numel():
-            kind = self.hyper["rank_weight"]
-            negatives = None if kind == "log" else self.negatives[i[sel]]
-            w[sel] = rank_weights(n[sel], kind, self.s_eff, negatives).to(self.dtype)
-        loss, hinge, gi, gj, gk = triplet_terms(zi[sel], zj[sel], zk[sel], w[sel], B,
-                                                self.margin, self.anchor)
+        self._drawn_estimate = 0.8 * self._drawn_estimate + 0.2 * self._drawn
         # regulariser (Eq. 10 / 18): WWᵀ or AKAᵀ = A Z
         if self.hyper["reg"] == "fro":
             gram_trace = (P * Z.T).sum() if self.is_kernel else (P * P).sum()
             reg_obj, reg_grad = 0.5 * self.hyper["lam"] * gram_trace, self.hyper["lam"] * P
         else:
-            gram = P @ Z if self.is_kernel else P @ P.T
-            reg_obj, reg_grad = regulariser(P, gram, self.hyper["lam"], "aon", self.eye)
-        rows = torch.cat([i[sel], j[sel], k[sel]])
-        g = torch.cat([gi, gj, gk])                               # [3T, D']
-        if self.is_kernel:                                        # Eq. 23–24: G̃ = reg + G_Z
-            grad = reg_grad.index_add_(1, rows, g.T)
-        elif self.n < rows.numel():                               # scatter to N rows, one GEMM
-            gz = torch.zeros(self.n, P.shape[0], dtype=self.dtype, device=self.device)
-            grad = reg_grad.add_((self.F.T @ gz.index_add_(0, rows, g)).T)
+            gram = P @ Z if self.is_kernel else P @ P.T          # dtype: WWᵀ − I cancels
+            reg_obj, reg_grad = regulariser(P, gram, self.hyper["lam"], "aon", self.eye,
+                                            self._low_params() if low else None)
+        if not bool(found.any()):                                 # no violator: J_B = reg
+            loss = hinge_sum = torch.zeros((), dtype=self.dtype, device=self.device)
+            grad = reg_grad
         else:
-            grad = reg_grad.add_((self.F[rows].T @ g).T)
+            # every pair enters with weight 0 unless it found a violator: no gathers by
+            # `found`, and a zero weight gives zero loss and exactly zero gradient rows
+            kind = self.hyper["rank_weight"]
+            negatives = None if kind == "log" else self.negatives[i]
+            w = torch.where(found, rank_weights(n, kind, self.s_eff, negatives).to(self.dtype),
+                            torch.zeros((), dtype=self.dtype, device=self.device))
+            loss, hinge, gi, gj, gk = triplet_terms(zi, zj, zk, w, B, self.margin, self.anchor)
+            hinge_sum = torch.where(found, hinge, 0.0).sum()
+            rows = torch.cat([i, j, k])
+            g = torch.cat([gi, gj, gk])                           # [3B, D'] (0 rows: no violator)
+            if self.is_kernel:                                    # Eq. 23–24: G̃ = reg + G_Z
+                grad = reg_grad.index_add_(1, rows, g.T)
+            elif project_all:                                     # G_Z [N, D'], one GEMM
+                gz = torch.zeros(self.n, P.shape[0], dtype=self.dtype, device=self.device)
+                gz.index_add_(0, rows, g)
+                if low:                                           # (Xᵀ G_Z)ᵀ, bf16 inputs
+                    grad = reg_grad.add_((self._xt_low_all() @ gz.to(self.low)).T
+                                         .to(self.dtype))
+                else:
+                    grad = torch.addmm(reg_grad, gz.T, self.F)
+            else:                                                 # distinct rows only
+                uniq, inverse = torch.unique(rows, return_inverse=True)
+                gu = torch.zeros(uniq.numel(), P.shape[0], dtype=self.dtype, device=self.device)
+                gu.index_add_(0, inverse, g)
+                if low:
+                    grad = reg_grad.add_((gu.T.to(self.low) @ self.F_low.index_select(0, uniq))
+                                         .to(self.dtype))
+                else:
+                    grad = torch.addmm(reg_grad, gu.T, self.F.index_select(0, uniq))
         if self.opt is None:                                      # SGD (= Eq. 25 for kernels)
             P.add_(grad, alpha=-self.hyper["lr"])
         else:
             self.opt.step(P, grad)
+        self._params_low = None                                   # stale bf16 copy of W
         self.t += 1
-        return {"objective": reg_obj + loss, "hinge_mean": hinge.sum() / B,
+        return {"objective": reg_obj + loss,
+                "hinge_mean": hinge_sum / B,
                 "violation_rate": found.to(self.dtype).mean(),
                 "mean_draws": n.to(self.dtype).mean()}
 
     def run(self, iterations: int | None = None) -> dict:
         """Run ``iterations`` steps (default: the hyperparameter); returns the training log
         ``{iter, wall_s, objective, hinge_mean, violation_rate, mean_draws}`` (numpy arrays,
-        one entry every ``log_every`` iterations and at the end) and ``snapshots``."""
+        one entry every ``log_every`` iterations and at the end) and ``snapshots``.
+
+        Progress: one level per iteration ("warca iterations", :func:`reidcli.progress.task`
+        with ``inner=True``: silent unless a command's progress level is open and enabled),
+        whose live row shows the running mean of the objective and of the hinge term over the
+        last :data:`PROGRESS_WINDOW` iterations beside the elapsed time and the ETA.
+        """
         iterations = self.hyper["iterations"] if iterations is None else int(iterations)
         every, snap = self.hyper["log_every"], self.hyper["snapshot_every"]
         entries: dict[str, list] = {k: [] for k in ("iter", "wall_s", "objective", "hinge_mean",
                                                       "violation_rate", "mean_draws")}
         snapshots: dict[str, np.ndarray] = {}
+        cuda = self.device.type == "cuda"
+        mean = _RunningMean(PROGRESS_WINDOW)
         start = time.perf_counter()
-        for _ in track(range(iterations), description="warca iterations", inner=True):
-            stats = self.step()
-            if self.t % every == 0 or self.t == iterations:
-                if self.device.type == "cuda":
-                    _torch().cuda.synchronize(self.device)
-                entries["iter"].append(self.t)
-                entries["wall_s"].append(time.perf_counter() - start)
-                for key, value in stats.items():
-                    entries[key].append(float(value))
-            if snap and self.t % snap == 0:
-                snapshots[str(self.t)] = self.params.detach().cpu().numpy().copy()
+        with progress.task("warca iterations", iterations, inner=True) as level:
+            for _ in range(iterations):
+                stats = self.step()
+                logged = self.t % every == 0 or self.t == iterations
+                if logged:
+                    if cuda:
+                        _torch().cuda.synchronize(self.device)
+                    entries["iter"].append(self.t)
+                    entries["wall_s"].append(time.perf_counter() - start)
+                    for key, value in stats.items():
+                        entries[key].append(float(value))
+                if snap and self.t % snap == 0:
+                    snapshots[str(self.t)] = self.params.detach().cpu().numpy().copy()
+                if level.on:
+                    if not cuda or logged:                        # no per-step GPU sync
+                        mean.add(float(stats["objective"]), float(stats["hinge_mean"]))
+                    level.advance(1, **mean.fields())
         self.wall_s = time.perf_counter() - start
         out = {k: np.asarray(v, dtype=np.int64 if k == "iter" else np.float64)
                for k, v in entries.items()}

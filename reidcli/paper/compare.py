@@ -58,7 +58,10 @@ def load_result(path: Path) -> dict:
         raise InputFileError(f"cannot read result {path} ({exc.__class__.__name__})",
                              "pass a JSON evaluation report (as written by reid eval)") from None
     cmc, std = report.get("cmc", []), report.get("std", {}).get("cmc", [])
+    agg = report.get("aggregation")
     out = {"trials": report.get("num_trials", 1)}
+    out["trials_label"] = str(out["trials"]) if not agg else \
+        f"{agg['num_splits']} splits × {max(agg['draws_per_split'])}"
     for r in RANKS:
         out[f"r{r}"] = 100 * cmc[r - 1] if len(cmc) >= r else None
         out[f"s{r}"] = 100 * std[r - 1] if len(std) >= r else None
@@ -125,7 +128,8 @@ def check_claims(claims, ours: dict[str, dict], metric: str, console: Console,
 
 #: registry name → WARCA paper dataset label
 WARCA_DATASETS = {"viper": "VIPeR", "prid450s": "PRID450s", "cuhk01": "CUHK01",
-                  "cuhk03": "CUHK03", "ilids": "iLIDS", "market1501": "Market-1501"}
+                  "cuhk03": "CUHK03", "ilids": "iLIDS", "market1501": "Market-1501",
+                  "caviar4reid": "CAVIAR", "3dpes": "3DPeS", "opereid": "OpeReid"}
 
 
 def compare_warca(dataset: str, results: list[tuple[str, Path]], table: str = "2",
@@ -138,11 +142,12 @@ def compare_warca(dataset: str, results: list[tuple[str, Path]], table: str = "2
     if table == "3":
         paper = {r["method"]: r for r in paper_table("warca_table3") if r["dataset"] == name}
         t = Table(title=f"{name}: ours vs WARCA paper Table 3 (LOMO features)")
-        for col in ("method", "trials", "rank-1", "rank-5", "rank-10", "rank-20", "paper"):
+        for col in ("method", "splits × draws", "rank-1", "rank-5", "rank-10", "rank-20",
+                    "paper"):
             t.add_column(col, justify="left" if col == "method" else "right")
         for label, res in ours.items():
             ref = paper.get(label.split(" ")[0].split("-")[0])
-            t.add_row(label, str(res["trials"]), *(_fmt(res[f"r{r}"], res[f"s{r}"])
+            t.add_row(label, res["trials_label"], *(_fmt(res[f"r{r}"], res[f"s{r}"])
                                                    for r in RANKS),
                       " / ".join(ref[k] for k in ("r1", "r5", "r10", "r20")) if ref else "n/a")
         console.print(t)
@@ -152,7 +157,7 @@ def compare_warca(dataset: str, results: list[tuple[str, Path]], table: str = "2
     if not paper:
         console.print(f"note: WARCA Table 2 has no {name!r} row; paper values are n/a")
     t = Table(title=f"{name}: ours vs WARCA paper Table 2 (mean ± std over splits, %)")
-    for col in ("method", "trials", "rank-1", "paper rank-1", "rank-5", "paper rank-5",
+    for col in ("method", "splits × draws", "rank-1", "paper rank-1", "rank-5", "paper rank-5",
                 "AUC", "paper AUC*"):
         t.add_column(col, justify="left" if col == "method" else "right")
 
@@ -160,7 +165,7 @@ def compare_warca(dataset: str, results: list[tuple[str, Path]], table: str = "2
         row = paper.get((label, metric))
         return f"{row['mean']} ± {row['std']}" if row else "n/a"
     for label, res in ours.items():
-        t.add_row(label, str(res["trials"]), _fmt(res["r1"], res["s1"]), ref(label, "rank1"),
+        t.add_row(label, res["trials_label"], _fmt(res["r1"], res["s1"]), ref(label, "rank1"),
                   _fmt(res["r5"], res["s5"]), ref(label, "rank5"), _fmt(res.get("auc")),
                   ref(label, "auc"))
     console.print(t)

@@ -10,6 +10,7 @@
                   /protocol/trial_<k>/{train_pids, test_pids, query_idx, gallery_idx, train_idx}
 /adapt/<method>/  arrays learned by an adaptation (``bn/<param>`` in a subgroup); one attr
                   per setting, dicts/lists as JSON (store.writer.write_adapt_group)
+/codebooks/<feature>/  optional: a fitted descriptor's arrays (bow; docs/methods/bow.md)
 ```
 """
 from __future__ import annotations
@@ -22,6 +23,7 @@ FEATURES = "features"
 CONVMAPS = "convmaps"
 PROTOCOL = "protocol"
 ADAPT = "adapt"
+CODEBOOKS = "codebooks"
 
 METRICS = ("euclidean", "cosine")
 #: record columns every store holds (docs/formats.md, "/records/<col>")

@@ -177,23 +177,25 @@ def _warca(root, trial=0, **kw):
 
 
 def test_warca_splits_and_draws(warca_root):
-    split = _warca(warca_root, trial=4, test_ids=8, draws=3)
+    split = _warca(warca_root, trial=4, test_ids=8, draws=3, warca_draw="gallery_single")
     assert split.num_trials == 30 and split.eval_kwargs == {"split": 1, "draw": 1}
     test = set(split.query["pid"])
     assert len(test) == 8 and set(split.gallery["pid"]) == test       # no distractors
     assert len(split.gallery) == 8 and len(split.query) == 8 * 3      # 4 images per id
     assert not test & set(split.train["pid"]) and 0 not in set(split.train["pid"])
     assert split.train["pid"].nunique() == 20 - 8
-    same_split = _warca(warca_root, trial=5, test_ids=8, draws=3)
+    same_split = _warca(warca_root, trial=5, test_ids=8, draws=3, warca_draw="gallery_single")
     assert set(same_split.query["pid"]) == test                        # same split, new draw
     assert _paths(same_split.train) == _paths(split.train)
     assert _paths(same_split.gallery) != _paths(split.gallery)
-    assert set(_warca(warca_root, trial=6, test_ids=8, draws=3).query["pid"]) != test
-    again = _warca(warca_root, trial=4, test_ids=8, draws=3)
+    assert set(_warca(warca_root, trial=6, test_ids=8, draws=3,
+                      warca_draw="gallery_single").query["pid"]) != test
+    again = _warca(warca_root, trial=4, test_ids=8, draws=3, warca_draw="gallery_single")
     assert _paths(again.query) == _paths(split.query)
-    probe = _warca(warca_root, trial=0, test_ids=8, warca_draw="probe_single")
+    probe = _warca(warca_root, trial=0, test_ids=8)                   # the paper's default
+    assert probe.options["warca_draw"] == "probe_single"
     assert len(probe.query) == 8 and len(probe.gallery) == 24
-    assert _warca(warca_root).num_trials == 10
+    assert _warca(warca_root).num_trials == 100                        # 10 splits × 10 draws
     assert _warca(warca_root).query["pid"].nunique() == 10              # default P = half
     with pytest.raises(UsageError, match="warca_draw"):
         _warca(warca_root, warca_draw="both")

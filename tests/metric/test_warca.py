@@ -300,7 +300,7 @@ class _WideOps(TorchFunctionMode):
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
         name = getattr(func, "__name__", repr(func))
-        if name == "__getitem__" and args and args[0] is self.source:
+        if name in ("__getitem__", "index_select") and args and args[0] is self.source:
             self.gathered += out.shape[0]
         exempt = name in ("__getitem__", "index_select", "searchsorted")
         seen = ([] if exempt else [*args, *kwargs.values()]) + \

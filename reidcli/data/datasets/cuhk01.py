@@ -13,9 +13,9 @@ Protocols (10 seeded trials, eval E3 = rule ``market``):
   one random view-B image the gallery entry.
 * ``multi_shot``: same persons; probe = both view-A images, gallery = both view-B images.
 * ``warca`` (docs/datasets.md): P = ``test_ids`` per split, ``draws`` draws per split,
-  ``warca_draw`` = ``gallery_single`` (one gallery image, 3 probes) | ``probe_single``. WARCA
-  does not say whether same-view matches are excluded; the E1 rule (applied anyway) ignores
-  gallery images of the probe's own view.
+  ``warca_draw`` = ``probe_single`` (default: one probe, 3 gallery images) |
+  ``gallery_single``. WARCA does not say whether same-view matches are excluded; with the
+  default ``same_camera=drop`` the E1 rule ignores gallery images of the probe's own view.
 """
 from __future__ import annotations
 
@@ -52,14 +52,15 @@ INFO = DatasetInfo(
     candidates=("cuhk01", "CUHK01", "."),
     cameras="2 views",
     counts={"train": (1940, 485), "query": (486, 486), "gallery": (486, 486)},
-    options={"protocol": "single_shot", "seed": 0, "test_ids": TEST_IDS, "draws": 1,
-             "warca_draw": "gallery_single"},
+    options={"protocol": "single_shot", "seed": 0, "test_ids": TEST_IDS, "draws": 10,
+             "warca_draw": "probe_single", "same_camera": "drop"},
     protocol="single_shot (10 seeded trials: 485 train ids with all 4 images; 486 test ids "
              "with one random view-A probe and one random view-B gallery image)",
     notes=("camid = (NNN − 1) // 2: view A (001, 002) = 0, view B (003, 004) = 1; frame = NNN",
            "protocol=multi_shot: probe both view-A images, gallery both view-B images",
            "protocol=warca: test_ids (P=486) per split, draws per split (trial t = split "
-           "t // draws, draw t % draws), warca_draw=gallery_single|probe_single",
+           "t // draws, draw t % draws), warca_draw=probe_single|gallery_single, "
+           "same_camera=drop|keep",
            "CUHK01 ⊂ CUHK02 (P1) and overlaps CUHK03: never train on them when testing here",
            "test_ids=N scales the test set (e.g. for a partial copy)"),
     unconfirmed=("WARCA's same-view exclusion is not stated; E1 removes same-view gallery "
@@ -132,8 +133,8 @@ def read_cuhk01(folder: Path) -> pd.DataFrame:
 
 
 def load_cuhk01(root=None, trial: int = 0, protocol: str = "single_shot", seed: int = 0,
-                test_ids: int = TEST_IDS, draws: int = 1,
-                warca_draw: str = "gallery_single") -> DatasetSplit:
+                test_ids: int = TEST_IDS, draws: int = 10,
+                warca_draw: str = "probe_single", same_camera: str = "drop") -> DatasetSplit:
     """Load CUHK01 trial ``trial`` of ``protocol`` (single_shot | multi_shot | warca)."""
     protocol = check_choice("cuhk01", "protocol", protocol, PROTOCOLS)
     seed = check_int("cuhk01", "seed", seed, minimum=0)
@@ -143,7 +144,8 @@ def load_cuhk01(root=None, trial: int = 0, protocol: str = "single_shot", seed: 
     options = {"protocol": protocol, "seed": seed, "test_ids": test_ids}
     if protocol == "warca":
         return load_warca(pool, trial, seed=seed, test_ids=test_ids, draws=draws,
-                          warca_draw=warca_draw, options=options)
+                          warca_draw=warca_draw, same_camera=same_camera,
+                          options=options)
     eligible = pool.ids_in_views(0, 1)
     check_test_ids(pool, protocol, test_ids, eligible, "persons seen in both views")
     multi = protocol == "multi_shot"

@@ -9,9 +9,13 @@ references. The first load of a subset extracts its images once to
 ``filelist`` uses), atomically: into a temporary sibling folder renamed into place at the end.
 
 Protocols: ``new`` (Zhong et al. CVPR'17, 767 train / 700 test ids, from
-``cuhk03_new_protocol_config_{subset}.mat``; pid = the mat's ``labels``, eval rule E1) and
+``cuhk03_new_protocol_config_{subset}.mat``; pid = the mat's ``labels``, eval rule E1),
 ``classic`` (20 trials from ``testsets``; pid = pair·1000 + person; query = gallery = all test
-images; eval rule E2 ``cuhk03_sgs``).
+images; eval rule E2 ``cuhk03_sgs``) and ``warca`` (WARCA paper Sect. 4.2 on the standard
+splits: the first 10 ``testsets`` are the test persons of splits 0–9, every other person
+trains; ``draws`` (10) draws per split of one probe per test person with its other images
+as the gallery — ``warca_draw=probe_single``, or ``gallery_single`` — eval rule E3;
+docs/datasets.md).
 """
 from __future__ import annotations
 
@@ -32,7 +36,9 @@ from reidcli.errors import DatasetError, UsageError
 
 RELEASE = Path("cuhk03_release") / "cuhk-03.mat"
 SUBSETS = ("detected", "labeled")
-PROTOCOLS = ("new", "classic")
+PROTOCOLS = ("new", "classic", "warca")
+#: the WARCA paper's CUHK03 splits: "the standard splits", 10 of them (Sect. 4.2)
+WARCA_SPLITS = 10
 #: extracted image name: pair, person (1-based within the pair), view, column
 IMAGE_NAME = re.compile(r"^(\d)_(\d{3})_([12])_(\d{2})\.png$")
 #: keys of the new-protocol config files
@@ -54,7 +60,8 @@ INFO = DatasetInfo(
     candidates=("cuhk03", "CUHK03", "."),
     cameras="2 views",
     counts={"train": (7365, 767), "query": (1400, 700), "gallery": (5332, 700)},
-    options={"subset": "detected", "protocol": "new"},
+    options={"subset": "detected", "protocol": "new", "draws": 10,
+             "warca_draw": "probe_single", "same_camera": "drop"},
     protocol="new (767 train / 700 test ids); defaults: protocol=new, subset=detected",
     notes=("defaults: protocol=new, subset=detected (counts above); subset=labeled: train "
            "7,368 / 767, query 1,400 / 700, gallery 5,328 / 700",
@@ -63,7 +70,11 @@ INFO = DatasetInfo(
            "protocol=classic: 20 trials (--trial 0..19) from testsets, pid = pair·1000 + "
            "person, query = gallery = the 100 test persons' images, eval rule cuhk03_sgs "
            "(single-gallery-shot, 10 repeats)",
-           "protocol=new: pid = the config's labels (1..1467), camid = camId - 1"))
+           "protocol=new: pid = the config's labels (1..1467), camid = camId - 1",
+           "protocol=warca: splits 0-9 = testsets 1-10 (100 test persons each, the rest "
+           "train), draws (10) per split (trial t = split t // draws, draw t % draws), "
+           "warca_draw=probe_single|gallery_single, same_camera=drop|keep; the WARCA paper "
+           "uses subset=labeled"))
 
 
 def looks_valid(folder: Path) -> bool:
@@ -77,7 +88,8 @@ def _check_options(subset: str, protocol: str) -> None:
     if subset not in SUBSETS:
         raise UsageError(f"cuhk03 option subset={subset!r}", "use subset=detected or labeled")
     if protocol not in PROTOCOLS:
-        raise UsageError(f"cuhk03 option protocol={protocol!r}", "use protocol=new or classic")
+        raise UsageError(f"cuhk03 option protocol={protocol!r}",
+                         "use protocol=new, classic or warca")
 
 
 # --------------------------------------------------------------------------- cuhk-03.mat
@@ -298,15 +310,39 @@ def classic_protocol(folder: Path, subset: str, testsets: list[np.ndarray],
                             eval_rule="cuhk03_sgs", eval_kwargs={"n_repeats": 10})
 
 
+def warca_protocol(folder: Path, subset: str, testsets: list[np.ndarray],
+                   records: pd.DataFrame, trial: int, *, draws: int, warca_draw: str,
+                   same_camera: str) -> DatasetSplit:
+    """Trial ``trial`` of WARCA's CUHK03 protocol: split ``trial // draws`` tests the persons
+    of ``testsets[trial // draws]`` (the standard splits), draw ``trial % draws``."""
+    from reidcli.data.datasets.single_shot import Pool, load_warca
+
+    splits = testsets[:WARCA_SPLITS]
+    if len(splits) < WARCA_SPLITS:
+        raise DatasetError(f"cuhk03: {folder / RELEASE} holds {len(splits)} test splits; the "
+                           f"WARCA protocol uses the first {WARCA_SPLITS}", _GET_MAT)
+    pool = Pool.of("cuhk03", folder, records)
+    test_sets = [rows[:, 0] * 1000 + rows[:, 1] for rows in splits]
+    return load_warca(pool, trial, seed=0, test_ids=None, draws=draws,
+                      warca_draw=warca_draw, same_camera=same_camera,
+                      options={"subset": subset}, test_sets=test_sets,
+                      test_sets_name=f"{subset}_testsets1-{WARCA_SPLITS}")
+
+
 def load_cuhk03(root=None, trial: int = 0, subset: str = "detected",
-                protocol: str = "new") -> DatasetSplit:
-    """Load CUHK03 (``new``: one split; ``classic``: trial 0..19 of ``testsets``)."""
+                protocol: str = "new", draws: int = 10, warca_draw: str = "probe_single",
+                same_camera: str = "drop") -> DatasetSplit:
+    """Load CUHK03 (``new``: one split; ``classic``: trial 0..19 of ``testsets``; ``warca``:
+    trial 0..10·draws−1 on testsets 1–10)."""
     _check_options(subset, protocol)
     folder = resolve_dataset_dir("cuhk03", root)
     if protocol == "new":
         config = read_new_config(folder, subset)      # validated before any extraction
         return new_protocol(folder, subset, config, read_images(folder, subset))
     testsets = read_testsets(require_file(folder / RELEASE, "cuhk03"))
+    if protocol == "warca":
+        return warca_protocol(folder, subset, testsets, read_images(folder, subset), trial,
+                              draws=draws, warca_draw=warca_draw, same_camera=same_camera)
     return classic_protocol(folder, subset, testsets, read_images(folder, subset), trial)
 
 

@@ -10,7 +10,7 @@ test persons):
   for each, 2 random distinct images: the probe and the gallery entry. No training images
   (DG test only).
 * ``warca`` (docs/datasets.md): P = ``test_ids`` (60) per split, every other person trains;
-  ``draws`` draws per split, ``warca_draw`` = ``gallery_single`` | ``probe_single``.
+  ``draws`` draws per split, ``warca_draw`` = ``probe_single`` (default) | ``gallery_single``.
 
 Not iLIDS-VID (the video dataset, out of scope).
 """
@@ -45,14 +45,14 @@ INFO = DatasetInfo(
                 "ilids/Persons", "Persons", "ilids", "."),
     cameras="pseudo",
     counts={"query": (60, 60), "gallery": (60, 60)},
-    options={"protocol": "dg", "seed": 0, "test_ids": TEST_IDS, "draws": 1,
-             "warca_draw": "gallery_single"},
+    options={"protocol": "dg", "seed": 0, "test_ids": TEST_IDS, "draws": 10,
+             "warca_draw": "probe_single", "same_camera": "drop"},
     protocol="dg (10 seeded trials: 60 random persons, 2 random images each → probe and "
              "gallery; no training images)",
     notes=("no camera labels: camid = image number − 1 (pseudo camera, x_pseudo_cam)",
            "protocol=warca: test_ids (P=60) per split, the other persons train; draws per "
            "split (trial t = split t // draws, draw t % draws), "
-           "warca_draw=gallery_single|probe_single",
+           "warca_draw=probe_single|gallery_single, same_camera=drop|keep",
            "persons with one image are never test persons",
            "not iLIDS-VID (video, out of scope)",
            "test_ids=N scales the test set (e.g. for a partial copy)"),
@@ -96,8 +96,8 @@ def dg_trials(pool: Pool, *, test_ids: int, seed: int, eligible: np.ndarray,
 
 
 def load_ilids(root=None, trial: int = 0, protocol: str = "dg", seed: int = 0,
-               test_ids: int = TEST_IDS, draws: int = 1,
-               warca_draw: str = "gallery_single") -> DatasetSplit:
+               test_ids: int = TEST_IDS, draws: int = 10,
+               warca_draw: str = "probe_single", same_camera: str = "drop") -> DatasetSplit:
     """Load iLIDS trial ``trial`` of ``protocol`` (``dg`` 0..9, ``warca`` 0..10·draws−1)."""
     protocol = check_choice("ilids", "protocol", protocol, PROTOCOLS)
     seed = check_int("ilids", "seed", seed, minimum=0)
@@ -107,7 +107,8 @@ def load_ilids(root=None, trial: int = 0, protocol: str = "dg", seed: int = 0,
     options = {"protocol": protocol, "seed": seed, "test_ids": test_ids}
     if protocol == "warca":
         return load_warca(pool, trial, seed=seed, test_ids=test_ids, draws=draws,
-                          warca_draw=warca_draw, options=options)
+                          warca_draw=warca_draw, same_camera=same_camera,
+                          options=options)
     eligible = pool.ids_with_images(2)
     check_test_ids(pool, protocol, test_ids, eligible, "persons with ≥ 2 images")
     trials = pool.cached(f"ilids_dg_p{test_ids}_seed{seed}",

@@ -5,7 +5,7 @@ are unconfirmed) is ignored.
 Protocols (10 seeded trials, eval E3 = rule ``market``): ``half`` (default; C-DPCF) —
 ``test_ids`` (225) random test persons, probe = their cam_a image, gallery = their cam_b image,
 the other 225 train with both images; ``warca`` (docs/datasets.md) — P = ``test_ids`` per split,
-``draws`` draws per split, ``warca_draw`` = ``gallery_single`` | ``probe_single``.
+``draws`` draws per split, ``warca_draw`` = ``probe_single`` (default) | ``gallery_single``.
 """
 from __future__ import annotations
 
@@ -37,12 +37,13 @@ INFO = DatasetInfo(
     candidates=("prid450s/PRID450S", "prid450s", "PRID450S", "."),
     cameras="2",
     counts={"train": (450, 225), "query": (225, 225), "gallery": (225, 225)},
-    options={"protocol": "half", "seed": 0, "test_ids": TEST_IDS, "draws": 1,
-             "warca_draw": "gallery_single"},
+    options={"protocol": "half", "seed": 0, "test_ids": TEST_IDS, "draws": 10,
+             "warca_draw": "probe_single", "same_camera": "drop"},
     protocol="half (10 seeded trials: 225 train / 225 test ids; probe cam_a, gallery cam_b)",
     notes=("only files named img_NNNN.png are read; pid = NNNN",
            "protocol=warca: test_ids (P=225) per split, draws per split (trial t = split "
-           "t // draws, draw t % draws), warca_draw=gallery_single|probe_single",
+           "t // draws, draw t % draws), warca_draw=probe_single|gallery_single, "
+           "same_camera=drop|keep",
            "test_ids=N scales the test set (e.g. for a partial copy)"),
     unconfirmed=("names of the mask files — any file not named img_NNNN.png is ignored "
                  "(docs/datasets.md)",
@@ -66,8 +67,8 @@ def read_prid450s(folder: Path) -> pd.DataFrame:
 
 
 def load_prid450s(root=None, trial: int = 0, protocol: str = "half", seed: int = 0,
-                  test_ids: int = TEST_IDS, draws: int = 1,
-                  warca_draw: str = "gallery_single") -> DatasetSplit:
+                  test_ids: int = TEST_IDS, draws: int = 10,
+                  warca_draw: str = "probe_single", same_camera: str = "drop") -> DatasetSplit:
     """Load PRID450S trial ``trial`` of ``protocol`` (``half`` 0..9, ``warca`` 0..10·draws−1)."""
     protocol = check_choice("prid450s", "protocol", protocol, PROTOCOLS)
     seed = check_int("prid450s", "seed", seed, minimum=0)
@@ -78,7 +79,8 @@ def load_prid450s(root=None, trial: int = 0, protocol: str = "half", seed: int =
     options = {"protocol": protocol, "seed": seed, "test_ids": test_ids}
     if protocol == "warca":
         return load_warca(pool, trial, seed=seed, test_ids=test_ids, draws=draws,
-                          warca_draw=warca_draw, options=options)
+                          warca_draw=warca_draw, same_camera=same_camera,
+                          options=options)
     eligible = pool.ids_in_views(0, 1)
     check_test_ids(pool, protocol, test_ids, eligible, "persons")
     trials = pool.cached(f"prid450s_half_p{test_ids}_seed{seed}",

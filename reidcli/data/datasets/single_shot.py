@@ -35,9 +35,15 @@ from reidcli.naming import param
 
 #: seeded trials (half/half splits, WARCA splits, DG draws) of every protocol here
 NUM_SPLITS = 10
-#: WARCA probe/gallery draws (docs/datasets.md): [8]'s one gallery image per id (default) or the
-#: paper text's one probe image per id
-WARCA_DRAWS = ("gallery_single", "probe_single")
+#: WARCA probe/gallery draws (docs/datasets.md): the paper text's one probe image per id, the
+#: rest gallery (default, WARCA paper Sect. 4.2), or Xiong et al.'s one gallery image per id
+WARCA_DRAWS = ("probe_single", "gallery_single")
+#: the WARCA paper's probe/gallery draws per split (Sect. 4.2: "repeated 10 times")
+WARCA_DRAWS_PER_SPLIT = 10
+#: same-camera gallery matches under the WARCA protocol: ``drop`` (E3, the two-view sets) or
+#: ``keep`` (any other image of the person is a match — Xiong et al.'s protocol, which has no
+#: camera labels; docs/datasets.md)
+WARCA_SAME_CAMERA = ("drop", "keep")
 
 
 # -- option checks ----------------------------------------------------------------------------
@@ -100,10 +106,11 @@ class Pool:
         return cached_trials(self.folder, key, build, fingerprint=self.rel.tolist())
 
     def split(self, trials: list[Trial], trial: int, *, protocol: str, options: dict,
-              eval_kwargs: dict | None = None) -> DatasetSplit:
-        """The :class:`DatasetSplit` of trial ``trial`` (eval rule ``market``, E3)."""
+              eval_kwargs: dict | None = None, eval_rule: str = "market") -> DatasetSplit:
+        """The :class:`DatasetSplit` of trial ``trial`` (eval rule ``market`` = E3 on these
+        small sets, or ``single_shot_any``: E3 keeping same-camera matches)."""
         return split_from_trial(self.dataset, self.records, trials, trial, self.folder,
-                                protocol=protocol, options=options, eval_rule="market",
+                                protocol=protocol, options=options, eval_rule=eval_rule,
                                 eval_kwargs=eval_kwargs)
 
 
@@ -160,26 +167,33 @@ def two_view_trials(pool: Pool, *, test_ids: int, seed: int, eligible: np.ndarra
 
 # -- WARCA (docs/datasets.md) --------------------------------------------------------------
 def warca_trials(pool: Pool, *, test_ids: int, seed: int, draws: int, warca_draw: str,
-                 eligible: np.ndarray, num_splits: int = NUM_SPLITS) -> list[Trial]:
+                 eligible: np.ndarray, num_splits: int = NUM_SPLITS,
+                 test_sets: list[np.ndarray] | None = None) -> list[Trial]:
     """WARCA's splits: ``num_splits`` × ``draws`` trials, trial ``t`` = split ``t // draws``,
     draw ``t % draws``.
 
-    Split ``s`` draws ``test_ids`` (P) of ``eligible`` (ids with ≥ 2 images; fewer never test)
-    with the ``(dataset, "split", s)`` stream; every other person (pid > 0) trains. Draw ``d``
-    (stream ``(dataset, "warca", warca_draw, s, d)``), per test id in ascending order: one
-    random image of its sorted images is the single one — the gallery image with
-    ``gallery_single`` ([8], default), the probe with ``probe_single`` — and its other images
-    are the probes (resp. gallery).
+    Split ``s`` tests ``test_sets[s]`` (a dataset's official test ids, e.g. CUHK03's
+    ``testsets``) or, without them, ``test_ids`` (P) persons of ``eligible`` (ids with ≥ 2
+    images) drawn with the ``(dataset, "split", s)`` stream; every other person (pid > 0)
+    trains. Draw ``d`` (stream ``(dataset, "warca", warca_draw, s, d)``), per test id in
+    ascending order: one random image of its sorted images is the single one — the probe with
+    ``probe_single`` (the WARCA paper's text, default), the gallery image with
+    ``gallery_single`` (Xiong et al.) — and its other images are the gallery (resp. probes).
     """
     trials = []
     for s in range(num_splits):
-        test, _ = choose_ids(eligible, test_ids, protocol_rng(seed, pool.dataset, "split", s))
+        if test_sets is not None:
+            test = np.intersect1d(test_sets[s], eligible)
+        else:
+            test, _ = choose_ids(eligible, test_ids, protocol_rng(seed, pool.dataset,
+                                                                  "split", s))
         train = pool.rel[(pool.pids > 0) & ~np.isin(pool.pids, test)].tolist()
+        members = {int(pid): np.flatnonzero(pool.pids == pid) for pid in test}
         for d in range(draws):
             rng = protocol_rng(seed, pool.dataset, "warca", warca_draw, s, d)
             single, rest = [], []
             for pid in test:
-                candidates = np.flatnonzero(pool.pids == pid)
+                candidates = members[int(pid)]
                 pick = candidates[rng.integers(len(candidates))]
                 single.append(pool.rel[pick])
                 rest.extend(pool.rel[candidates[candidates != pick]].tolist())
@@ -190,21 +204,32 @@ def warca_trials(pool: Pool, *, test_ids: int, seed: int, draws: int, warca_draw
 
 
 def load_warca(pool: Pool, trial: int, *, seed: int, test_ids: Any, draws: Any,
-               warca_draw: Any, options: dict) -> DatasetSplit:
+               warca_draw: Any, options: dict, same_camera: Any = "drop",
+               test_sets: list[np.ndarray] | None = None,
+               test_sets_name: str = "") -> DatasetSplit:
     """One trial of the WARCA protocol on ``pool`` (``eval_kwargs = {"split", "draw"}``);
-    ``options`` (the loader's own) gain the checked ``test_ids``, ``draws``, ``warca_draw``."""
-    test_ids = check_int(pool.dataset, "test_ids", test_ids)
+    ``options`` (the loader's own) gain the checked ``test_ids``, ``draws``, ``warca_draw``,
+    ``same_camera``. ``test_sets`` (one id array per split, ``test_sets_name`` naming their
+    source in the cache key) replace the random choice of ``test_ids`` persons."""
     draws = check_int(pool.dataset, "draws", draws)
     warca_draw = check_choice(pool.dataset, "warca_draw", warca_draw, WARCA_DRAWS)
+    same_camera = check_choice(pool.dataset, "same_camera", same_camera, WARCA_SAME_CAMERA)
     eligible = pool.ids_with_images(2)
-    check_test_ids(pool, "warca", test_ids, eligible, "persons with ≥ 2 images")
-    key = f"{pool.dataset}_warca_{warca_draw}_p{test_ids}_d{draws}_seed{seed}"
+    if test_sets is None:
+        test_ids = check_int(pool.dataset, "test_ids", test_ids)
+        check_test_ids(pool, "warca", test_ids, eligible, "persons with ≥ 2 images")
+        num_splits, split_key = NUM_SPLITS, f"p{test_ids}"
+    else:
+        test_ids = int(np.mean([len(np.intersect1d(t, eligible)) for t in test_sets]))
+        num_splits, split_key = len(test_sets), test_sets_name or "official"
+    key = f"{pool.dataset}_warca_{warca_draw}_{split_key}_d{draws}_seed{seed}"
     trials = pool.cached(key, lambda: warca_trials(
         pool, test_ids=test_ids, seed=seed, draws=draws, warca_draw=warca_draw,
-        eligible=eligible))
+        eligible=eligible, num_splits=num_splits, test_sets=test_sets))
     options = {**options, "protocol": "warca", "seed": seed, "test_ids": test_ids,
-               "draws": draws, "warca_draw": warca_draw}
+               "draws": draws, "warca_draw": warca_draw, "same_camera": same_camera}
     return pool.split(trials, trial, protocol="warca", options=options,
+                      eval_rule="single_shot_any" if same_camera == "keep" else "market",
                       eval_kwargs={"split": trial // draws, "draw": trial % draws})
 
 

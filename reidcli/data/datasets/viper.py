@@ -12,7 +12,8 @@ Protocols (10 seeded trials, eval E3 = rule ``market``):
   = their cam_b images; ``probe_cam=b`` swaps the views (same persons per trial — torchreid's
   splits 10-19).
 * ``warca`` (docs/datasets.md): P = ``test_ids`` test persons per split, the rest train;
-  ``draws`` probe/gallery draws per split, ``warca_draw`` = ``gallery_single`` | ``probe_single``.
+  ``draws`` (10) probe/gallery draws per split, ``warca_draw`` = ``probe_single`` (default) |
+  ``gallery_single``, ``same_camera`` = ``drop`` | ``keep``.
 """
 from __future__ import annotations
 
@@ -45,13 +46,14 @@ INFO = DatasetInfo(
     cameras="2",
     counts={"train": (632, 316), "query": (316, 316), "gallery": (316, 316)},
     options={"protocol": "half", "probe_cam": "a", "seed": 0, "test_ids": TEST_IDS,
-             "draws": 1, "warca_draw": "gallery_single"},
+             "draws": 10, "warca_draw": "probe_single", "same_camera": "drop"},
     protocol="half (10 seeded trials: 316 train / 316 test ids; probe cam_a, gallery cam_b)",
     notes=("pid = pair index NNN + 1 (pid 0 means distractor); x_native_pid keeps NNN, "
            "x_angle the view angle",
            "probe_cam=b swaps the views with the same test persons per trial",
            "protocol=warca: test_ids (P=316) per split, draws per split (trial t = split "
-           "t // draws, draw t % draws), warca_draw=gallery_single|probe_single",
+           "t // draws, draw t % draws), warca_draw=probe_single|gallery_single, "
+           "same_camera=drop|keep",
            "test_ids=N scales the test set (e.g. for a partial copy)"),
     unconfirmed=("exact licence text of the VIPeR page (treated as research-only; "
                  "docs/datasets.md)",))
@@ -74,8 +76,8 @@ def read_viper(folder: Path) -> pd.DataFrame:
 
 
 def load_viper(root=None, trial: int = 0, protocol: str = "half", probe_cam: str = "a",
-               seed: int = 0, test_ids: int = TEST_IDS, draws: int = 1,
-               warca_draw: str = "gallery_single") -> DatasetSplit:
+               seed: int = 0, test_ids: int = TEST_IDS, draws: int = 10,
+               warca_draw: str = "probe_single", same_camera: str = "drop") -> DatasetSplit:
     """Load VIPeR trial ``trial`` of ``protocol`` (``half`` 0..9, ``warca`` 0..10·draws−1)."""
     protocol = check_choice("viper", "protocol", protocol, PROTOCOLS)
     probe_cam = check_choice("viper", "probe_cam", probe_cam, ("a", "b"))
@@ -88,7 +90,8 @@ def load_viper(root=None, trial: int = 0, protocol: str = "half", probe_cam: str
                "test_ids": test_ids}
     if protocol == "warca":
         return load_warca(pool, trial, seed=seed, test_ids=test_ids, draws=draws,
-                          warca_draw=warca_draw, options=options)
+                          warca_draw=warca_draw, same_camera=same_camera,
+                          options=options)
     eligible = pool.ids_in_views(0, 1)
     check_test_ids(pool, protocol, test_ids, eligible, "persons")
     probe, gallery = (0, 1) if probe_cam == "a" else (1, 0)

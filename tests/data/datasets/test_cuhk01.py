@@ -96,13 +96,14 @@ def test_broken_zip_leaves_no_campus(tmp_path):
 
 def test_warca(tmp_path):
     cuhk01.build(tmp_path, wrapper="CUHK01")
-    split = data.load("cuhk01", tmp_path, protocol="warca", test_ids=4, trial=3)
+    split = data.load("cuhk01", tmp_path, protocol="warca", test_ids=4, trial=3, draws=1,
+                      warca_draw="gallery_single")
     assert split.num_trials == 10 and split.eval_kwargs == {"split": 3, "draw": 0}
     assert len(split.gallery) == 4 and split.gallery["pid"].nunique() == 4
     assert len(split.query) == 12 and split.query.groupby("pid").size().eq(3).all()
     assert len(split.train) == 24 and not _ids(split.train) & _ids(split.query)
-    probe = data.load("cuhk01", tmp_path, protocol="warca", test_ids=4, trial=3,
-                      warca_draw="probe_single")
+    probe = data.load("cuhk01", tmp_path, protocol="warca", test_ids=4, trial=30)
+    assert probe.eval_kwargs == {"split": 3, "draw": 0}         # default: 10 draws per split
     assert len(probe.query) == 4 and len(probe.gallery) == 12
     assert _ids(probe.query) == _ids(split.query)
 

@@ -197,7 +197,8 @@ def test_reid_data_check(capsys, tmp_path):
 
 def test_info_states_defaults():
     info = data.info("cuhk03")
-    assert info.options == {"subset": "detected", "protocol": "new"}
+    assert info.options == {"subset": "detected", "protocol": "new", "draws": 10,
+                            "warca_draw": "probe_single", "same_camera": "drop"}
     assert "protocol=new" in info.protocol and "subset=detected" in info.protocol
     assert info.counts == {"train": (7365, 767), "query": (1400, 700), "gallery": (5332, 700)}
 
@@ -217,3 +218,25 @@ def test_real_counts():
         classic = data.load("cuhk03", root, subset=subset, protocol="classic", trial=3)
         assert classic.num_trials == 20 and classic.query["pid"].nunique() == 100
         assert classic.train["pid"].nunique() == 1367
+
+
+def test_warca_protocol_on_standard_splits(tmp_path, monkeypatch):
+    cuhk03.build(tmp_path)
+    with pytest.raises(DatasetError, match="holds 2 test splits; the WARCA protocol uses"):
+        data.load("cuhk03", tmp_path, protocol="warca", subset="labeled")
+    monkeypatch.setattr(loader, "WARCA_SPLITS", 2)          # the fake release has 2 testsets
+    split = data.load("cuhk03", tmp_path, protocol="warca", subset="labeled", draws=3,
+                      trial=4)
+    assert split.num_trials == 6 and split.eval_kwargs == {"split": 1, "draw": 1}
+    assert split.eval_rule == "market" and split.options["warca_draw"] == "probe_single"
+    # split 1 = testsets cell 2: one probe per test person, its other images are the gallery
+    assert sorted(split.query["pid"]) == [1003, 2001]
+    assert set(split.gallery["pid"]) == {1003, 2001} and len(split.gallery) == 20 - 2
+    assert not set(split.query["path"]) & set(split.gallery["path"])
+    assert sorted(split.train["pid"].unique()) == [1001, 1002, 2002] and len(split.train) == 30
+    draws = [data.load("cuhk03", tmp_path, protocol="warca", subset="labeled", draws=3,
+                       trial=t).query["path"].tolist() for t in (3, 4, 5)]
+    assert len({tuple(d) for d in draws}) > 1                # the draws differ
+    gal = data.load("cuhk03", tmp_path, protocol="warca", subset="labeled", draws=3, trial=4,
+                    warca_draw="gallery_single")
+    assert len(gal.gallery) == 2 and len(gal.query) == 18

@@ -69,7 +69,8 @@ def test_deterministic_and_cached(tmp_path, monkeypatch):
 
 def test_warca(tmp_path):
     folder = ilids.build(tmp_path)
-    split = data.load("ilids", tmp_path, protocol="warca", test_ids=3, draws=2, trial=3)
+    split = data.load("ilids", tmp_path, protocol="warca", test_ids=3, draws=2, trial=3,
+                      warca_draw="gallery_single")
     assert split.num_trials == 20 and split.eval_kwargs == {"split": 1, "draw": 1}
     assert len(split.gallery) == 3 and split.gallery["pid"].nunique() == 3
     assert _ids(split.query) == _ids(split.gallery)
@@ -77,9 +78,14 @@ def test_warca(tmp_path):
     assert not _ids(split.train) & _ids(split.query)
     stored = _cached(folder, "ilids_warca_gallery_single_p3_d2_seed0")
     assert all(f"{SINGLE:04d}001.jpg" in t["train"] for t in stored)
-    probe = data.load("ilids", tmp_path, protocol="warca", test_ids=3, trial=1,
-                      warca_draw="probe_single")
+    probe = data.load("ilids", tmp_path, protocol="warca", test_ids=3, trial=10)
+    assert probe.options["warca_draw"] == "probe_single" and probe.num_trials == 100
     assert len(probe.query) == 3 and _ids(probe.query) == _ids(split.query)   # split 1
+    keep = data.load("ilids", tmp_path, protocol="warca", test_ids=3, trial=10,
+                     same_camera="keep")
+    assert keep.eval_rule == "single_shot_any" and probe.eval_rule == "market"
+    with pytest.raises(Exception, match="same_camera"):
+        data.load("ilids", tmp_path, protocol="warca", test_ids=3, same_camera="maybe")
 
 
 def test_errors_and_check(tmp_path, capsys):

@@ -93,8 +93,11 @@ def test_trials_deterministic_per_seed_and_cached(tmp_path, monkeypatch):
 def test_warca_splits_and_draws(tmp_path):
     viper.build(tmp_path)
     one = data.load("viper", tmp_path, protocol="warca", test_ids=4)
-    assert one.num_trials == 10 and one.eval_kwargs == {"split": 0, "draw": 0}
-    split = data.load("viper", tmp_path, protocol="warca", test_ids=4, draws=3, trial=7)
+    # the paper's protocol by default: 10 splits × 10 draws, one probe per id
+    assert one.num_trials == 100 and one.eval_kwargs == {"split": 0, "draw": 0}
+    assert one.options["warca_draw"] == "probe_single" and one.eval_rule == "market"
+    split = data.load("viper", tmp_path, protocol="warca", test_ids=4, draws=3, trial=7,
+                      warca_draw="gallery_single")
     assert split.num_trials == 30 and split.eval_kwargs == {"split": 2, "draw": 1}
     assert split.protocol == "warca" and split.options["warca_draw"] == "gallery_single"
     # 2 images per person: one gallery image and one probe per test id, any camera
@@ -102,10 +105,11 @@ def test_warca_splits_and_draws(tmp_path):
     assert _ids(split.query) == _ids(split.gallery) and len(split.query) == 4
     assert not set(split.query["path"]) & set(split.gallery["path"])
     assert len(split.train) == 8 and not _ids(split.train) & _ids(split.query)
-    draws = [data.load("viper", tmp_path, protocol="warca", test_ids=4, draws=3, trial=t)
-             for t in (6, 7, 8)]                              # split 2, draws 0..2
+    draws = [data.load("viper", tmp_path, protocol="warca", test_ids=4, draws=3, trial=t,
+                       warca_draw="gallery_single") for t in (6, 7, 8)]                              # split 2, draws 0..2
     assert all(_ids(d.query) == _ids(split.query) for d in draws)
-    data.load("viper", tmp_path, protocol="warca", test_ids=4, draws=10)
+    data.load("viper", tmp_path, protocol="warca", test_ids=4, draws=10,
+              warca_draw="gallery_single")
     tenth = _cached(tmp_path / "viper" / "VIPeR", "viper_warca_gallery_single_p4_d10_seed0")
     assert len(tenth) == 100 and len({tuple(d["gallery"]) for d in tenth[:10]}) > 1
     assert all(d["train"] == tenth[0]["train"] for d in tenth[:10])   # split 0's draws
