@@ -34,8 +34,8 @@ def test_warca_synthetic_recipe_shrunk(tmp_path):
 
 
 def test_real_warca_recipes_need_their_inputs(tmp_path):
-    for name in ("viper", "prid450s", "cuhk01", "cuhk03", "ilids", "market1501",
-                 "lomo_viper", "lomo_cuhk01"):
+    for name in ("viper", "prid450s", "cuhk01", "cuhk03", "ilids", "market1501", "caviar",
+                 "3dpes", "opereid", "lomo_viper", "lomo_cuhk01"):
         env = recipe_env()
         env.pop("REIDCLI_DATA", None)
         proc = subprocess.run(["bash", str(RECIPES / f"warca_{name}.sh"), str(tmp_path)],

@@ -22,9 +22,9 @@ from pathlib import Path
 import pandas as pd
 
 from reidcli.data.datasets.common import rows_to_frame, scan_folder
-from reidcli.data.datasets.single_shot import Pool, check_choice, check_int, load_warca
+from reidcli.data.datasets.single_shot import load_warca_only
 from reidcli.data.records import DatasetSplit
-from reidcli.data.registry import DatasetInfo, register, resolve_dataset_dir
+from reidcli.data.registry import DatasetInfo, register
 from reidcli.errors import DatasetError
 
 NAME = re.compile(r"^(\d{4})(\d{3})\.jpg$")
@@ -92,13 +92,9 @@ def load_caviar4reid(root=None, trial: int = 0, protocol: str = "warca", seed: i
                      warca_draw: str = "probe_single",
                      same_camera: str = "keep") -> DatasetSplit:
     """Load CAVIAR4REID trial ``trial`` (0..10·draws−1) of the ``warca`` protocol."""
-    protocol = check_choice("caviar4reid", "protocol", protocol, PROTOCOLS)
-    seed = check_int("caviar4reid", "seed", seed, minimum=0)
-    folder = resolve_dataset_dir("caviar4reid", root)
-    pool = Pool.of("caviar4reid", folder, read_caviar4reid(folder))
-    return load_warca(pool, trial, seed=seed, test_ids=test_ids, draws=draws,
-                      warca_draw=warca_draw, same_camera=same_camera,
-                      options={"protocol": protocol, "seed": seed})
+    return load_warca_only("caviar4reid", read_caviar4reid, root, trial, protocol=protocol, seed=seed,
+                           test_ids=test_ids, draws=draws, warca_draw=warca_draw,
+                           same_camera=same_camera)
 
 
 register(INFO, load_caviar4reid, looks_like_caviar4reid)

@@ -24,9 +24,9 @@ import pandas as pd
 
 from reidcli.data.datasets.common import rows_to_frame
 from reidcli.data.datasets.market_folder import IMAGE_SUFFIXES
-from reidcli.data.datasets.single_shot import Pool, check_choice, check_int, load_warca
+from reidcli.data.datasets.single_shot import load_warca_only
 from reidcli.data.records import DatasetSplit
-from reidcli.data.registry import DatasetInfo, register, resolve_dataset_dir
+from reidcli.data.registry import DatasetInfo, register
 from reidcli.errors import DatasetError
 
 #: ``<pid>_<cam>_<anything>.<png|jpg|bmp>`` (toolkit layout, unconfirmed)
@@ -110,13 +110,9 @@ def load_opereid(root=None, trial: int = 0, protocol: str = "warca", seed: int =
                  test_ids: int = TEST_IDS, draws: int = 10, warca_draw: str = "probe_single",
                  same_camera: str = "keep") -> DatasetSplit:
     """Load OPeRID trial ``trial`` (0..10·draws−1) of the ``warca`` protocol."""
-    protocol = check_choice("opereid", "protocol", protocol, PROTOCOLS)
-    seed = check_int("opereid", "seed", seed, minimum=0)
-    folder = resolve_dataset_dir("opereid", root)
-    pool = Pool.of("opereid", folder, read_opereid(folder))
-    return load_warca(pool, trial, seed=seed, test_ids=test_ids, draws=draws,
-                      warca_draw=warca_draw, same_camera=same_camera,
-                      options={"protocol": protocol, "seed": seed})
+    return load_warca_only("opereid", read_opereid, root, trial, protocol=protocol, seed=seed,
+                           test_ids=test_ids, draws=draws, warca_draw=warca_draw,
+                           same_camera=same_camera)
 
 
 register(INFO, load_opereid, looks_like_opereid)

@@ -233,6 +233,22 @@ def load_warca(pool: Pool, trial: int, *, seed: int, test_ids: Any, draws: Any,
                       eval_kwargs={"split": trial // draws, "draw": trial % draws})
 
 
+def load_warca_only(dataset: str, read: Callable[[Path], pd.DataFrame], root, trial: int, *,
+                    protocol: Any, seed: Any, test_ids: Any, draws: Any, warca_draw: Any,
+                    same_camera: Any) -> DatasetSplit:
+    """Trial ``trial`` of a dataset whose only protocol is ``warca`` (CAVIAR4REID, 3DPeS,
+    OpeReid): resolve its folder, ``read`` all its images, draw the WARCA trials."""
+    from reidcli.data.registry import resolve_dataset_dir
+
+    protocol = check_choice(dataset, "protocol", protocol, ("warca",))
+    seed = check_int(dataset, "seed", seed, minimum=0)
+    folder = resolve_dataset_dir(dataset, root)
+    pool = Pool.of(dataset, folder, read(folder))
+    return load_warca(pool, trial, seed=seed, test_ids=test_ids, draws=draws,
+                      warca_draw=warca_draw, same_camera=same_camera,
+                      options={"protocol": protocol, "seed": seed})
+
+
 # -- layout checks ----------------------------------------------------------------------------
 def require_pairs(pool: Pool, views: dict[str, int]) -> None:
     """DatasetError unless every person has exactly one image in each of the two ``views``

@@ -20,9 +20,9 @@ from pathlib import Path
 import pandas as pd
 
 from reidcli.data.datasets.common import rows_to_frame, scan_folder
-from reidcli.data.datasets.single_shot import Pool, check_choice, check_int, load_warca
+from reidcli.data.datasets.single_shot import load_warca_only
 from reidcli.data.records import DatasetSplit
-from reidcli.data.registry import DatasetInfo, register, resolve_dataset_dir
+from reidcli.data.registry import DatasetInfo, register
 from reidcli.errors import DatasetError
 
 #: ``<pid>_<cam>[_<rest>].bmp``; the rest is frame information, accepted as it is
@@ -86,13 +86,9 @@ def load_3dpes(root=None, trial: int = 0, protocol: str = "warca", seed: int = 0
                test_ids: int = TEST_IDS, draws: int = 10, warca_draw: str = "probe_single",
                same_camera: str = "keep") -> DatasetSplit:
     """Load 3DPeS trial ``trial`` (0..10·draws−1) of the ``warca`` protocol."""
-    protocol = check_choice("3dpes", "protocol", protocol, PROTOCOLS)
-    seed = check_int("3dpes", "seed", seed, minimum=0)
-    folder = resolve_dataset_dir("3dpes", root)
-    pool = Pool.of("3dpes", folder, read_3dpes(folder))
-    return load_warca(pool, trial, seed=seed, test_ids=test_ids, draws=draws,
-                      warca_draw=warca_draw, same_camera=same_camera,
-                      options={"protocol": protocol, "seed": seed})
+    return load_warca_only("3dpes", read_3dpes, root, trial, protocol=protocol, seed=seed,
+                           test_ids=test_ids, draws=draws, warca_draw=warca_draw,
+                           same_camera=same_camera)
 
 
 register(INFO, load_3dpes, looks_like_3dpes)
