@@ -275,7 +275,7 @@ class FittedFile:
 
     def __init__(self, path: Path, info: registry.MethodInfo, hyperparameters: dict,
                  provenance: dict, feature: str | None, trial_groups: list[str],
-                 num_repeats: int = 1):
+                 num_repeats: int = 1, shared: dict[int, int] | None = None):
         self.path = path
         self.info = info
         self.method = info.name
@@ -287,6 +287,9 @@ class FittedFile:
         self.trial_ids = [trial_index(g) for g in trial_groups]
         #: fits per trial (``repeat_<r>`` groups; 1 = none)
         self.num_repeats = int(num_repeats)
+        #: store trial → the first trial whose fit it shares (its group is a hard link to
+        #: that trial's; docs/formats.md), itself otherwise
+        self._shared = dict(shared or {})
         self._cache: dict[tuple[int, int | None], Any] = {}
 
     @property
@@ -309,6 +312,16 @@ class FittedFile:
         with h5py.File(self.path, "r") as h5:
             return _read_group(h5[self._trial_groups[self.trial_ids.index(k)]])
 
+    def fit_of(self, k: int) -> int:
+        """The first store trial whose fit trial ``k`` shares (``k`` itself when its group is
+        its own): trials with the same ``fit_of`` have the very same model."""
+        return self._shared.get(k, k)
+
+    @property
+    def shares_fits(self) -> bool:
+        """Whether some trials share one fit (hard-linked groups)."""
+        return len(set(self._shared.values())) < len(self._shared)
+
     def _require(self, k: int) -> None:
         if k not in self.trial_ids:
             raise FittedModelError(f"fitted model {self.path} has no fit for trial {k} (it has "
@@ -324,7 +337,7 @@ class FittedFile:
             if not 0 <= r < self.num_repeats:
                 raise FittedModelError(f"fitted model {self.path} has repeats 0.."
                                        f"{self.num_repeats - 1}, not {r}", "pick a valid repeat")
-        key = (k, r)
+        key = (self.fit_of(k), r)
         if key not in self._cache:
             arrays = self.arrays(k)
             if r is not None:
@@ -368,9 +381,20 @@ def load(path: str | os.PathLike) -> FittedFile:
         if not groups or len(groups) != int(h5.attrs.get("num_trials", len(groups))):
             raise FittedModelError(f"fitted model {path} lacks some of its trial_<k> groups",
                                    "the file is damaged; re-fit the model")
+        # trial groups that are the same HDF5 object (hard links: one fit shared by the
+        # trials of a split) → the first such trial
+        firsts: list[Any] = []
+        shared: dict[int, int] = {}
+        for g in groups:
+            obj = h5[g]
+            first = next((k for k, o in firsts if o == obj), None)
+            if first is None:
+                firsts.append((trial_index(g), obj))
+                first = trial_index(g)
+            shared[trial_index(g)] = first
         return FittedFile(path, info, _json_attr(h5, "hyperparameters", path),
                           _json_attr(h5, "provenance", path), _attr(h5, "feature") or None,
-                          groups, int(h5.attrs.get("num_repeats", 1)))
+                          groups, int(h5.attrs.get("num_repeats", 1)), shared)
 
 
 def _ranges(ids: Sequence[int]) -> str:

@@ -102,6 +102,7 @@ def evaluate_store(request: StoreEvalRequest) -> StoreEvaluation:
         backend = make_backend(device)
         results: list[TrialResult] = []
         metric_name, nmi = None, None
+        embedded = EmbeddingCache()
         try:
             runs = list(_runs(plan.trials, model))
             for k, repeat, q_rows, g_rows in track(runs, description="evaluating", unit="trials",
@@ -109,7 +110,8 @@ def evaluate_store(request: StoreEvalRequest) -> StoreEvaluation:
                 q_feat = _trial_inputs(st, plan, model, k, repeat, q_rows, request, "query")
                 g_feat = _trial_inputs(st, plan, model, k, repeat, g_rows, request, "gallery")
                 metric, q_feat, g_feat, metric_name = _metric_for_trial(
-                    model, k, repeat, q_feat, g_feat, request.distance, plan.info, backend)
+                    model, k, repeat, q_feat, g_feat, request.distance, plan.info, backend,
+                    rows=(q_rows, g_rows), cache=embedded)
                 labels = TrialLabels.from_records(plan.records, plan.codes, q_rows,
                                                   g_rows, cameras=plan.cameras)
                 if request.rerank is not None:
@@ -314,11 +316,43 @@ def _choose_feature(st, requested: str | None, model) -> str:
     return st.default_feature()
 
 
+class EmbeddingCache:
+    """A fitted model's outputs per store row for one (fit, repeat) at a time, so trials that
+    share a fit and rows — the draws of a WARCA split — transform each row once."""
+
+    def __init__(self) -> None:
+        self._key: tuple | None = None
+        self._rows = np.empty(0, dtype=np.int64)      # sorted store rows [m]
+        self._out: np.ndarray | None = None           # their outputs [m, d]
+
+    def transform(self, trial_model, feats: np.ndarray, rows: np.ndarray,
+                  key: tuple) -> np.ndarray:
+        """``trial_model.transform(feats)`` for ``feats`` [n, D] of store ``rows`` [n]
+        (distinct), reusing the outputs of rows seen before under the same ``key``."""
+        rows = np.asarray(rows, dtype=np.int64)
+        if key != self._key:
+            self._key, self._rows, self._out = key, np.empty(0, dtype=np.int64), None
+        pos = np.searchsorted(self._rows, rows)
+        known = np.zeros(len(rows), dtype=bool) if not len(self._rows) else \
+            self._rows[np.minimum(pos, len(self._rows) - 1)] == rows
+        if not known.all():
+            new_out = np.asarray(trial_model.transform(feats[~known]))
+            all_rows = np.concatenate([self._rows, rows[~known]])
+            all_out = new_out if self._out is None else np.concatenate([self._out, new_out])
+            order = np.argsort(all_rows, kind="stable")
+            self._rows, self._out = all_rows[order], all_out[order]
+            pos = np.searchsorted(self._rows, rows)
+        return self._out[pos]
+
+
 def _metric_for_trial(model, k: int, repeat: int | None, q_feat: np.ndarray,
                       g_feat: np.ndarray, distance: str,
-                      info: dict, backend):
+                      info: dict, backend, rows: tuple | None = None,
+                      cache: EmbeddingCache | None = None):
     """(metric, query rows, gallery rows, metric name) for trial ``k``: through a fitted
-    model, the rows are transformed once here and the metric compares transformed rows."""
+    model, the rows are transformed once here and the metric compares transformed rows.
+    With ``rows`` = (query rows, gallery rows) and a ``cache``, trials sharing a fit reuse the
+    transformed rows."""
     from reidcli.fitted import uses_feature_metric
 
     if model is None:
@@ -331,10 +365,14 @@ def _metric_for_trial(model, k: int, repeat: int | None, q_feat: np.ndarray,
             raise EvaluationError(f"fitted model {model.path} expects {expected}-dimensional "
                                   f"features, the store feature has {q_feat.shape[1]}",
                                   f"evaluate the feature the model was fit on ({param('feature')})")
-        q_feat = check_features(trial_model.transform(q_feat),
-                                "model-transformed query features")
-        g_feat = check_features(trial_model.transform(g_feat),
-                                "model-transformed gallery features")
+        if cache is not None and rows is not None and model.shares_fits:
+            key = (model.fit_of(k if model.num_trials > 1 else model.trial_ids[0]), repeat)
+            q_out = cache.transform(trial_model, q_feat, rows[0], key)
+            g_out = cache.transform(trial_model, g_feat, rows[1], key)
+        else:
+            q_out, g_out = trial_model.transform(q_feat), trial_model.transform(g_feat)
+        q_feat = check_features(q_out, "model-transformed query features")
+        g_feat = check_features(g_out, "model-transformed gallery features")
     if uses_feature_metric(trial_model):
         name = trial_model.metric if distance == "auto" else distance
         return FeatureMetric(name, backend), q_feat, g_feat, f"{model.method}+{name}"

@@ -59,3 +59,48 @@ def test_one_draw_per_split_keeps_the_std_over_trials(tmp_path):
     per_trial = [1.0, 0.5, 0.5, 0.0]
     assert report["std"]["cmc"][0] == pytest.approx(np.std(per_trial))
     assert "aggregation" not in report
+
+
+def test_trials_sharing_a_fit_reuse_embeddings_and_score_the_same(tmp_path):
+    from reidcli import fitted
+
+    store = _store(tmp_path / "s.h5", draws=2)
+    rng = np.random.default_rng(0)
+    split0, split1 = ({"W": np.eye(2) + 0.01 * rng.standard_normal((2, 2))} for _ in range(2))
+    shared = fitted.save(tmp_path / "shared.h5", "linear-projection",
+                         [split0, split0, split1, split1])
+    copies = fitted.save(tmp_path / "copies.h5", "linear-projection",
+                         [dict(split0), dict(split0), dict(split1), dict(split1)])
+    loaded = fitted.load(shared)
+    assert loaded.shares_fits and [loaded.fit_of(k) for k in range(4)] == [0, 0, 2, 2]
+    assert not fitted.load(copies).shares_fits
+    reports = []
+    for model in (shared, copies):
+        evaluation = evaluate_store(StoreEvalRequest(
+            store=store, model=model, device="cpu",
+            options=EvalOptions(max_rank=3, progress=False)))
+        reports.append(build_report(evaluation.protocol, evaluation.trials, evaluation.meta))
+    assert reports[0]["cmc"] == reports[1]["cmc"] and reports[0]["mAP"] == reports[1]["mAP"]
+
+
+def test_embedding_cache_transforms_each_row_once_per_fit():
+    from reidcli.evaluation.run import EmbeddingCache
+
+    calls = []
+
+    class Double:
+        def transform(self, x):
+            calls.append(len(x))
+            return 2 * x
+
+    feats = np.arange(12, dtype=np.float64).reshape(6, 2)
+    cache = EmbeddingCache()
+    rows = np.array([5, 1, 3])
+    np.testing.assert_array_equal(cache.transform(Double(), feats[rows], rows, (0, None)),
+                                  2 * feats[rows])
+    more = np.array([3, 0, 5, 2])                     # 3 and 5 are known: 2 rows are new
+    np.testing.assert_array_equal(cache.transform(Double(), feats[more], more, (0, None)),
+                                  2 * feats[more])
+    assert calls == [3, 2]
+    cache.transform(Double(), feats[more], more, (2, None))     # another fit: all new
+    assert calls == [3, 2, 4]
