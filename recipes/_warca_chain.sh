@@ -43,9 +43,12 @@ warca_chain() {
     [ -n "${WARCA_CV_LRS:-}" ] && grid+=(--param "cv_lrs=$WARCA_CV_LRS")
     reid train warca --store "$store" --out "$cv_file" --force --quiet --trials 0 \
       --dim "$dim" --param cv=true "${grid[@]}" "$@" "${iters[@]}"
-    echo -n "$label: "
-    python -m reidcli.paper.warca_protocol cv "$cv_file"
-    read -r lam lr < <(python -m reidcli.paper.warca_protocol cv "$cv_file" --values)
+    local lines
+    mapfile -t lines < <(python -m reidcli.paper.warca_protocol cv "$cv_file" --with-values)
+    [ "${#lines[@]}" -eq 2 ] || { echo "error: cannot read the cv selection of $cv_file" >&2
+                                  exit 2; }
+    echo "$label: ${lines[0]}"
+    read -r lam lr <<< "${lines[1]}"
   }
   skipped() { [[ ",${WARCA_SKIP:-}," == *",$1,"* ]]; }
   run() {   # label method [options...]

@@ -69,6 +69,10 @@ def test_cv_selection_is_read_back(tmp_path, capsys):
     assert capsys.readouterr().out.split() == [f"{sel['lam']:g}", f"{sel['lr']:g}"]
     warca_protocol.main(["cv", str(path)])
     assert "cross-validated once on split 1's training ids" in capsys.readouterr().out
+    warca_protocol.main(["cv", str(path), "--with-values"])
+    sentence, values = capsys.readouterr().out.splitlines()
+    assert "cross-validated once" in sentence and values.split() == [f"{sel['lam']:g}",
+                                                                     f"{sel['lr']:g}"]
     plain = WARCA(dim=4, iterations=5, batch_size=32, max_draws=16,
                   holdout_check=0).fit(x, pids)
     fitted.save(tmp_path / "plain.h5", "warca", {0: plain.fitted_arrays()})

@@ -37,6 +37,8 @@ LOG_EVERY = typer.Option(None, "--log-every", help="Iterations.")
 MAX_ITERS = typer.Option(None, "--max-iters", help="Stop after N iterations.")
 FORCE = typer.Option(False, "--force", help="Start over in an existing --out.")
 QUIET = typer.Option(False, "--quiet")
+SEED = typer.Option(None, "--seed", help="0.")
+RANDOM_ERASING = typer.Option(None, "--random-erasing", help="0.5.")
 
 
 def _cams(text: Optional[str]) -> Optional[list[int]]:
@@ -184,12 +186,12 @@ def bot(
     weight_decay: Optional[float] = typer.Option(None, "--weight-decay", help="5e-4."),
     label_smooth: Optional[float] = typer.Option(None, "--label-smooth", help="ε = 0.1."),
     triplet_margin: Optional[float] = typer.Option(None, "--triplet-margin", help="0.3."),
-    random_erasing: Optional[float] = typer.Option(None, "--random-erasing", help="0.5."),
+    random_erasing: Optional[float] = RANDOM_ERASING,
     amp: Optional[str] = AMP,
     channels_last: Optional[str] = CHANNELS_LAST,
     device: Optional[str] = DEVICE,
     workers: Optional[int] = WORKERS,
-    seed: Optional[int] = typer.Option(None, "--seed", help="0."),
+    seed: Optional[int] = SEED,
     checkpoint_every: Optional[int] = CHECKPOINT_EVERY,
     log_every: Optional[int] = LOG_EVERY,
     max_iters: Optional[int] = MAX_ITERS,
@@ -249,7 +251,7 @@ def dgvae(
                                            "linear (to 0 within each stage, FD-GAN)."),
     weight_decay: Optional[float] = typer.Option(None, "--weight-decay", help="5e-4 (none on "
                                                  "μ_y, ρ)."),
-    random_erasing: Optional[float] = typer.Option(None, "--random-erasing", help="0.5."),
+    random_erasing: Optional[float] = RANDOM_ERASING,
     setting: Optional[List[str]] = typer.Option(None, "--set", help="Loss weight or model "
                                                 "setting key=value (repeatable), e.g. "
                                                 "tsr=1.0, gmm_estimator=mc, shared_trunk=true "
@@ -260,7 +262,7 @@ def dgvae(
     channels_last: Optional[str] = CHANNELS_LAST,
     device: Optional[str] = DEVICE,
     workers: Optional[int] = WORKERS,
-    seed: Optional[int] = typer.Option(None, "--seed", help="0."),
+    seed: Optional[int] = SEED,
     checkpoint_every: Optional[int] = CHECKPOINT_EVERY,
     log_every: Optional[int] = LOG_EVERY,
     max_iters: Optional[int] = MAX_ITERS,
@@ -364,14 +366,14 @@ def dmgnet(
     color_jitter: Optional[str] = typer.Option(None, "--color-jitter", help="on | off (off; "
                                                "on for the Mixed benchmarks)."),
     resplit: Optional[str] = typer.Option(None, "--resplit", help="epoch (Alg. 1) | iter."),
-    random_erasing: Optional[float] = typer.Option(None, "--random-erasing", help="0.5."),
+    random_erasing: Optional[float] = RANDOM_ERASING,
     max_images: Optional[int] = MAX_IMAGES,
     subsample_seed: Optional[int] = SUBSAMPLE_SEED,
     amp: Optional[str] = AMP,
     channels_last: Optional[str] = CHANNELS_LAST,
     device: Optional[str] = DEVICE,
     workers: Optional[int] = WORKERS,
-    seed: Optional[int] = typer.Option(None, "--seed", help="0."),
+    seed: Optional[int] = SEED,
     checkpoint_every: Optional[int] = CHECKPOINT_EVERY,
     log_every: Optional[int] = LOG_EVERY,
     max_iters: Optional[int] = MAX_ITERS,

@@ -34,8 +34,8 @@ import pandas as pd
 
 from reidcli.cameras import parse_cameras
 from reidcli.data.datasets.single_shot import (WARCA_DRAWS, WARCA_DRAWS_PER_SPLIT,
-                                               WARCA_SAME_CAMERA, Pool, two_view_trials,
-                                               warca_trials)
+                                               WARCA_SAME_CAMERA, Pool, check_choice,
+                                               check_int, two_view_trials, warca_trials)
 from reidcli.data.records import DatasetSplit, normalize_frame
 from reidcli.data.splits import (Trial, cached_trials, choose_ids, protocol_rng,
                                  relative_paths, split_from_trial)
@@ -299,16 +299,10 @@ def warca_protocol(records: pd.DataFrame, *, trial: int, seed: int, dataset_root
     splits). ``same_camera=keep`` scores with any other image of the person as a match (no
     same-camera removal). ``domain`` restricts the records first.
     """
-    if warca_draw not in WARCA_DRAWS:
-        raise UsageError(f"warca_draw={warca_draw!r} is unknown",
-                         "use warca_draw=probe_single or warca_draw=gallery_single")
-    if same_camera not in WARCA_SAME_CAMERA:
-        raise UsageError(f"same_camera={same_camera!r} is unknown",
-                         "use same_camera=drop or same_camera=keep")
-    if int(draws) < 1:
-        raise UsageError(f"draws={draws} must be ≥ 1", "pass draws=1 or draws=10")
-    draws = int(draws)
     pool = _pool(records, dataset_root, domain, name)
+    warca_draw = check_choice(pool.dataset, "warca_draw", warca_draw, WARCA_DRAWS)
+    same_camera = check_choice(pool.dataset, "same_camera", same_camera, WARCA_SAME_CAMERA)
+    draws = check_int(pool.dataset, "draws", draws)
     eligible = pool.ids_with_images(2)
     if test_ids is None:
         test_ids = len(eligible) // 2

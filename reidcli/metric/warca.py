@@ -79,7 +79,8 @@ class WARCA(Estimator):
     rows) and ``gamma_`` (kernel), plus ``kernel_`` (name), ``singular_values_`` [D'],
     ``log_`` (training log), ``snapshots_``, ``median_distance_``, ``train_seconds_``,
     ``hyper_`` (the validated parameters, with the selected λ and η when ``cv``) and ``cv_``
-    (grid scores, or None), ``holdout_`` (the held-out check against the identity, or None). ``transform(X [n, D]) -> [n, D']``; ``model_`` is the
+    (grid scores, or None) and ``holdout_`` (the held-out check against the identity, or
+    None). ``transform(X [n, D]) -> [n, D']``; ``model_`` is the
     :class:`~reidcli.metric.warca_model.WARCAModel`.
     """
 
@@ -151,19 +152,18 @@ class WARCA(Estimator):
         return WARCATrainer(X, pids, camids, self._validated_params())
 
     def fit(self, X, pids, camids=None) -> "WARCA":
-        threads = self._validated_params()["threads"]
-        if not threads:
-            return self._fit(X, pids, camids)
+        h = self._validated_params()
+        if not h["threads"]:
+            return self._fit(X, pids, camids, h)
         import torch
         before = torch.get_num_threads()
-        torch.set_num_threads(threads)                  # for this fit only
+        torch.set_num_threads(h["threads"])             # for this fit only
         try:
-            return self._fit(X, pids, camids)
+            return self._fit(X, pids, camids, h)
         finally:
             torch.set_num_threads(before)
 
-    def _fit(self, X, pids, camids=None) -> "WARCA":
-        h = self._validated_params()
+    def _fit(self, X, pids, camids, h: dict) -> "WARCA":
         x = np.asarray(X)
         pids = np.asarray(pids).reshape(-1)
         camids = None if camids is None else np.asarray(camids).reshape(-1)
@@ -193,11 +193,13 @@ class WARCA(Estimator):
                                  coef0=h["coef0"], normalize=h["normalize"], device=h["device"])
         return self
 
-    def _validation_split(self, x, pids, frac: float, seed_key: int):
-        """(training mask [N], validation rows [n], gallery mask over them [n]): ``frac`` of the
-        ids (≥ 2 images) held out; per held-out id one random image is the gallery entry and
-        the others are probes."""
-        rng = np.random.default_rng([self._validated_params()["seed"], seed_key])
+    @staticmethod
+    def _validation_split(pids, frac: float, seed: list[int]):
+        """(training mask [N], validation rows [n], gallery mask over them [n], validation
+        ids), or None with too few ids: ``frac`` of the ids (≥ 2 images) held out, drawn with
+        ``default_rng(seed)``; per held-out id one random image is the gallery entry and the
+        others are probes."""
+        rng = np.random.default_rng(seed)
         ok = pids >= 0
         ids, counts = np.unique(pids[ok], return_counts=True)
         multi = ids[counts >= 2]
@@ -219,7 +221,7 @@ class WARCA(Estimator):
         distance on the preprocessed features); one-line warning when the learned metric is
         worse. Returns ``{rank1, rank1_identity, val_ids}`` (None when there are too few
         ids)."""
-        split = self._validation_split(x, pids, h["holdout_check"], 13)
+        split = self._validation_split(pids, h["holdout_check"], [h["seed"], 13])
         if split is None:
             return None
         train, rows, gal, val_ids = split
@@ -256,7 +258,7 @@ class WARCA(Estimator):
         train each (λ, η) of the grid on the rest, score validation rank-1 (ties: rank-5) with
         one random gallery image per id and the other images as probes; returns h with the
         best pair and sets ``cv_`` (``docs/methods/warca.md``: cross-validation)."""
-        split = self._validation_split(x, pids, h["cv_val_frac"], 11)
+        split = self._validation_split(pids, h["cv_val_frac"], [h["seed"], 11])
         if split is None:
             raise UsageError("warca cv needs at least 3 training ids with 2+ images",
                              "train without cv")
@@ -363,7 +365,7 @@ def _rank_scores(zq, yq, zg, yg, ranks=(1, 5)) -> tuple[float, ...]:
     """CMC at ``ranks`` for queries zq [q, d] (pids yq [q]) against a gallery zg [g, d]
     (pids yg [g]), squared Euclidean distances."""
     d = (zq * zq).sum(1)[:, None] + (zg * zg).sum(1)[None] - 2 * zq @ zg.T
-    pos = np.array([d[r][yg == yq[r]].min() for r in range(len(zq))])
+    pos = np.where(yq[:, None] == yg[None, :], d, np.inf).min(1)   # nearest true match
     rank = (d < pos[:, None]).sum(1)                           # 0 = first
     return tuple(float((rank < r).mean()) for r in ranks)
 

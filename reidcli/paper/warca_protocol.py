@@ -5,7 +5,8 @@ line: the dataset, its splits, test persons, probe/gallery draws and rule, the f
 D' — and whether that is the WARCA paper's protocol (Sect. 4.1–4.2) or how it departs.
 ``python -m reidcli.paper.warca_protocol cv MODEL`` prints the (λ, η) a ``cv=true`` fit
 selected on split 1's training ids (and the held-out check against the identity);
-``--values`` prints just ``λ η`` for a shell ``read``.
+``--values`` prints just ``λ η`` for a shell ``read`` (``--with-values``: the sentence, then
+``λ η`` on a second line).
 """
 from __future__ import annotations
 
@@ -138,7 +139,9 @@ def selected(model: str | Path) -> dict[str, Any]:
             else float(check["rank1_identity"])}
 
 
-def cv_report(model: str | Path, values: bool = False) -> int:
+def cv_report(model: str | Path, values: bool = False, with_values: bool = False) -> int:
+    """Print the cv selection: the sentence, just ``λ η`` (``values``), or the sentence and
+    then ``λ η`` on a second line (``with_values``, what a recipe reads once)."""
     sel = selected(model)
     if values:
         print(f"{sel['lam']:g} {sel['lr']:g}")
@@ -150,6 +153,8 @@ def cv_report(model: str | Path, values: bool = False) -> int:
           f"({sel['val_ids']} validation ids), reused for every split: λ = {sel['lam']:g}, "
           f"η = {sel['lr']:g}{gamma} (validation rank-1 {100 * sel['val_rank1']:.1f} %"
           f"{identity})")
+    if with_values:
+        print(f"{sel['lam']:g} {sel['lr']:g}")
     return 0
 
 
@@ -164,11 +169,13 @@ def main(argv: list[str] | None = None) -> int:
     cv = sub.add_parser("cv", help="the (λ, η) a cv fit selected")
     cv.add_argument("model")
     cv.add_argument("--values", action="store_true", help="print only 'λ η'")
+    cv.add_argument("--with-values", action="store_true",
+                    help="print the sentence, then 'λ η' on a second line")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     try:
         if args.command == "header":
             return header(args.store, args.dim, args.table)
-        return cv_report(args.model, args.values)
+        return cv_report(args.model, args.values, args.with_values)
     except ReidError as exc:
         return report_error(exc)
 
