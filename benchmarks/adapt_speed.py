@@ -9,19 +9,28 @@ reported separately). The model-based methods (TENT, TEMP, full DART3) re-encode
 images with a BoT (``--backbone``: ``tiny`` at 64×32 on CPU by default, ResNet-50 at 256×128
 on CUDA), whose embeddings (d = 128 for tiny) replace the 2,048-d ones.
 
-Same-run reference: DART3 LITE with its loss written in plain autograd
-(:func:`reidcli.adapt.losses.dart3_loss_reference`), at the batch sizes of ``--ref-batches``.
+Same-run references: DART3 LITE with its loss written in plain autograd
+(:func:`reidcli.adapt.losses.dart3_loss_reference`), at the batch sizes of ``--ref-batches``;
+and the methods of ``--before-methods`` with the previous CPU schedule of the fused loss
+(``"blocks"``: torch's intra-op threads inside every block's GEMMs and element-wise ops,
+:class:`reidcli.adapt.losses.PreparedGallery`), with the ratio previous / current.
 
     python benchmarks/adapt_speed.py [--gallery 82161] [--dim 2048] [--batches 1,2,8,16,32,64]
         [--methods none,norm,dart3-lite,dart3,tent,temp] [--device auto|cpu|cuda]
+        [--before-methods dart3-lite]
 """
 from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import platform
 import time
 from unittest import mock
+
+# as `reid` does before torch loads (reidcli/cli/main.py): idle OpenMP workers sleep
+# instead of spinning on the shared cores; a value set by the caller is kept
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import torch
 
@@ -69,11 +78,13 @@ def _reference_loss(zhat, gallery, tau, k, distance="euclidean"):
 
 
 def time_method(inputs, method: str, batch: int, device: str, model=None, images=None,
-                reference: bool = False, precision: str = "fp32") -> float:
+                reference: bool = False, precision: str = "fp32",
+                schedule: str | None = None) -> float:
     """Seconds per query of one (method, batch size) run through ``adapt_features``.
 
     ``images`` [≥ batch, 3, H, W] are fed to the model-based methods in place of decoded
-    files; ``reference`` swaps DART3's fused loss for the autograd one."""
+    files; ``reference`` swaps DART3's fused loss for the autograd one; ``schedule`` sets the
+    fused loss's gallery pass schedule (``"blocks"``: the previous CPU one)."""
     mode = "full" if method == "dart3" else "lite"
     name = "dart3" if method == "dart3-lite" else method
     cfg = AdaptConfig(name, mode=mode, batch_size=batch, device=device, precision=precision)
@@ -85,10 +96,17 @@ def time_method(inputs, method: str, batch: int, device: str, model=None, images
             stack.enter_context(mock.patch("reidcli.adapt.run._image_batches", feed))
         if reference:
             stack.enter_context(mock.patch("reidcli.adapt.dart3.dart3_loss", _reference_loss))
+        if schedule is not None:
+            stack.enter_context(mock.patch.object(losses, "SCHEDULE", schedule))
         out = adapt_features(inputs, cfg, model=model)
     if device.startswith("cuda"):
         torch.cuda.synchronize()
     return out.per_query_seconds
+
+
+def _load() -> str:
+    """The 1-minute load average (the timings depend on what else the cores run)."""
+    return f"load average {os.getloadavg()[0]:.2f}" if hasattr(os, "getloadavg") else ""
 
 
 def queries_for(batch: int, minimum: int) -> int:
@@ -105,6 +123,11 @@ def main(argv=None) -> None:
     parser.add_argument("--methods", default="none,norm,dart3-lite,dart3-lite/bf16,dart3,"
                         "tent,temp", help="methods; METHOD/bf16 runs DART3's gallery GEMMs in "
                         "bfloat16 (--precision bf16)")
+    parser.add_argument("--before-methods", default="dart3-lite",
+                        help="methods of --methods also timed, right after each current "
+                        "timing, with the previous CPU schedule of DART3's fused loss (torch "
+                        "threads inside every block): dart3-lite, dart3-lite/bf16 or none "
+                        "(empty)")
     parser.add_argument("--min-queries", type=int, default=32,
                         help="queries per run (at least 3 batches)")
     parser.add_argument("--device", default="auto", help="auto (cpu, and cuda if present) | "
@@ -115,6 +138,9 @@ def main(argv=None) -> None:
     batches = [int(b) for b in args.batches.split(",")]
     ref_batches = [int(b) for b in args.ref_batches.split(",") if b]
     methods = [m for m in args.methods.split(",") if m]
+    before_methods = [m for m in args.before_methods.split(",") if m]
+    if any(m.partition("/")[0] != "dart3-lite" for m in before_methods):
+        parser.error("--before-methods takes dart3-lite and dart3-lite/bf16")
     devices = (["cpu"] + (["cuda"] if torch.cuda.is_available() else [])) \
         if args.device == "auto" else [args.device]
     n_max = queries_for(max(batches), args.min_queries)
@@ -123,15 +149,20 @@ def main(argv=None) -> None:
     print(f"adapt speed: gallery {args.gallery:,} × {args.dim}, {args.cameras} cameras; "
           f"{platform.processor() or platform.machine()}, torch {torch.__version__}, "
           f"{torch.get_num_threads()} threads; problem drawn in "
-          f"{time.perf_counter() - started:.1f} s")
+          f"{time.perf_counter() - started:.1f} s; {_load()}")
     for device in devices:
         backbone = args.backbone or ("resnet50" if device == "cuda" else "tiny")
         size = (256, 128) if backbone != "tiny" else (64, 32)
         rows: dict[str, list[float | None]] = {}
+        before: dict[str, list[float]] = {}      # the previous CPU schedule (--before-methods)
         setup = time.perf_counter()
         base = inputs_from_arrays(q, q_cams, g, g_cams)
         adapt_features(inputs_from_arrays(q[:8], q_cams[:8], g, g_cams), AdaptConfig("norm"))
         setup = time.perf_counter() - setup
+        for precision in ("fp32", "bf16"):      # one-time library set-up, outside the timings
+            adapt_features(inputs_from_arrays(q[:4], q_cams[:4], g[:1024], g_cams[:1024]),
+                           AdaptConfig("dart3", batch_size=2, device=device,
+                                       precision=precision))
         model = images = model_inputs = None
         if any(m.partition("/")[0] in MODEL_METHODS for m in methods):
             model = make_model(backbone, size, device)
@@ -160,6 +191,10 @@ def main(argv=None) -> None:
                 rows[label].append(time_method(sub, method, b, device, fresh,
                                                images if is_model else None,
                                                precision=precision or "fp32"))
+                if label in before_methods and device == "cpu":   # right after: same load
+                    before.setdefault(label, []).append(time_method(
+                        sub, method, b, device, precision=precision or "fp32",
+                        schedule="blocks"))
         ref_row = []
         for b in batches:
             if b not in ref_batches:
@@ -176,6 +211,14 @@ def main(argv=None) -> None:
         for method, vals in rows.items():
             print(method.ljust(26) + "".join(("–" if v is None else f"{1e3 * v:.2f}").rjust(10)
                                              for v in vals))
+        for label, vals in before.items():     # previous schedule, then previous / current
+            print(f"{label}, before".ljust(26) + "".join(
+                f"{1e3 * v:.2f}".rjust(10) for v in vals))
+            now = rows.get(label)
+            if now:
+                print("  before / now".ljust(26) + "".join(
+                    ("" if o is None else f"{v / o:.2f}×").rjust(10)
+                    for v, o in zip(vals, now)))
         if ref_batches:
             print("dart3-lite, autograd loss".ljust(26) + "".join(
                 ("" if v is None else f"{1e3 * v:.2f}").rjust(10) for v in ref_row))
@@ -196,6 +239,7 @@ def main(argv=None) -> None:
                 verdict = "PASS" if ms <= TARGET_MS else "FAIL"
                 print(f"{verdict}  {label} at B=64 on CPU: {ms:.2f} ms/query (target ≤ "
                       f"{TARGET_MS:.0f} ms; paper 43 ms on an RTX A6000)")
+    print(f"finished; {_load()}")
 
 
 if __name__ == "__main__":

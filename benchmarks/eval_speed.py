@@ -1,6 +1,7 @@
 """Speed and memory of `reid eval`'s engine beside a straightforward per-query NumPy evaluator.
 
-    python -m benchmarks.eval_speed [--sizes market,msmt17] [--dim 2048] [--rerank]
+    python -m benchmarks.eval_speed [--sizes market,msmt17,person30k] [--dim 2048] [--rerank]
+                                    [--cosine] [--bf16] [--stream DIR [--in-memory-too]]
                                     [--ref-queries market=all,msmt17=1000] [--peer [WHEEL]]
 
 Builds Market-1501-sized (3,368 × 15,913, 751 ids + 2,793 distractors, 6 cameras) and
@@ -21,6 +22,15 @@ RSS (``ru_maxrss``, which includes the problem's features). Rows:
   and then extrapolated linearly — the output says so.
 * ``re-ranking``: k-reciprocal re-ranking (k1=20, k2=6, λ=0.3) + evaluation, Market size.
 * ``--peer``: fast-reid's ``rank.py`` (Python path) loaded from a pip-downloaded wheel.
+* ``--cosine``: cosine distances prepared three ways — the previous path (every set
+  normalised into new arrays through a second temporary copy), rows normalised in place
+  (what `reid eval` now does with rows it read), rows a store marks ``normalized`` (no pass).
+* ``--bf16``: the engine with ``precision="bf16"`` (bfloat16 GEMM) against float32: time and
+  how many queries keep their first-positive rank.
+* ``--stream DIR``: the problem written as a store in DIR (once; reused by later runs), then
+  the whole `reid eval` with the gallery streamed from the store block by block against the
+  gallery in memory. ``person30k`` (2,000 × 1,000,000, 2048-d: an 8 GB store) runs only this
+  row (streamed; ``--in-memory-too`` adds the in-memory run, ~10 GB).
 
 Metrics are compared per query (first-positive rank, AP, INP) between the engine and every
 evaluator on the queries that evaluator ran.
@@ -42,15 +52,21 @@ SIZES = {
     # queries, gallery images of test ids, distractors, ids, cameras
     "market": dict(queries=3368, gallery=15913, distractors=2793, ids=751, cams=6),
     "msmt17": dict(queries=11659, gallery=82161, distractors=0, ids=3060, cams=15),
+    # Person30K scale: a 1,000,000-image gallery (8 GB of 2048-d float32), evaluated from a
+    # store on disk with the gallery streamed (--stream DIR); 2,000 queries
+    "person30k": dict(queries=2000, gallery=1_000_000, distractors=0, ids=30000, cams=100),
 }
+#: sizes whose features are not held in memory: only the streamed store rows run
+STORE_ONLY_SIZES = ("person30k",)
 DEFAULT_REF_QUERIES = {"market": "all", "msmt17": "1000"}
 PEER_QUERIES = 300
 WHEEL_CACHE = Path(os.environ.get("REIDCLI_BENCH_CACHE", Path.home() / ".cache" / "reidcli-bench"))
 
 
 # -- the problem -------------------------------------------------------------------------------
-def make_problem(size: str, dim: int, seed: int = 0) -> dict:
-    """Labels and float32 features of a random problem with re-ID structure (see module doc)."""
+def make_labels(size: str, dim: int, seed: int = 0) -> dict:
+    """Labels of a random problem with re-ID structure (see module doc), and the identity
+    centres and camera biases its features are drawn around (:func:`feature_rows`)."""
     spec = SIZES[size]
     rng = np.random.default_rng([seed, dim, spec["queries"]])
     n_ids, n_cams = spec["ids"], spec["cams"]
@@ -74,18 +90,38 @@ def make_problem(size: str, dim: int, seed: int = 0) -> dict:
     scale = dim ** -0.25
     centres = rng.standard_normal((n_ids + 1, dim), dtype=np.float32) * np.float32(2.2 * scale)
     biases = rng.standard_normal((n_cams, dim), dtype=np.float32) * np.float32(0.9 * scale)
+    return dict(q_pids=q_pids, q_cams=q_cams, g_pids=g_pids, g_cams=g_cams, centres=centres,
+                biases=biases, seed=seed, dim=dim)
 
-    def features(pids, cams, stream):
-        out = np.empty((len(pids), dim), dtype=np.float32)
-        for start in range(0, len(pids), 4096):
-            sl = slice(start, start + 4096)
-            noise = np.random.default_rng([seed, stream, start]).standard_normal(
-                (len(pids[sl]), dim), dtype=np.float32)
-            out[sl] = centres[pids[sl]] + biases[cams[sl]] + noise
-        return out
 
-    return dict(q_pids=q_pids, q_cams=q_cams, g_pids=g_pids, g_cams=g_cams,
-                qf=features(q_pids, q_cams, 1), gf=features(g_pids, g_cams, 2))
+#: rows per draw of :func:`feature_rows` (blocks are seeded by their first row)
+FEATURE_BLOCK = 4096
+
+
+def feature_rows(labels: dict, role: str, start: int, stop: int) -> np.ndarray:
+    """float32 features [stop - start, dim] of ``role`` (query | gallery) rows start:stop
+    (``start`` a multiple of FEATURE_BLOCK): the same rows whatever the reading order."""
+    assert start % FEATURE_BLOCK == 0
+    pids, cams = labels[f"{role[0]}_pids"], labels[f"{role[0]}_cams"]
+    stream = 1 if role == "query" else 2
+    stop = min(stop, len(pids))
+    out = np.empty((stop - start, labels["dim"]), dtype=np.float32)
+    for lo in range(start, stop, FEATURE_BLOCK):
+        sl = slice(lo, min(lo + FEATURE_BLOCK, stop))
+        noise = np.random.default_rng([labels["seed"], stream, lo]).standard_normal(
+            (sl.stop - lo, labels["dim"]), dtype=np.float32)
+        out[lo - start:sl.stop - start] = (labels["centres"][pids[sl]]
+                                           + labels["biases"][cams[sl]] + noise)
+    return out
+
+
+def make_problem(size: str, dim: int, seed: int = 0) -> dict:
+    """Labels and float32 features of a random problem with re-ID structure (see module doc)."""
+    labels = make_labels(size, dim, seed)
+    return dict(q_pids=labels["q_pids"], q_cams=labels["q_cams"], g_pids=labels["g_pids"],
+                g_cams=labels["g_cams"],
+                qf=feature_rows(labels, "query", 0, len(labels["q_pids"])),
+                gf=feature_rows(labels, "gallery", 0, len(labels["g_pids"])))
 
 
 def reference_rows(dist_rows: np.ndarray, q_pids, q_cams, g_pids, g_cams) -> dict:
@@ -128,14 +164,35 @@ def _peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
-def _engine_parts(problem, metric="euclidean"):
+class _PreviousCosinePrepare:
+    """The cosine preparation of the code before issue 21 (the previous path, for the ratio):
+    every prepared set normalised into a new array, through a second temporary copy."""
+
+    @staticmethod
+    def prepare(metric, features):
+        from reidcli.evaluation.distances import Points
+        feats = np.ascontiguousarray(features, dtype=np.float32)
+        norms = np.sqrt(np.einsum("ij,ij->i", feats, feats, dtype=np.float64))
+        feats = (feats / np.maximum(norms, 1e-12)[:, None].astype(np.float32)).astype(
+            np.float32)
+        return Points(feats, None)
+
+
+def _engine_parts(problem, metric="euclidean", precision="float32", prepare="owned"):
+    """backend, labels, distance source, protocol of a problem. ``prepare`` (cosine):
+    ``previous`` (the old copying normalisation), ``owned`` (normalised in place),
+    ``normalized`` (rows already unit: a store feature marked normalized)."""
     from reidcli.evaluation.backend import NumpyBackend
     from reidcli.evaluation.distances import FeatureMetric, QueryGallery
     from reidcli.evaluation.protocols import TrialLabels, get_protocol
     backend = NumpyBackend()
     labels = TrialLabels.from_arrays(problem["q_pids"], problem["q_cams"], problem["g_pids"],
                                      problem["g_cams"])
-    source = QueryGallery(FeatureMetric(metric, backend), problem["qf"], problem["gf"])
+    feature_metric = FeatureMetric(metric, backend, precision)
+    if prepare == "previous":
+        feature_metric.prepare = lambda f, **_: _PreviousCosinePrepare.prepare(feature_metric, f)
+    source = QueryGallery(feature_metric, problem["qf"], problem["gf"],
+                          owned=prepare == "owned", normalized=prepare == "normalized")
     return backend, labels, source, get_protocol("market")
 
 
@@ -144,11 +201,18 @@ def _per_query(result) -> dict:
     return {"first": out.first_rank.tolist(), "ap": out.ap.tolist(), "inp": out.inp.tolist()}
 
 
-def work_engine(size, dim, seed, rerank=False) -> dict:
+def work_engine(size, dim, seed, rerank=False, metric="euclidean", precision="float32",
+                prepare="owned") -> dict:
     from reidcli.evaluation.engine import EvalOptions, evaluate_trial
     problem = make_problem(size, dim, seed)
-    backend, labels, source, protocol = _engine_parts(problem)
+    if prepare == "normalized":                   # unit rows as stored (not timed)
+        from reidcli.evaluation.distances import l2_normalize
+        for key in ("qf", "gf"):
+            l2_normalize(problem[key], inplace=True)
     rss_before = _peak_rss_mb()
+    start = time.perf_counter()
+    backend, labels, source, protocol = _engine_parts(problem, metric, precision, prepare)
+    prepare_s = time.perf_counter() - start
     extra = {}
     start = time.perf_counter()
     if rerank:
@@ -164,7 +228,9 @@ def work_engine(size, dim, seed, rerank=False) -> dict:
         for s in range(0, len(problem["q_pids"]), step):
             source.block(np.arange(s, min(s + step, len(problem["q_pids"]))))
         extra["distances_s"] = time.perf_counter() - t0
-    return {"wall_s": wall, "peak_rss_mb": peak, "rss_before_mb": rss_before,
+    return {"wall_s": wall + (0.0 if rerank else prepare_s), "prepare_s": prepare_s,
+            "peak_rss_mb": peak,
+            "rss_before_mb": rss_before,
             "mAP": result.mAP, "mINP": result.mINP, "rank1": float(result.cmc[0]),
             "num_valid": result.num_valid_queries, "per_query": _per_query(result), **extra}
 
@@ -257,26 +323,44 @@ def work_peer(size, dim, seed, wheel, queries) -> dict:
             "cmc": np.asarray(cmc).tolist(), "subset": subset.tolist()}
 
 
-def work_write_store(size, dim, seed, path) -> dict:
-    """Write the problem as a feature store (query rows first, then gallery rows)."""
+def work_write_store(size, dim, seed, path, metric="euclidean", normalized=False) -> dict:
+    """Write the problem as a feature store (query rows first, then gallery rows), block by
+    block (a Person30K-sized gallery never sits in memory). An existing store written with the
+    same size, dim, seed and metric is kept."""
     import pandas as pd
 
     from reidcli.data.records import normalize_frame
+    from reidcli.evaluation.distances import l2_normalize
     from reidcli.store import StoreWriter
-    problem = make_problem(size, dim, seed)
-    nq, ng = len(problem["q_pids"]), len(problem["g_pids"])
+    key = json.dumps({"size": size, "dim": dim, "seed": seed, "metric": metric,
+                      "normalized": normalized})
+    if Path(path).is_file():
+        from reidcli.errors import ReidError
+        from reidcli.store import open_store
+        try:
+            with open_store(path) as st:
+                if st.provenance.get("eval_speed_problem") == key:
+                    return {"path": path, "reused": True}
+        except ReidError:
+            pass
+    labels = make_labels(size, dim, seed)
+    nq, ng = len(labels["q_pids"]), len(labels["g_pids"])
     records = normalize_frame(pd.DataFrame({
         "path": [f"query/{i:06d}.jpg" for i in range(nq)] +
-                [f"gallery/{i:06d}.jpg" for i in range(ng)],
-        "pid": np.concatenate([problem["q_pids"], problem["g_pids"]]),
-        "camid": np.concatenate([problem["q_cams"], problem["g_cams"]]),
+                [f"gallery/{i:07d}.jpg" for i in range(ng)],
+        "pid": np.concatenate([labels["q_pids"], labels["g_pids"]]),
+        "camid": np.concatenate([labels["q_cams"], labels["g_cams"]]),
         "split": ["query"] * nq + ["gallery"] * ng, "dataset": "synthetic"}))
-    with StoreWriter(path, records, dataset="", provenance={"command": "eval_speed"},
-                     force=True) as writer:
-        writer.add_feature("emb", dim)
-        writer.append_feature("emb", problem["qf"])
-        writer.append_feature("emb", problem["gf"])
-    return {"path": path}
+    start = time.perf_counter()
+    with StoreWriter(path, records, dataset="", force=True,
+                     provenance={"command": "eval_speed", "eval_speed_problem": key}) as writer:
+        writer.add_feature("emb", dim, metric=metric, normalized=normalized)
+        for role, n in (("query", nq), ("gallery", ng)):
+            for lo in range(0, n, 16 * FEATURE_BLOCK):
+                rows = feature_rows(labels, role, lo, lo + 16 * FEATURE_BLOCK)
+                writer.append_feature("emb", l2_normalize(rows, inplace=True)
+                                      if normalized else rows)
+    return {"path": path, "reused": False, "write_s": time.perf_counter() - start}
 
 
 def work_cli(args) -> dict:
@@ -359,6 +443,86 @@ def _expand(values: np.ndarray, valid: np.ndarray) -> np.ndarray:
     return out
 
 
+def cosine_rows(common: dict, store_dir: str | None = None) -> dict:
+    """Issue 21 item 1: cosine preparation, previous path against the new ones; with
+    ``store_dir``, also the whole `reid eval` on a cosine store marked normalized against the
+    same problem stored as euclidean (the two should now need the same memory)."""
+    rows = {prep: run_child({"kind": "engine", "metric": "cosine", "prepare": prep, **common})
+            for prep in ("previous", "owned", "normalized")}
+    prev = rows["previous"]
+    labels = {"previous": "cosine, previous (normalised copies)",
+              "owned": "cosine, normalised in place  ", "normalized": "cosine, store normalized   "}
+    for prep, r in rows.items():
+        ratio = "" if prep == "previous" else (
+            f"   ratio to previous: time {r['wall_s'] / prev['wall_s']:.2f} ×, peak "
+            f"{r['peak_rss_mb'] / prev['peak_rss_mb']:.2f} ×; "
+            f"|ΔmAP| {abs(r['mAP'] - prev['mAP']):.1e}")
+        print(f"  {labels[prep]} {r['wall_s']:8.2f} s   peak RSS {r['peak_rss_mb']:7.0f} MB   "
+              f"(preparation {r['prepare_s']:.2f} s){ratio}")
+        r.pop("per_query")
+    if store_dir:
+        Path(store_dir).mkdir(parents=True, exist_ok=True)
+        for metric in ("euclidean", "cosine"):
+            store = Path(store_dir) / f"eval_speed_{common['size']}_{common['dim']}_{metric}.h5"
+            run_child({"kind": "write_store", "path": str(store), "metric": metric,
+                       "normalized": metric == "cosine", **common})
+            cli = run_child({"kind": "cli", "args": ["eval", "--store", str(store), "--quiet",
+                                                      "--device", "cpu", "--stream", "off"]})
+            rows[f"cli_{metric}"] = cli
+            print(f"  reid eval, {metric:9s} store    {cli['wall_s']:8.2f} s   peak RSS "
+                  f"{cli['peak_rss_mb']:7.0f} MB   (exit {cli['code']}"
+                  + ("; features marked normalized)" if metric == "cosine" else ")"))
+    return rows
+
+
+def bf16_rows(common: dict, fp32: dict) -> dict:
+    """Issue 21 item 3: bf16 distance GEMM against the float32 engine of the same run."""
+    r = run_child({"kind": "engine", "precision": "bf16", **common})
+    a, b = fp32["per_query"], r["per_query"]
+    same_first = float(np.mean(np.asarray(a["first"]) == np.asarray(b["first"])))
+    print(f"  engine, bf16 distances        {r['wall_s']:8.2f} s   peak RSS "
+          f"{r['peak_rss_mb']:7.0f} MB   (distances {r['distances_s']:.2f} s)   ratio to float32: "
+          f"{r['wall_s'] / fp32['wall_s']:.2f} × end to end, "
+          f"{r['distances_s'] / fp32['distances_s']:.2f} × distances; ΔR1 "
+          f"{r['rank1'] - fp32['rank1']:+.1e}, ΔmAP {r['mAP'] - fp32['mAP']:+.1e}, "
+          f"same first rank for {100 * same_first:.2f} % of queries")
+    r.pop("per_query")
+    return {**r, "same_first_rank_fraction": same_first}
+
+
+def stream_rows(args, size: str, common: dict) -> dict:
+    """Issue 21 item 7: `reid eval` with the gallery streamed from the store against the
+    in-memory path, on a store written once in ``args.stream`` (kept for later runs)."""
+    Path(args.stream).mkdir(parents=True, exist_ok=True)
+    store = Path(args.stream) / f"eval_speed_{size}_{args.dim}.h5"
+    wrote = run_child({"kind": "write_store", "path": str(store), **common})
+    print(f"  store {store} ({store.stat().st_size / 2**30:.2f} GiB) "
+          + ("reused" if wrote["reused"] else f"written in {wrote['write_s']:.1f} s"))
+    out = {}
+    modes = ["on"] + (["off"] if size not in STORE_ONLY_SIZES or args.in_memory_too else [])
+    for mode in modes:
+        report_path = Path(args.stream) / f"eval_speed_{size}_{mode}.json"
+        cli = run_child({"kind": "cli", "args": ["eval", "--store", str(store), "--json",
+                                                  str(report_path), "--force", "--quiet",
+                                                  "--device", "cpu", "--stream", mode]})
+        report = json.loads(report_path.read_text())
+        out[mode] = {**cli, "eval_s": report.get("seconds"), "mAP": report["mAP"],
+                     "mINP": report["mINP"], "cmc": report["cmc"]}
+        print(f"  reid eval --stream {mode:3s}        {cli['wall_s']:8.2f} s   peak RSS "
+              f"{cli['peak_rss_mb']:7.0f} MB   (exit {cli['code']}; evaluation "
+              f"{report.get('seconds', float('nan')):.2f} s, the rest reads records and hashes "
+              f"the store for provenance; mAP {report['mAP']:.4f}, R1 {report['cmc'][0]:.4f})")
+    if "off" in out:
+        on, off = out["on"], out["off"]
+        diff = max(abs(on["mAP"] - off["mAP"]), abs(on["mINP"] - off["mINP"]),
+                   float(np.max(np.abs(np.subtract(on["cmc"], off["cmc"])))))
+        print(f"  ratio streamed / in memory    time {on['wall_s'] / off['wall_s']:.2f} ×, peak "
+              f"RSS {on['peak_rss_mb'] / off['peak_rss_mb']:.2f} ×; max |Δ| of mAP, mINP, CMC "
+              f"{diff:.1e}")
+        out["max_metric_diff"] = diff
+    return out
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="market,msmt17")
@@ -373,6 +537,18 @@ def main(argv=None) -> int:
     parser.add_argument("--via-store", metavar="DIR",
                         help="also write each problem as a store in DIR and time the whole "
                              "`reid eval --store` command (reads, provenance hashing included)")
+    parser.add_argument("--cosine", action="store_true",
+                        help="cosine rows: the previous copying normalisation against rows "
+                             "normalised in place and rows a store marks normalized")
+    parser.add_argument("--bf16", action="store_true",
+                        help="bf16 distance GEMM against float32: time and agreement")
+    parser.add_argument("--stream", metavar="DIR",
+                        help="write each size's store in DIR (kept and reused) and time "
+                             "`reid eval --stream on` against `--stream off` (person30k: "
+                             "streamed only unless --in-memory-too)")
+    parser.add_argument("--in-memory-too", action="store_true",
+                        help="with --stream: also run person30k with its gallery in memory "
+                             "(needs ~10 GB)")
     parser.add_argument("--json", help="also write all measurements as JSON")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -397,6 +573,12 @@ def main(argv=None) -> int:
         common = dict(size=size, dim=args.dim, seed=args.seed)
         print(f"\n== {size}: {spec['queries']} queries × {spec['gallery']} gallery "
               f"({spec['ids']} ids, {spec['cams']} cams, {spec['distractors']} distractors)")
+        if size in STORE_ONLY_SIZES:
+            if not args.stream:
+                print("  (store-only size: give --stream DIR)")
+            else:
+                results[size] = {"stream": stream_rows(args, size, common)}
+            continue
         eng = run_child({"kind": "engine", **common})
         ref = run_child({"kind": "reference", "subset_spec": sub, **common})
         row = {"engine": eng, "reference": ref}
@@ -475,6 +657,12 @@ def main(argv=None) -> int:
                   f"{cli['peak_rss_mb']:7.0f} MB   (exit {cli['code']}; mAP {report['mAP']:.4f}; "
                   "includes reading the store and hashing it for provenance)")
             store.unlink()
+        if args.cosine:
+            row["cosine"] = cosine_rows(common, args.stream)
+        if args.bf16:
+            row["bf16"] = bf16_rows(common, eng)
+        if args.stream:
+            row["stream"] = stream_rows(args, size, common)
         results[size] = row
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))

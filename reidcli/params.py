@@ -15,9 +15,8 @@ from __future__ import annotations
 import dataclasses
 import math
 import numbers
+import sys
 from typing import Any, Iterable, Mapping, Sequence
-
-import numpy as np
 
 from reidcli.errors import ParameterError
 
@@ -40,8 +39,16 @@ class Constraint:
     cli_type: type = str
 
 
+def _numpy_types(*names: str) -> tuple[type, ...]:
+    """The numpy types ``names`` (``"bool_"``, ``"ndarray"``) if numpy is loaded, else none: a
+    value cannot be a numpy scalar or array unless numpy was imported, and this module does not
+    import it, so that the CLI builds its commands without numpy."""
+    numpy = sys.modules.get("numpy")
+    return tuple(getattr(numpy, name) for name in names) if numpy is not None else ()
+
+
 def _as_number(value: Any) -> float | None:
-    if isinstance(value, (bool, np.bool_)):
+    if isinstance(value, (bool, *_numpy_types("bool_"))):
         return None
     if isinstance(value, numbers.Real):
         return float(value)
@@ -137,7 +144,7 @@ class _Bool(Constraint):
     cli_type = bool
 
     def accepts(self, value: Any) -> bool:
-        return isinstance(value, (bool, np.bool_)) or (
+        return isinstance(value, (bool, *_numpy_types("bool_"))) or (
             isinstance(value, str) and value.lower() in ("true", "false", "1", "0", "yes", "no"))
 
     def convert(self, value: Any) -> Any:
@@ -166,7 +173,7 @@ class FloatList(Constraint):
             return [v for v in value.replace(";", ",").split(",") if v.strip()]
         if isinstance(value, numbers.Real) and not isinstance(value, bool):
             return [value]
-        if isinstance(value, (list, tuple, np.ndarray)):
+        if isinstance(value, (list, tuple, *_numpy_types("ndarray"))):
             return list(value)
         return None
 

@@ -26,4 +26,12 @@ def test_adapt_speed_prints_the_table_5_grid(capsys):
     assert rows["dart3"][0] == "–" and rows["tent"][0] == "–"          # B=1: batch BN
     assert all(float(v) > 0 for v in rows["dart3-lite"])
     assert re.search(r"speed-up \(reference/ours\)\s+([\d.]+)×", out)
+    # the previous CPU schedule, timed in the same run, and previous / current per batch
+    before = re.search(r"^dart3-lite, before\s+(.*)$", out, flags=re.M).group(1).split()
+    ratios = re.search(r"^  before / now\s+(.*)$", out, flags=re.M).group(1).split()
+    assert len(before) == len(ratios) == 3 and all(float(v) > 0 for v in before)
+    for b, r, now in zip(before, ratios, rows["dart3-lite"]):    # printed to 0.01 ms, 0.01×
+        b, r, now = float(b), float(r.rstrip("×")), float(now)
+        upper = (b + 0.005) / (now - 0.005) + 0.005 if now >= 0.01 else float("inf")
+        assert (b - 0.005) / (now + 0.005) - 0.005 <= r <= upper
     assert re.search(r"^(PASS|FAIL)  dart3-lite at B=64 on CPU", out, flags=re.M)

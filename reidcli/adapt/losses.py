@@ -15,6 +15,11 @@ with plain autograd (used for ``--distance cosine`` and in tests).
 """
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import itertools
+from concurrent.futures import ThreadPoolExecutor
+
 import torch
 import torch.nn.functional as F
 
@@ -22,33 +27,55 @@ import torch.nn.functional as F
 MIN_SQ_DIST = 1e-12
 
 
-#: batches of at least this many rows use the gallery-major ("columns") layout
+#: batches of at least this many rows use the gallery-major ("columns") layout in the
+#: ``"blocks"`` schedule (the ``"shards"`` schedule always walks the gallery row-major)
 COLUMNS_MIN_BATCH = 16
+
+#: the ``"shards"`` schedule's gallery blocks: ≈ this many bytes of gallery rows (CPU)
+SHARD_BLOCK_BYTES = 4 << 20
+#: gallery blocks per shard (the unit of work of one worker thread)
+SHARD_BLOCKS = 4
+
+#: the pass schedule :class:`PreparedGallery` uses when none is given: ``"auto"`` is
+#: ``"shards"`` on CPU and ``"blocks"`` on CUDA (``benchmarks/adapt_speed.py`` sets
+#: ``"blocks"`` to time the previous schedule beside the current one)
+SCHEDULE = "auto"
 
 
 class PreparedGallery:
-    """The gallery a DART3 loss is computed against, laid out for the batch size.
+    """The gallery a DART3 loss is computed against, laid out and cut up for the batch size.
 
-    ``gallery`` [Ng, d]. Two layouts, chosen by ``batch_size`` (measured on CPU, where the
-    GEMM kernels for a few query columns are far from their peak in some orientations):
+    ``gallery`` [Ng, d]. The loss walks it in blocks of rows (both GEMMs of a block while it
+    is in cache, :class:`EuclideanTopKSoftmaxLoss`), under one of two schedules:
 
-    * ``"rows"`` (batches < :data:`COLUMNS_MIN_BATCH`): the gallery row-major [Ng, d], walked
-      in blocks of ≈ 8 MiB that stay in cache for both GEMMs (``ẑ Gᵀ`` and ``C G``), work
-      matrices [B, n]; small batches are bound by memory bandwidth, so the gallery is read
-      from memory once per step.
-    * ``"columns"``: the gallery stored transposed [d, Ng], work matrices [n, B] (``G ẑᵀ``
-      and ``Gᵀ C``), blocks of ≈ 4 M distances.
+    * ``"shards"`` (CPU): the blocks are grouped into fixed shards of :data:`SHARD_BLOCKS`
+      blocks (≈ :data:`SHARD_BLOCK_BYTES` each); worker threads take whole shards, each
+      shard's pass runs with **one** torch intra-op thread, and the shards' partial sums are
+      merged in shard order. One fork/join per loss evaluation, and the result does not
+      depend on the number of threads (the shards and the merge order are fixed).
+    * ``"blocks"`` (CUDA; on CPU the schedule before this one): one pass in the calling
+      thread, torch's intra-op threads inside every GEMM and element-wise op of every block.
+      On a CPU whose cores are shared with other processes each of these hundreds of
+      fork/joins per step can cost ≈ 15 ms: after every parallel region OpenMP's idle
+      threads spin-wait (libgomp's default wait policy) on the core the working thread
+      needs. That made batches 2–15 several times slower per query than batch 1, whose
+      GEMVs run on one thread (issue 21).
 
-    ``rows`` is always the gallery [Ng, d] (a view in the columns layout).
+    Layouts: ``"rows"`` the gallery row-major [Ng, d], work matrices [B, n]; ``"columns"``
+    the gallery stored transposed [d, Ng], work matrices [n, B] (``"auto"``: rows, except
+    for batches ≥ :data:`COLUMNS_MIN_BATCH` in the ``"blocks"`` schedule).
+    ``rows`` is always the gallery [Ng, d] (a view in the columns layout); ``shards`` the
+    [start, stop) row ranges of the shards, ``block`` the rows per block.
     ``precision="bf16"`` keeps the gallery in bfloat16 and runs both GEMMs in bfloat16 (the
     element-wise softmax, top-k and accumulation stay float32): half the memory and, on CPUs
-    with AVX-512 BF16 / AMX or on GPUs, about 3× faster, at ≈0.4 % relative error on the
+    with AVX-512 BF16 / AMX or on GPUs, about 2–3× faster, at ≈0.4 % relative error on the
     dot products (``--precision bf16``; the default is float32).
     """
 
     def __init__(self, gallery, device: torch.device | str | None = None,
                  dtype: torch.dtype = torch.float32, batch_size: int = 8,
-                 layout: str = "auto", block: int | None = None, precision: str = "fp32"):
+                 layout: str = "auto", block: int | None = None, precision: str = "fp32",
+                 schedule: str | None = None):
         if precision not in ("fp32", "bf16"):
             raise ValueError(f"precision {precision!r}")
         g = torch.as_tensor(gallery).to(device=device or torch.as_tensor(gallery).device,
@@ -56,8 +83,16 @@ class PreparedGallery:
         self.precision = precision
         if precision == "bf16":
             g = g.to(torch.bfloat16)
+        on_gpu = g.device.type == "cuda"
+        schedule = SCHEDULE if schedule is None else schedule
+        if schedule == "auto":
+            schedule = "blocks" if on_gpu else "shards"
+        if schedule not in ("shards", "blocks"):
+            raise ValueError(f"gallery pass schedule {schedule!r}")
+        self.schedule = schedule
         if layout == "auto":
-            layout = "columns" if batch_size >= COLUMNS_MIN_BATCH else "rows"
+            layout = "columns" if schedule == "blocks" and batch_size >= COLUMNS_MIN_BATCH \
+                else "rows"
         if layout not in ("rows", "columns"):
             raise ValueError(f"gallery layout {layout!r}")
         self.layout = layout
@@ -69,30 +104,35 @@ class PreparedGallery:
             self.rows = g.contiguous()
         self.sq_norms = g.float().pow(2).sum(1).to(dtype)       # of the stored (rounded) rows
         if block is None:
-            on_gpu = g.device.type == "cuda"
             if layout == "rows":
-                target = (256 << 20) if on_gpu else (8 << 20)          # bytes of gallery
-                block = target // (g.element_size() * max(self.dim, 1))
+                target = (256 << 20) if on_gpu else \
+                    (SHARD_BLOCK_BYTES if schedule == "shards" else (8 << 20))
+                block = target // (g.element_size() * max(self.dim, 1))   # rows of gallery
             else:                                                      # distances per block
                 block = ((1 << 28) if on_gpu else (1 << 22)) // max(batch_size, 1)
         self.block = int(max(256, block))
+        span = self.block * (SHARD_BLOCKS if schedule == "shards" else
+                             max(-(-self.num_rows // self.block), 1))
+        self.shards = [(a, min(a + span, self.num_rows))
+                       for a in range(0, self.num_rows, span)] or [(0, 0)]
 
 
-#: gallery rows per GEMM of the gradient accumulation: a fixed reduction length, summed in
-#: gallery order, so the result does not depend on how the BLAS library splits a long
-#: reduction over threads (it may split the gallery axis of one big GEMM differently from run
-#: to run with MKL's dynamic threading, changing the float sums' order)
+#: gallery rows per GEMM of the gradient accumulation in the ``"blocks"`` schedule: a fixed
+#: reduction length, summed in gallery order, so the result does not depend on how the BLAS
+#: library splits a long reduction over threads (it may split the gallery axis of one big
+#: GEMM differently from run to run with MKL's dynamic threading). The ``"shards"`` schedule
+#: runs every GEMM on one thread and needs no such cut.
 REDUCTION_CHUNK = 1024
 
 
 def _accumulate(acc: torch.Tensor, gallery_block: torch.Tensor, expo: torch.Tensor,
-                columns: bool, low: bool) -> None:
-    """``acc += G̃_blockᵀ (exp/D)`` as GEMMs over :data:`REDUCTION_CHUNK` gallery rows each,
-    added in a fixed order. ``gallery_block`` [d, n] (columns) or [n, d] (rows); ``expo``
-    [n, B] (columns) or [B, n] (rows); ``acc`` [d, B] or [B, d]."""
+                columns: bool, low: bool, chunk: int) -> None:
+    """``acc += G̃_blockᵀ (exp/D)`` as GEMMs over ``chunk`` gallery rows each, added in a
+    fixed order. ``gallery_block`` [d, n] (columns) or [n, d] (rows); ``expo`` [n, B]
+    (columns) or [B, n] (rows); ``acc`` [d, B] or [B, d]."""
     n = expo.shape[0] if columns else expo.shape[1]
-    for c in range(0, n, REDUCTION_CHUNK):
-        e = min(c + REDUCTION_CHUNK, n)
+    for c in range(0, n, chunk):
+        e = min(c + chunk, n)
         if columns:
             g, x = gallery_block[:, c:e], expo[c:e]
         else:
@@ -106,6 +146,160 @@ def _accumulate(acc: torch.Tensor, gallery_block: torch.Tensor, expo: torch.Tens
             acc.addmm_(x, g)
 
 
+@dataclasses.dataclass
+class PartialPass:
+    """The running sums of one pass over a range of gallery rows, per query i (B queries):
+    ``row_min`` m_i, ``s`` Σ exp((m_i − D_ij)/τ), ``w`` Σ exp((m_i − D_ij)/τ)/D_ij, ``acc``
+    a_i = Σ exp((m_i − D_ij)/τ)/D_ij · g̃_j ([d, B] columns layout, [B, d] rows), ``top_d``
+    / ``top_j`` [k', B] the k smallest distances seen and their gallery rows."""
+
+    row_min: torch.Tensor
+    s: torch.Tensor
+    w: torch.Tensor
+    acc: torch.Tensor
+    top_d: torch.Tensor
+    top_j: torch.Tensor
+
+
+def _merge_top(top_d, top_j, cand_d, cand_j, k):
+    """The k smallest of two [·, B] candidate lists (running top-k)."""
+    cand_d, cand_j = torch.cat([top_d, cand_d]), torch.cat([top_j, cand_j])
+    top_d, pos = torch.topk(cand_d, min(k, len(cand_d)), dim=0, largest=False)
+    return top_d, cand_j.gather(0, pos)
+
+
+def _pass(z, zg, z_sq, gallery: PreparedGallery, start: int, stop: int, tau: float, k: int,
+          chunk: int) -> PartialPass:
+    """The running sums over gallery rows [start, stop) in blocks (online softmax, running
+    top-k; see :class:`EuclideanTopKSoftmaxLoss`). ``z`` [B, d] float, ``zg`` its GEMM
+    operand, ``z_sq`` [B]."""
+    batch, dim = z.shape
+    floor = MIN_SQ_DIST ** 0.5
+    columns = gallery.layout == "columns"
+    gdim = 0 if columns else 1                     # axis of the gallery in the work matrices
+    per_query = (lambda v: v[None, :]) if columns else (lambda v: v[:, None])
+    row_min = torch.full((batch,), float("inf"), dtype=z.dtype, device=z.device)
+    s = torch.zeros(batch, dtype=z.dtype, device=z.device)
+    w = torch.zeros_like(s)
+    acc = torch.zeros((dim, batch) if columns else (batch, dim), dtype=z.dtype,
+                      device=z.device)
+    top_d = top_j = None
+    low = gallery.precision == "bf16"
+    for a in range(start, stop, gallery.block):
+        b = min(a + gallery.block, stop)
+        g_sq = gallery.sq_norms[a:b]
+        g_sq = g_sq[:, None] if columns else g_sq[None, :]
+        if columns:                                                    # [n, B]
+            block = gallery.cols[:, a:b]
+            prod = (block.t(), zg.t())
+        else:                                                          # [B, n]
+            block = gallery.rows[a:b]
+            prod = (zg, block.t())
+        if low:
+            dist = torch.mm(*prod).float().mul_(-2.0).add_(g_sq)
+        else:
+            dist = torch.addmm(g_sq, *prod, alpha=-2.0)
+        dist.add_(per_query(z_sq)).clamp_min_(MIN_SQ_DIST).sqrt_()
+        block_d, block_j = torch.topk(dist, min(k, b - a), dim=gdim, largest=False)
+        if not columns:
+            block_d, block_j = block_d.t(), block_j.t()                # [kk, B]
+        block_j = block_j + a
+        if top_d is None:
+            top_d, top_j = block_d, block_j
+        else:
+            top_d, top_j = _merge_top(top_d, top_j, block_d, block_j, k)
+        new_min = torch.minimum(row_min, block_d[0])
+        rescale = torch.exp((new_min - row_min) / tau)                 # 0 on the first block
+        expo = torch.add(per_query(new_min / tau), dist, alpha=-1.0 / tau).exp_()
+        s.mul_(rescale).add_(expo.sum(gdim))
+        expo.div_(dist)                                                # exp(…)/D
+        if bool(block_d[0].min() <= floor):
+            expo.masked_fill_(dist <= floor, 0.0)
+        w.mul_(rescale).add_(expo.sum(gdim))
+        acc.mul_(per_query(rescale))
+        _accumulate(acc, block, expo, columns, low, chunk or (b - a))  # + G̃ᵀ(exp/D)
+        row_min = new_min
+    return PartialPass(row_min, s, w, acc, top_d, top_j)
+
+
+def _merge(parts: list[PartialPass], tau: float, k: int, columns: bool) -> PartialPass:
+    """The running sums of consecutive row ranges combined, in the given order (the online
+    softmax's rescaling to the smaller row minimum)."""
+    out = parts[0]
+    per_query = (lambda v: v[None, :]) if columns else (lambda v: v[:, None])
+    for p in parts[1:]:
+        new_min = torch.minimum(out.row_min, p.row_min)
+        r_out = torch.exp((new_min - out.row_min) / tau)
+        r_p = torch.exp((new_min - p.row_min) / tau)
+        top_d, top_j = _merge_top(out.top_d, out.top_j, p.top_d, p.top_j, k)
+        out = PartialPass(new_min, out.s * r_out + p.s * r_p, out.w * r_out + p.w * r_p,
+                          out.acc * per_query(r_out) + p.acc * per_query(r_p), top_d, top_j)
+    return out
+
+
+class _ShardWorkers:
+    """The threads that run the ``"shards"`` schedule (created on first use, reused)."""
+
+    pool: ThreadPoolExecutor | None = None
+    size = 0
+
+    @classmethod
+    def get(cls, n: int) -> ThreadPoolExecutor:
+        if cls.pool is None or cls.size < n:
+            if cls.pool is not None:
+                cls.pool.shutdown(wait=True)
+            cls.pool, cls.size = ThreadPoolExecutor(n, thread_name_prefix="dart3-shard"), n
+        return cls.pool
+
+
+#: whether torch's intra-op threads are OpenMP's, whose per-thread count a worker takes from
+#: torch's setting when it first runs an op (the ``"shards"`` schedule relies on it)
+_OPENMP = "parallel backend: OpenMP" in torch.__config__.parallel_info()
+
+
+@contextlib.contextmanager
+def _one_intra_op_thread():
+    """torch (GEMMs, element-wise ops) on one thread inside the block; restored after."""
+    threads = torch.get_num_threads()
+    if threads == 1 or not _OPENMP:
+        yield threads
+        return
+    torch.set_num_threads(1)
+    try:
+        yield threads
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _shard_passes(z, zg, z_sq, gallery: PreparedGallery, tau: float, k: int,
+                  threads: int = 1) -> list[PartialPass]:
+    """Every shard's :class:`PartialPass`, in shard order. ``"shards"`` schedule (called
+    under :func:`_one_intra_op_thread`; ``threads`` the caller's torch thread count): on the
+    calling thread for one shard or one thread, else on up to ``threads`` workers that take
+    the next unclaimed shard (a worker the OS deschedules simply takes fewer)."""
+    if gallery.schedule == "blocks":
+        return [_pass(z, zg, z_sq, gallery, a, b, tau, k, REDUCTION_CHUNK)
+                for a, b in gallery.shards]
+    shards = gallery.shards
+    workers = min(threads if _OPENMP else 1, len(shards))
+    if workers <= 1:
+        return [_pass(z, zg, z_sq, gallery, a, b, tau, k, 0) for a, b in shards]
+    parts: list[PartialPass | None] = [None] * len(shards)
+    claim = itertools.count()
+
+    def work():
+        for i in iter(claim.__next__, None):
+            if i >= len(shards):
+                return
+            a, b = shards[i]
+            parts[i] = _pass(z, zg, z_sq, gallery, a, b, tau, k, 0)
+
+    pool = _ShardWorkers.get(workers)
+    for f in [pool.submit(work) for _ in range(workers)]:
+        f.result()
+    return parts
+
+
 class EuclideanTopKSoftmaxLoss(torch.autograd.Function):
     """DART3's loss with Euclidean δ, loss and gradient w.r.t. ẑ in one pass over the gallery.
 
@@ -113,7 +307,8 @@ class EuclideanTopKSoftmaxLoss(torch.autograd.Function):
     1e-12))``. With the running row minimum ``m_i`` (online softmax, rescaled as it falls):
     ``s_i = Σ_j exp((m_i − D_ij)/τ)``, ``w_i = Σ_j exp((m_i − D_ij)/τ)/D_ij`` and
     ``a_i = Σ_j exp((m_i − D_ij)/τ)/D_ij · g̃_j``; the k smallest D_ij of each row (= the k
-    smallest H_ij, the mask) are merged block by block. Then
+    smallest H_ij, the mask) are merged block by block, and the shards' sums likewise
+    (:class:`PreparedGallery`). Then
 
         lse_i = log Σ_j exp(−D_ij/τ) = log s_i − m_i/τ,    H_ij = D_ij/τ + lse_i
         L = (1/B) Σ_i [Σ_{j∈K_i} D_ij/τ + k·lse_i]                              (Eq 2/11)
@@ -126,69 +321,34 @@ class EuclideanTopKSoftmaxLoss(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, zhat, gallery, tau, k):
-        tau, k = float(tau), int(k)
-        batch, dim = zhat.shape
+        # "shards": no OpenMP parallel region at all in here (PreparedGallery)
+        with (_one_intra_op_thread() if gallery.schedule == "shards"
+              else contextlib.nullcontext(torch.get_num_threads())) as threads:
+            grad, loss = EuclideanTopKSoftmaxLoss._loss_and_grad(zhat, gallery, float(tau),
+                                                                 int(k), threads)
+        ctx.save_for_backward(grad)
+        return loss
+
+    @staticmethod
+    def _loss_and_grad(zhat, gallery, tau: float, k: int, threads: int):
+        """(∂L/∂ẑ [B, d], L) of the class doc."""
+        batch = zhat.shape[0]
         z = zhat.detach()
         z_sq = (z * z).sum(1)                                          # [B]
         floor = MIN_SQ_DIST ** 0.5
         columns = gallery.layout == "columns"
-        gdim = 0 if columns else 1                 # axis of the gallery in the work matrices
-        per_query = (lambda v: v[None, :]) if columns else (lambda v: v[:, None])
-        row_min = torch.full((batch,), float("inf"), dtype=z.dtype, device=z.device)
-        s = torch.zeros(batch, dtype=z.dtype, device=z.device)
-        w = torch.zeros_like(s)
-        # a_i: [d, B] (columns) or [B, d] (rows)
-        acc = torch.zeros((dim, batch) if columns else (batch, dim), dtype=z.dtype,
-                          device=z.device)
-        top_d = top_j = None
-        low = gallery.precision == "bf16"
-        zg = z.to(torch.bfloat16) if low else z                        # GEMM operand
-        for start in range(0, gallery.num_rows, gallery.block):
-            stop = min(start + gallery.block, gallery.num_rows)
-            g_sq = gallery.sq_norms[start:stop]
-            g_sq = g_sq[:, None] if columns else g_sq[None, :]
-            if columns:                                                # [n, B]
-                cols = gallery.cols[:, start:stop]
-                prod = (cols.t(), zg.t())
-            else:                                                      # [B, n]
-                rows = gallery.rows[start:stop]
-                prod = (zg, rows.t())
-            if low:
-                dist = torch.mm(*prod).float().mul_(-2.0).add_(g_sq)
-            else:
-                dist = torch.addmm(g_sq, *prod, alpha=-2.0)
-            dist.add_(per_query(z_sq)).clamp_min_(MIN_SQ_DIST).sqrt_()
-            block_d, block_j = torch.topk(dist, min(k, stop - start), dim=gdim, largest=False)
-            if not columns:
-                block_d, block_j = block_d.t(), block_j.t()            # [kk, B]
-            block_j = block_j + start
-            if top_d is None:
-                top_d, top_j = block_d, block_j
-            else:                                                      # merge the running top-k
-                cand_d, cand_j = torch.cat([top_d, block_d]), torch.cat([top_j, block_j])
-                top_d, pos = torch.topk(cand_d, min(k, len(cand_d)), dim=0, largest=False)
-                top_j = cand_j.gather(0, pos)
-            new_min = torch.minimum(row_min, block_d[0])
-            rescale = torch.exp((new_min - row_min) / tau)             # 0 on the first block
-            expo = torch.add(per_query(new_min / tau), dist, alpha=-1.0 / tau).exp_()
-            s.mul_(rescale).add_(expo.sum(gdim))
-            expo.div_(dist)                                            # exp(…)/D
-            if bool(block_d[0].min() <= floor):
-                expo.masked_fill_(dist <= floor, 0.0)
-            w.mul_(rescale).add_(expo.sum(gdim))
-            acc.mul_(per_query(rescale))
-            _accumulate(acc, cols if columns else rows, expo, columns, low)   # + G̃ᵀ(exp/D)
-            row_min = new_min
-        lse = torch.log(s) - row_min / tau
+        zg = z.to(torch.bfloat16) if gallery.precision == "bf16" else z   # GEMM operand
+        total = _merge(_shard_passes(z, zg, z_sq, gallery, tau, k, threads), tau, k, columns)
+        top_d, top_j, s = total.top_d, total.top_j, total.s
+        lse = torch.log(s) - total.row_min / tau
         loss = (top_d.sum(0) / tau + k * lse).sum() / batch
         # mask part: Σ_{j∈K_i} (ẑ_i − g̃_j)/D_ij  (floored distances: no gradient)
         inv = torch.where(top_d > floor, 1.0 / top_d, torch.zeros_like(top_d))   # [k, B]
         near = gallery.rows[top_j].to(z.dtype)                         # [k, B, d]
         mask_part = z * inv.sum(0)[:, None] - (inv[:, :, None] * near).sum(0)
-        a = acc.t() if columns else acc
-        dense_part = (k / s)[:, None] * (w[:, None] * z - a)
-        ctx.save_for_backward((mask_part - dense_part) / (batch * tau))
-        return loss
+        a = total.acc.t() if columns else total.acc
+        dense_part = (k / s)[:, None] * (total.w[:, None] * z - a)
+        return (mask_part - dense_part) / (batch * tau), loss
 
     @staticmethod
     def backward(ctx, grad_out):
@@ -248,4 +408,4 @@ def temp_loss(query: torch.Tensor, gallery_unit: torch.Tensor, k: int) -> torch.
 
 __all__ = ["PreparedGallery", "EuclideanTopKSoftmaxLoss", "dart3_loss", "dart3_loss_reference",
            "distance_matrix", "softmax_entropy", "tent_loss", "temp_loss", "MIN_SQ_DIST",
-           "COLUMNS_MIN_BATCH"]
+           "COLUMNS_MIN_BATCH", "SCHEDULE"]

@@ -65,6 +65,15 @@ def evaluate(
     csv_out: Optional[Path] = typer.Option(None, "--csv", help="Write the CMC curve as CSV."),
     force: bool = typer.Option(False, "--force", help="Overwrite --json/--csv outputs."),
     device: str = typer.Option("auto", "--device", help="auto | cpu | cuda."),
+    precision: str = typer.Option("float32", "--precision", help="Distance GEMM: float32 | "
+                                  "bf16 (bfloat16 inputs: faster, distances rounded, so "
+                                  "near-ties may reorder; the report says which ran)."),
+    stream: str = typer.Option("auto", "--stream", help="Read the gallery from the store "
+                               "block by block: auto (galleries over 1 GiB of float32 "
+                               "features) | on | off. Not with --rerank, --nmi or "
+                               "cuhk03_sgs / de-duplicated CMC protocols."),
+    gallery_block: int = typer.Option(0, "--gallery-block", help="Streamed gallery: rows "
+                                      "per block read (0: 128 MiB of features)."),
     quiet: bool = typer.Option(False, "--quiet", help="No table on the terminal."),
 ) -> None:
     """Evaluate a feature store: CMC, mAP, mINP (and PUR, CMC-AUC, NMI, per camera).
@@ -89,7 +98,7 @@ def evaluate(
     # library parameters set by flags of another name (errors name the flag typed);
     # values are checked by the library (EvalOptions, RerankOptions, StoreEvalRequest)
     set_flag_names({"ap_convention": "--ap", "full_curve": "--full-cmc",
-                    "block_rows": "--block-size", "lambda_value": "--rerank-lambda",
+                    "block_rows": "--block-size", "gallery_block_rows": "--gallery-block", "lambda_value": "--rerank-lambda",
                     "k1": "--rerank-k1", "k2": "--rerank-k2", "n_parts": "--parts",
                     "query_cameras": "--query-cams", "json_out": "--json",
                     "csv_out": "--csv"})
@@ -103,14 +112,15 @@ def evaluate(
     options = EvalOptions(max_rank=max_rank, ap_convention=ap, full_curve=full_cmc,
                           block_rows=block_size, sgs_repeats=sgs_repeats, seed=seed,
                           per_camera=per_camera, auc_max_rank=auc_max_rank,
-                          progress=ENABLED and not quiet)
+                          gallery_block_rows=gallery_block, progress=ENABLED and not quiet)
     requests = [StoreEvalRequest(
         store=path, model=model, feature=feature, protocol=protocol, trials=trials,
         distance=distance, feat_norm=feat_norm, n_parts=n_parts,
         query_cams=parse_cameras(query_cams, "query_cams", owner="evaluation"),
         train_cams=parse_cameras(train_cams, "train_cams", owner="evaluation"),
         rerank=RerankOptions(k1, k2, lambda_value) if rerank else None, nmi=nmi, nmi_k=nmi_k,
-        device=device, options=options) for path in stores]
+        device=device, precision=precision, stream=stream, options=options)
+        for path in stores]
     evaluation = evaluate_store(requests[0]) if len(requests) == 1 \
         else evaluate_stores(requests)
     provenance = None

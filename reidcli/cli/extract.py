@@ -5,7 +5,9 @@ its codebook from the training rows first, or reuses one with ``--codebook-from`
 spatial maps (``--maps color-grid``). With ``--model RUN_DIR``: the network's embeddings
 (``--features pcb_g,pcb_h`` | ``rpp_g,rpp_h`` | ``bnneck,pool5`` | ``dgvae_idi,dgvae_iai``)
 and pooled conv maps (``--maps conv2_x,…,conv5_x``; not for DG-VAE, whose rows go through
-the visible or infrared trunk by their ``modality``).
+the visible or infrared trunk by their ``modality``). Started by ``torchrun`` (``WORLD_SIZE`` >
+1), ``--model`` extraction splits the rows over the ranks and rank 0 joins their shards into
+``--out`` (:mod:`reidcli.features.distributed`; docs/formats.md, "Distributed extraction").
 """
 from __future__ import annotations
 
@@ -45,7 +47,13 @@ def extract(
     flip: bool = typer.Option(False, "--flip", help="--model: average each embedding with "
                               "the mirrored image's."),
     shard: Optional[str] = typer.Option(None, "--shard", help="--model: extract shard i/n "
-                                        "of the rows (join with reid store merge)."),
+                                        "of the rows (join with reid store merge); under "
+                                        "torchrun each rank takes RANK/WORLD_SIZE."),
+    no_merge: bool = typer.Option(False, "--no-merge", help="torchrun: keep each rank's "
+                                  "OUT-stem.shard-i-of-n.h5 for reid store merge instead of "
+                                  "joining them into --out on rank 0."),
+    dist_timeout: float = typer.Option(1800.0, "--dist-timeout", help="torchrun: seconds a "
+                                       "finished rank waits for the others."),
     allow_large: bool = typer.Option(False, "--allow-large", help="Allow conv maps for "
                                      "more than 20,000 images or above 16 GiB "
                                      "(MSMT17-scale)."),
@@ -70,14 +78,24 @@ def extract(
     force: bool = typer.Option(False, "--force", help="Overwrite --out."),
 ) -> None:
     """Describe every image of a dataset's protocol trials and write a feature store."""
-    from reidcli.cli.context import invoked_command
+    from reidcli.cli.context import invoked_command, set_flag_names
     from reidcli.cli.data import parse_key_values
     from reidcli.errors import UsageError
+    from reidcli.features.distributed import DistributedEnv
     from reidcli.features.extract import extract_handcrafted_store
     from reidcli.features.layout import dataset_layout
     from reidcli.io import check_output
     from reidcli.progress import ENABLED
 
+    set_flag_names({"merge": "--no-merge", "timeout": "--dist-timeout"})
+    launch = DistributedEnv.from_environ()
+    if launch is None and no_merge:
+        raise UsageError("--no-merge applies to a torchrun launch only",
+                         "drop it, or start reid extract with torchrun")
+    if launch is not None and model is None:
+        raise UsageError(f"a torchrun launch ({launch.world_size} ranks) needs --model",
+                         "hand-crafted extraction runs in one process: start it without "
+                         "torchrun")
     if maps_dtype not in ("float16", "float32"):
         raise UsageError(f"--maps-dtype {maps_dtype!r} is not float16 or float32",
                          "pass --maps-dtype float16")
@@ -87,6 +105,11 @@ def extract(
     if model is not None and (codebook_from is not None or color_names is not None):
         raise UsageError("--codebook-from and --color-names are bow options",
                          "drop them with --model")
+    if launch is not None:
+        _extract_distributed(launch, model, dataset, out, root, names, map_names, maps_dtype,
+                             map_size, flip, shard, allow_large, device, amp, workers, option,
+                             trials, batch_size, force, not no_merge, dist_timeout)
+        return
     if model is not None:
         _extract_with_model(model, dataset, out, root, names, map_names, maps_dtype, map_size,
                             flip, shard, allow_large, device, amp, workers, option, trials,
@@ -143,4 +166,43 @@ def _extract_with_model(model, dataset, out, root, names, map_names, maps_dtype,
                    + (f" (shard {part[0]}/{part[1]})" if part else "")
                    + f", features {', '.join(st.feature_names)}"
                    + (f", maps {', '.join(st.convmap_layers)}" if st.convmap_layers else ""),
+                   err=True)
+
+
+def _extract_distributed(launch, model, dataset, out, root, names, map_names, maps_dtype,
+                         map_size, flip, shard, allow_large, device, amp, workers, option,
+                         trials, batch_size, force, merge, timeout) -> None:
+    """One rank of ``torchrun … reid extract --model``: its shard, then rank 0 merges
+    (:mod:`reidcli.features.distributed`)."""
+    from reidcli.cli.context import invoked_command
+    from reidcli.cli.data import parse_key_values
+    from reidcli.data.transforms import parse_size
+    from reidcli.features.distributed import distributed_extract_model_store
+    from reidcli.features.layout import dataset_layout
+    from reidcli.progress import ENABLED
+    from reidcli.store.writer import parse_shard
+
+    size = parse_size(map_size)
+    requested = parse_shard(shard) if shard else None
+    loader_options = parse_key_values(option, "--option")
+
+    def layout():
+        return dataset_layout(dataset, root, trials=trials,
+                              progress=ENABLED and launch.rank == 0, **loader_options)
+
+    result = distributed_extract_model_store(
+        layout, out, model, env=launch, merge=merge, timeout=timeout, device=device,
+        requested_shard=requested, force=force, progress=ENABLED, command=invoked_command(),
+        features=names, maps=map_names, map_size=size, maps_dtype=maps_dtype, flip=flip,
+        batch_size=batch_size, amp=amp, allow_large=allow_large, workers=workers,
+        inputs=lambda lay: [f for f in [lay.image_folder()] if f])
+    mine = result.reports[launch.rank]
+    if result.merged:
+        typer.echo(f"wrote {result.path}: {sum(r.rows or 0 for r in result.reports)} images "
+                   f"from {launch.world_size} ranks ({result.backend}); shards removed",
+                   err=True)
+    elif not merge:
+        typer.echo(f"rank {launch.rank}: wrote shard {mine.path} ({mine.rows} images)"
+                   + ("; join with reid store merge --out " + str(out) + " "
+                      + " ".join(map(str, result.shard_paths)) if launch.rank == 0 else ""),
                    err=True)

@@ -9,15 +9,9 @@ from pathlib import Path
 from typing import List, Optional
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from reidcli.cli.aliases import positional_or_option
 from reidcli.cli.context import invoked_command, set_flag_names
-from reidcli.store import open_store
-from reidcli.store.importer import import_store
-from reidcli.store.merge import merge_shards
-from reidcli.store.summary import store_summary
 
 app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False)
 
@@ -30,6 +24,12 @@ def info(
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
     """Print a store's contents: rows per split, features, conv maps, protocol, provenance."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from reidcli.store import open_store
+    from reidcli.store.summary import store_summary
+
     store = positional_or_option(old_store, store, metavar="STORE", flag="--store")
     with open_store(store) as st:
         summary = store_summary(st)
@@ -103,6 +103,9 @@ def import_(
     force: bool = typer.Option(False, "--force", help="Overwrite --out."),
 ) -> None:
     """Build a store from embeddings made by any other tool."""
+    from reidcli.store import open_store
+    from reidcli.store.importer import import_store
+
     set_flag_names({"labels_csv": "--labels", "feature_name": "--name",
                     "metric": "--distance"})
     out = positional_or_option(old_out, out, metavar="OUT", flag="--out")
@@ -124,6 +127,9 @@ def merge(
     force: bool = typer.Option(False, "--force", help="Overwrite --out."),
 ) -> None:
     """Join shards written with --shard i/n into one store."""
+    from reidcli.store import open_store
+    from reidcli.store.merge import merge_shards
+
     if out is None and len(shards) > 1:          # earlier releases: reid store merge OUT SHARDS…
         out, shards = positional_or_option(shards[0], None, metavar="OUT", flag="--out"), \
             shards[1:]

@@ -71,20 +71,40 @@ def check_magnitude(features: np.ndarray, what: str) -> None:
                               + param("feat_norm", "global") + ")")
 
 
-def l2_normalize(features: np.ndarray, eps: float = 1e-12) -> np.ndarray:
-    """Rows scaled to unit L2 norm (zero rows stay zero). float32 [n, D]."""
-    features = np.asarray(features, dtype=np.float32)
-    norms = np.sqrt(np.einsum("ij,ij->i", features, features, dtype=np.float64))
-    return (features / np.maximum(norms, eps)[:, None].astype(np.float32)).astype(np.float32)
+#: rows per pass of the in-place normalisation (bounded float64 norm scratch)
+_NORM_BLOCK_ELEMENTS = 1 << 22
 
 
-def normalize_features(features: np.ndarray, mode: str, parts: int = 6) -> np.ndarray:
+def l2_normalize(features: np.ndarray, eps: float = 1e-12, inplace: bool = False
+                 ) -> np.ndarray:
+    """Rows scaled to unit L2 norm (zero rows stay zero). float32 [n, D].
+
+    ``inplace``: scale a float32 C-contiguous ``features`` in place, one block of rows at a
+    time (no second copy of the set); otherwise the result is one new array."""
+    features = np.asarray(features)
+    if not (inplace and features.dtype == np.float32 and features.flags.c_contiguous
+            and features.flags.writeable):
+        features = np.array(features, dtype=np.float32, order="C", copy=True)
+    if features.ndim != 2 or not features.size:
+        return features
+    step = max(1, _NORM_BLOCK_ELEMENTS // features.shape[1])
+    for start in range(0, len(features), step):
+        block = features[start:start + step]
+        norms = np.sqrt(np.einsum("ij,ij->i", block, block, dtype=np.float64))
+        block /= np.maximum(norms, eps).astype(np.float32)[:, None]
+    return features
+
+
+def normalize_features(features: np.ndarray, mode: str, parts: int = 6,
+                       inplace: bool = False) -> np.ndarray:
     """``none`` | ``global`` (whole row to unit norm) | ``parts`` (each of ``parts`` equal
-    slices to unit norm, PCB-style; DART3 §6.1)."""
+    slices to unit norm, PCB-style; DART3 §6.1). [n, D] → float32 [n, D] (``none`` returns
+    ``features`` as given). ``inplace``: overwrite a float32 ``features`` the caller owns
+    (e.g. rows just read from a store) instead of making a copy."""
     if mode == "none":
         return features
     if mode == "global":
-        return l2_normalize(features)
+        return l2_normalize(features, inplace=inplace)
     if mode == "parts":
         dim = features.shape[1]
         if parts < 1 or dim % parts:
@@ -92,10 +112,9 @@ def normalize_features(features: np.ndarray, mode: str, parts: int = 6) -> np.nd
                                            f"does not divide the feature dimension {dim} "
                                            "(feat_norm='parts')",
                                            "give a divisor of the dimension")
-        slices = features.reshape(len(features), parts, dim // parts)
-        norms = np.sqrt(np.einsum("ijk,ijk->ij", slices, slices, dtype=np.float64))
-        out = slices / np.maximum(norms, 1e-12)[:, :, None]
-        return out.reshape(len(features), dim).astype(np.float32)
+        out = l2_normalize(np.asarray(features).reshape(len(features) * parts, dim // parts),
+                           inplace=inplace)
+        return out.reshape(len(features), dim)
     raise EvaluationParameterError("evaluation", "feat_norm", mode, "is unknown",
                           f"use one of {', '.join(FEATURE_NORMS)}")
 
@@ -113,32 +132,57 @@ class Points:
         return int(self.features.shape[0])
 
 
-class FeatureMetric:
-    """Euclidean, squared euclidean or cosine distance between feature rows (float32 GEMM).
+#: distance GEMM precisions: float32 (default) or bf16 (bfloat16 inputs, fp32 accumulation;
+#: the product is rounded to bfloat16 on the CPU, so near-equal distances may tie: opt-in)
+PRECISIONS = ("float32", "bf16")
 
-    With the NumPy backend blocks are NumPy arrays; otherwise torch tensors on
-    the backend's device.
+
+class FeatureMetric:
+    """Euclidean, squared euclidean or cosine distance between feature rows (one GEMM).
+
+    With the NumPy backend blocks are NumPy arrays; otherwise torch tensors on the backend's
+    device. ``precision="bf16"`` keeps bfloat16 copies of the prepared rows (torch tensors,
+    half the memory) and runs the GEMM in bfloat16 with float32 accumulation; squared norms
+    and the rest of the distance stay float32.
     """
 
-    def __init__(self, name: str, backend):
+    def __init__(self, name: str, backend, precision: str = "float32"):
         if name not in METRICS:
             raise EvaluationError(f"distance {name!r} is unknown",
                                   f"use one of {', '.join(METRICS)}")
+        if precision not in PRECISIONS:
+            raise EvaluationParameterError("evaluation", "precision", precision, "is unknown",
+                                           f"use one of {', '.join(PRECISIONS)}")
         self.name = name
         self.backend = backend
+        self.precision = precision
         self.on_torch = backend.is_torch
 
-    def prepare(self, features: np.ndarray) -> Points:
-        feats = np.ascontiguousarray(features, dtype=np.float32)
-        if self.name == "cosine":
-            feats = l2_normalize(feats)
-        sq = np.einsum("ij,ij->i", feats, feats).astype(np.float32) \
-            if self.name != "cosine" else None
-        if self.on_torch:
+    def prepare(self, features: np.ndarray, *, normalized: bool = False,
+                owned: bool = False) -> Points:
+        """Prepared rows of ``features`` [n, D].
+
+        normalized: the rows already have unit L2 norm (a store feature marked
+        ``normalized``, or rows just normalised by ``feat_norm``): cosine skips normalising.
+        owned: the caller hands ``features`` over, so cosine may normalise it in place.
+        """
+        feats = np.asarray(features)
+        copied = not (feats.dtype == np.float32 and feats.flags.c_contiguous)
+        feats = np.ascontiguousarray(feats, dtype=np.float32)
+        if self.name == "cosine" and not normalized:
+            feats = l2_normalize(feats, inplace=owned or copied)
+        sq = None
+        if self.name != "cosine":
+            sq = np.einsum("ij,ij->i", feats, feats).astype(np.float32)
+        if self.on_torch or self.precision == "bf16":
             import torch
-            dev = self.backend.device
-            return Points(torch.from_numpy(feats).to(dev),
-                          None if sq is None else torch.from_numpy(sq).to(dev))
+            dev = self.backend.device if self.on_torch else torch.device("cpu")
+            rows = torch.from_numpy(feats).to(dev)
+            if self.precision == "bf16":
+                rows = rows.to(torch.bfloat16)
+            if sq is not None and self.on_torch:
+                sq = torch.from_numpy(sq).to(dev)
+            return Points(rows, sq)
         return Points(feats, sq)
 
     def subset(self, points: Points, index: np.ndarray | slice | None) -> Points:
@@ -148,19 +192,18 @@ class FeatureMetric:
         if isinstance(index, slice):
             return Points(points.features[index], None if points.sqnorm is None
                           else points.sqnorm[index])
-        if self.on_torch:
-            import torch
-            idx = torch.from_numpy(np.asarray(index, dtype=np.int64)).to(self.backend.device)
-            return Points(points.features[idx], None if points.sqnorm is None
-                          else points.sqnorm[idx])
-        return Points(points.features[index], None if points.sqnorm is None
-                      else points.sqnorm[index])
+        index = np.asarray(index, dtype=np.int64)
+        rows = _take_rows(points.features, index)
+        return Points(rows, None if points.sqnorm is None else _take_rows(points.sqnorm, index))
 
     def pairwise(self, a: Points, b: Points):
         """Distances [len(a), len(b)] (float32)."""
         if self.on_torch:
             return self._pairwise_torch(a, b)
-        d = a.features @ b.features.T
+        if self.precision == "bf16":
+            d = (a.features @ b.features.T).float().numpy()      # bf16 GEMM, fp32 accumulate
+        else:
+            d = a.features @ b.features.T
         if self.name == "cosine":
             np.subtract(np.float32(1.0), d, out=d)
             return d
@@ -175,12 +218,15 @@ class FeatureMetric:
     def paired(self, a: Points, b: Points):
         """Distances between matching rows, a[i] to b[i] → [n] (same formula as pairwise)."""
         if self.on_torch:
-            dot = (a.features * b.features).sum(dim=1)
+            dot = (a.features.float() * b.features.float()).sum(dim=1)
             if self.name == "cosine":
                 return 1.0 - dot
             d = (a.sqnorm + b.sqnorm - 2.0 * dot).clamp_(min=0.0)
             return d.sqrt_() if self.name == "euclidean" else d
-        dot = np.einsum("ij,ij->i", a.features, b.features)
+        fa, fb = a.features, b.features
+        if self.precision == "bf16":
+            fa, fb = fa.float().numpy(), fb.float().numpy()
+        dot = np.einsum("ij,ij->i", fa, fb)
         if self.name == "cosine":
             return np.float32(1.0) - dot
         d = np.maximum(a.sqnorm + b.sqnorm - np.float32(2.0) * dot, np.float32(0.0))
@@ -188,14 +234,36 @@ class FeatureMetric:
 
     def _pairwise_torch(self, a: Points, b: Points):
         import torch
+        prod = _low_precision_product(a.features, b.features) if self.precision == "bf16" \
+            else a.features @ b.features.T
         if self.name == "cosine":
-            return 1.0 - a.features @ b.features.T
-        d = torch.addmm(a.sqnorm[:, None] + b.sqnorm[None, :], a.features, b.features.T,
+            return 1.0 - prod
+        d = torch.add(a.sqnorm[:, None] + b.sqnorm[None, :], prod, alpha=-2.0).clamp_(min=0.0) \
+            if self.precision == "bf16" else \
+            torch.addmm(a.sqnorm[:, None] + b.sqnorm[None, :], a.features, b.features.T,
                         beta=1.0, alpha=-2.0).clamp_(min=0.0)
         return d.sqrt_() if self.name == "euclidean" else d
 
     def describe(self) -> str:
-        return self.name
+        return self.name if self.precision == "float32" else f"{self.name} ({self.precision})"
+
+
+def _low_precision_product(a, b):
+    """a @ bᵀ of bfloat16 tensors as float32 [len(a), len(b)]: float32 output straight from
+    the GEMM where torch offers it (CUDA), else the bfloat16 product widened."""
+    import torch
+    try:
+        return torch.mm(a, b.T, out_dtype=torch.float32)
+    except (TypeError, RuntimeError, NotImplementedError):
+        return (a @ b.T).float()
+
+
+def _take_rows(array, index: np.ndarray):
+    """``array[index]`` for a NumPy array or a torch tensor (index moved to its device)."""
+    if isinstance(array, np.ndarray):
+        return array[index]
+    import torch
+    return array[torch.from_numpy(index).to(array.device)]
 
 
 class ModelMetric:
@@ -251,12 +319,16 @@ class QueryGallery:
     None means the whole gallery. Prepared gallery subsets are cached per index array.
     """
 
-    def __init__(self, metric, query_features: np.ndarray, gallery_features: np.ndarray):
+    def __init__(self, metric, query_features: np.ndarray, gallery_features: np.ndarray, *,
+                 normalized: bool = False, owned: bool = False):
+        """normalized / owned: see :meth:`FeatureMetric.prepare` (feature metrics only)."""
         query_features, gallery_features = check_query_gallery(query_features,
                                                                gallery_features)
         self.metric = metric
-        self.query = metric.prepare(query_features)
-        self.gallery = metric.prepare(gallery_features)
+        kwargs = {"normalized": normalized, "owned": owned} \
+            if isinstance(metric, FeatureMetric) else {}
+        self.query = metric.prepare(query_features, **kwargs)
+        self.gallery = metric.prepare(gallery_features, **kwargs)
         self.num_query = len(query_features)
         self.num_gallery = len(gallery_features)
         self._cache_key: int | None = None

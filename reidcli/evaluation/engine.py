@@ -35,6 +35,10 @@ MAX_PADDED_RANK = 10_000
 #: holds about three such arrays)
 DEFAULT_BLOCK_ELEMENTS = 1 << 24
 
+#: default bytes of float32 gallery features per block of a streamed gallery (two blocks are
+#: held at once: the one being ranked and the next one being read)
+DEFAULT_GALLERY_BLOCK_BYTES = 128 << 20
+
 
 @dataclasses.dataclass
 class EvalOptions:
@@ -50,6 +54,9 @@ class EvalOptions:
     query_cameras: list[int] | None = None   # --query-cams / camera-split
     auc_max_rank: int | None = None          # --auc-max-rank (default: gallery size)
     progress: bool = False
+    #: gallery rows per block read from the store when the gallery is streamed
+    #: (0: as many as fit DEFAULT_GALLERY_BLOCK_BYTES of float32 features)
+    gallery_block_rows: int = 0
 
     def __post_init__(self) -> None:
         """Validate the values (EvaluationParameterError naming the parameter), so Python
@@ -68,9 +75,18 @@ class EvalOptions:
         # cannot allocate terabytes
         self.sgs_repeats = check_eval_param(owner, "sgs_repeats", self.sgs_repeats,
                                             Interval(int, 1, 10_000), todo="use the default 10")
+        self.gallery_block_rows = check_eval_param(owner, "gallery_block_rows",
+                                                   self.gallery_block_rows, Interval(int, 0),
+                                                   todo="use 0 (rows from the default budget)")
         self.auc_max_rank = check_eval_param(owner, "auc_max_rank", self.auc_max_rank,
                                              Interval(int, 1), NONE,
                                              todo="give a positive rank or none (gallery size)")
+
+    def gallery_rows_per_block(self, dim: int) -> int:
+        """Gallery rows per block of a streamed gallery of ``dim``-dimensional features."""
+        if self.gallery_block_rows > 0:
+            return self.gallery_block_rows
+        return max(1024, DEFAULT_GALLERY_BLOCK_BYTES // (4 * max(dim, 1)))
 
     def rows_per_block(self, num_columns: int) -> int:
         if self.block_rows > 0:
@@ -166,8 +182,10 @@ def _query_mask(labels: TrialLabels, options: EvalOptions) -> np.ndarray:
     return np.isin(labels.query_cams, options.query_cameras)
 
 
-def _score_queries(distances, labels: TrialLabels, protocol: Protocol, options: EvalOptions,
-                   backend, trial: int, check_distances: bool) -> QueryOutcomes:
+def new_outcomes(labels: TrialLabels, protocol: Protocol, options: EvalOptions
+                 ) -> tuple[QueryOutcomes, np.ndarray]:
+    """Empty outcomes of a trial (every query unmatched, junk or not selected) and the
+    query-camera selection mask [Q]."""
     nq = labels.num_queries
     selected = _query_mask(labels, options)
     status = np.full(nq, SKIP_NO_MATCH, dtype=object)
@@ -179,6 +197,23 @@ def _score_queries(distances, labels: TrialLabels, protocol: Protocol, options: 
                         inp=np.full(nq, np.nan), num_positives=np.zeros(nq, dtype=np.int64),
                         sgs_ranks=np.full((nq, options.sgs_repeats), -1, dtype=np.int64)
                         if protocol.single_gallery_shot else None)
+    return out, selected
+
+
+def store_block_metrics(out: QueryOutcomes, qpos: np.ndarray, block_ranks, ap_convention: str,
+                        first: np.ndarray | None = None) -> None:
+    """Write the first rank, AP, INP and positives of the queries ``qpos`` [b] from their
+    :class:`~reidcli.evaluation.ranking.BlockRanks` (``first``: de-duplicated first ranks)."""
+    out.first_rank[qpos] = ranking.first_positive_rank(block_ranks) if first is None else first
+    out.ap[qpos] = ranking.average_precision(block_ranks, ap_convention)
+    out.inp[qpos] = ranking.inverse_negative_penalty(block_ranks)
+    out.num_positives[qpos] = block_ranks.num_positives
+    out.status[qpos[block_ranks.positive.any(axis=1)]] = ""
+
+
+def _score_queries(distances, labels: TrialLabels, protocol: Protocol, options: EvalOptions,
+                   backend, trial: int, check_distances: bool) -> QueryOutcomes:
+    out, selected = new_outcomes(labels, protocol, options)
     groups = make_groups(protocol, labels)
     indexes = [ranking.IdentityIndex(labels.gallery_ids[g.gallery_pos]) for g in groups]
     jobs = []
@@ -216,16 +251,9 @@ def _score_block(out: QueryOutcomes, block, qpos: np.ndarray, gpos: np.ndarray,
         removed = present & (labels.gallery_camera[gpos][cols]
                              == labels.query_camera[qpos][:, None])
     block_ranks = ranking.rank_specials(backend, block, cols, present, removed)
-    if protocol.deduplicate_cmc:
-        first = ranking.deduplicated_first_rank(backend.to_numpy(block), index, segment,
-                                                block_ranks)
-    else:
-        first = ranking.first_positive_rank(block_ranks)
-    out.first_rank[qpos] = first
-    out.ap[qpos] = ranking.average_precision(block_ranks, options.ap_convention)
-    out.inp[qpos] = ranking.inverse_negative_penalty(block_ranks)
-    out.num_positives[qpos] = block_ranks.num_positives
-    out.status[qpos[block_ranks.positive.any(axis=1)]] = ""
+    first = ranking.deduplicated_first_rank(backend.to_numpy(block), index, segment,
+                                            block_ranks) if protocol.deduplicate_cmc else None
+    store_block_metrics(out, qpos, block_ranks, options.ap_convention, first)
 
 
 def _score_sgs_block(out: QueryOutcomes, block, qpos: np.ndarray, gpos: np.ndarray,

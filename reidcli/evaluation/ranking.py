@@ -90,6 +90,30 @@ class BlockRanks:
         return self.positive.sum(axis=1)
 
 
+@dataclasses.dataclass
+class SortedSpecials:
+    """A block's specials in ranked-list order (by distance, ties by column): ``distance``
+    [b, k] (inf where absent), ``cols`` [b, k], ``present`` [b, k], ``removed`` [b, k]."""
+
+    distance: np.ndarray
+    cols: np.ndarray
+    present: np.ndarray
+    removed: np.ndarray
+
+
+def sort_specials(special_d: np.ndarray, cols: np.ndarray, present: np.ndarray,
+                  removed: np.ndarray) -> SortedSpecials:
+    """Order each query's specials as its ranked list does. special_d [b, k]: their
+    distances; cols / present [b, k] from :meth:`IdentityIndex.columns_of` (columns ascend per
+    row, so a stable sort breaks distance ties by column); removed [b, k]."""
+    special_d = np.where(present, special_d, np.inf)
+    order = np.argsort(special_d, axis=1, kind="stable")
+    present = np.take_along_axis(present, order, axis=1)
+    return SortedSpecials(distance=np.take_along_axis(special_d, order, axis=1),
+                          cols=np.take_along_axis(cols, order, axis=1), present=present,
+                          removed=np.take_along_axis(removed, order, axis=1) & present)
+
+
 def rank_specials(backend, d, cols: np.ndarray, present: np.ndarray,
                   removed: np.ndarray) -> BlockRanks:
     """Ranks of each query's positives in its stable ranked list after removal.
@@ -98,34 +122,33 @@ def rank_specials(backend, d, cols: np.ndarray, present: np.ndarray,
     cols, present: [b, k] from :meth:`IdentityIndex.columns_of`.
     removed: [b, k] bool, specials the rule removes from this query's list.
     """
-    b, k = cols.shape
     special_d = backend.gather(d, cols).astype(np.float64 if _is_f64(d) else np.float32)
-    special_d = np.where(present, special_d, np.inf)
-    # specials in ranked-list order: by distance, ties by column (cols ascend per row)
-    order = np.argsort(special_d, axis=1, kind="stable")
-    special_d = np.take_along_axis(special_d, order, axis=1)
-    cols = np.take_along_axis(cols, order, axis=1)
-    present = np.take_along_axis(present, order, axis=1)
-    removed = np.take_along_axis(removed, order, axis=1) & present
-
+    specials = sort_specials(special_d, cols, present, removed)
     sorted_rows = backend.sort_rows(d)
-    below = backend.searchsorted(sorted_rows, special_d, right=False)
-    upto = backend.searchsorted(sorted_rows, special_d, right=True)
+    below = backend.searchsorted(sorted_rows, specials.distance, right=False)
+    upto = backend.searchsorted(sorted_rows, specials.distance, right=True)
     del sorted_rows
     rank_all = below
-    tied = present & (upto - below > 1)
+    tied = specials.present & (upto - below > 1)
     if tied.any():
         rows, slots = np.nonzero(tied)
         rank_all = rank_all.copy()
-        rank_all[rows, slots] += backend.count_equal_before(d, rows, special_d[rows, slots],
-                                                            cols[rows, slots])
-    removed_before = np.cumsum(removed, axis=1) - removed
-    positive = present & ~removed
+        rank_all[rows, slots] += backend.count_equal_before(
+            d, rows, specials.distance[rows, slots], specials.cols[rows, slots])
+    return ranks_after_removal(specials, rank_all)
+
+
+def ranks_after_removal(specials: SortedSpecials, rank_all: np.ndarray) -> BlockRanks:
+    """BlockRanks from each special's rank in the full list, ``rank_all`` [b, k] (specials in
+    :func:`sort_specials` order): removed specials ranked before a positive are subtracted."""
+    b = len(rank_all)
+    removed_before = np.cumsum(specials.removed, axis=1) - specials.removed
+    positive = specials.present & ~specials.removed
     rank = rank_all - removed_before
     has = positive.any(axis=1)
     first_slot = np.argmax(positive, axis=1)
-    first_distance = np.where(has, special_d[np.arange(b), first_slot], np.inf)
-    first_column = np.where(has, cols[np.arange(b), first_slot], -1)
+    first_distance = np.where(has, specials.distance[np.arange(b), first_slot], np.inf)
+    first_column = np.where(has, specials.cols[np.arange(b), first_slot], -1)
     return BlockRanks(rank=rank, positive=positive, first_distance=first_distance,
                       first_column=first_column)
 

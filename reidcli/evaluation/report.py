@@ -174,7 +174,7 @@ def build_report(protocol: Protocol, trials: list[TrialResult], meta: dict[str, 
 
 #: single-store keys the several-store report keeps where every store has the same value
 SHARED_KEYS = ("protocol", "rule", "ap_convention", "dataset", "feature", "feature_metric",
-               "distance", "model", "feat_norm", "rerank", "options", "device")
+               "distance", "model", "feat_norm", "rerank", "options", "device", "precision")
 
 
 def build_multi_report(reports: Sequence[dict[str, Any]], aggregate: dict[str, Any],
@@ -273,6 +273,7 @@ def render_tables(report: dict[str, Any], console) -> None:
                                                          else "")
                   + (f", feature {report['feature']}" if report.get("feature") else "")
                   + (f", distance {report['distance']}" if report.get("distance") else "")
+                  + _run_notes(report)
                   + (f", dataset protocol {report['dataset_protocol']['name']}"
                      if report.get("dataset_protocol") else ""))
     table = Table()
@@ -307,6 +308,16 @@ def render_tables(report: dict[str, Any], console) -> None:
         console.print(cams)
 
 
+def _run_notes(report: dict[str, Any]) -> str:
+    """Header notes on how the distances ran: a reduced precision, a streamed gallery."""
+    notes = ""
+    if report.get("precision") not in (None, "float32"):
+        notes += f", {report['precision']} distances"
+    if report.get("gallery_streamed"):
+        notes += ", gallery streamed from the store"
+    return notes
+
+
 def render_store_table(report: dict[str, Any], console) -> None:
     """One row per store (its mean over its own trials) and a last row ``mean ± std over N
     stores`` of a :func:`build_multi_report` report."""
@@ -319,6 +330,7 @@ def render_store_table(report: dict[str, Any], console) -> None:
                   + (", re-ranked" if report.get("rerank") else "")
                   + (f", feature {report['feature']}" if report.get("feature") else "")
                   + (f", distance {report['distance']}" if report.get("distance") else "")
+                  + _run_notes(report)
                   + (f", dataset protocol {report['dataset_protocol']['name']}"
                      if report.get("dataset_protocol") else ""))
     if pattern:

@@ -3,8 +3,11 @@
 The reference formulation (the authors' ``re_ranking``) builds dense N×N arrays: the squared,
 row-normalised distances, their argsort, the weight matrix V and its query expansion. Here:
 
-1. one pass over row blocks of the N×N distances keeps each item's ``M`` nearest neighbours
-   (stable: ties by index) with their values and the row maximum — O(N·M);
+1. one pass over the N×N distances keeps each item's ``M`` nearest neighbours (stable: ties
+   by index) with their values and the row maximum — O(N·M). The distances of feature
+   metrics are symmetric, so only the tiles on and above the diagonal are computed (one
+   GEMM each): a tile [I, J] feeds the neighbour lists of rows I and, transposed, of rows J,
+   which halves the GEMM work; other metrics go over whole row blocks;
 2. the k-reciprocal sets R(i), their half-size sets and the expansion R*(i) are computed for
    all items with vectorised set tests on those neighbour lists;
 3. V is a sparse matrix (CSR) with ``V[i, j] = exp(−a_ij) / Σ_j∈R*(i) exp(−a_ij)``, where
@@ -14,27 +17,33 @@ row-normalised distances, their argsort, the weight matrix V and its query expan
    ``S_ij = Σ_k min(V_ik, V_jk)`` is accumulated from the sparse rows (bounded pair
    buffers), and the final distance is ``(1 − λ)·Jaccard + λ·a``.
 
-Memory: O(N·M) neighbours + nnz(V) (a few hundred per item) + one distance block; no dense
-N×N array. Values match the dense formulation to ~1e-7 (float64 arithmetic throughout).
+Memory: O(N·M) neighbours (plus a few pending lists of M candidates per item in the tiled
+pass) + nnz(V) (a few hundred per item) + one distance block or tile; no dense N×N array.
+Values match the dense formulation to ~1e-7 (float64 arithmetic throughout).
 """
 from __future__ import annotations
 
 import dataclasses
+from typing import TYPE_CHECKING
 
 import numpy as np
-import scipy.sparse as sp
 
 from reidcli.evaluation.backend import NumpyBackend
-from reidcli.evaluation.distances import check_query_gallery
+from reidcli.evaluation.distances import FeatureMetric, check_query_gallery
 from reidcli.evaluation.errors import (EvaluationError, EvaluationParameterError,
                                        check_eval_param)
 from reidcli.params import Interval
 from reidcli.progress import track
 
+if TYPE_CHECKING:                 # scipy.sparse is imported where V is built (it is slow)
+    import scipy.sparse as sp
+
 #: distance entries per block of the neighbour pass
 _BLOCK_ELEMENTS = 1 << 22
 #: (query, gallery) min-pairs per Jaccard chunk
 _PAIR_BUDGET = 1 << 23
+#: candidate lists an item may hold in the tiled neighbour pass before they are merged
+_PENDING_LISTS = 4
 
 
 @dataclasses.dataclass(frozen=True)
@@ -148,12 +157,18 @@ class KReciprocalReranker:
     stored_neighbours: neighbours kept per item in the first pass (default 3·(k1+1)); any
     R*(i) member beyond them has its distance recomputed (``recomputed_pairs``; pairwise
     when the metric has ``paired``, else whole rows, counted in ``recomputed_rows``).
+    symmetric: compute only the distance tiles on and above the diagonal (d(i, j) = d(j, i));
+    None (default) means yes for feature metrics (:class:`FeatureMetric`) or a metric with a
+    true ``symmetric`` attribute, whole row blocks otherwise. The two passes keep the same
+    neighbours up to float32 rounding: BLAS may round d(i, j) and d(j, i) differently in the
+    last bit, which can swap two neighbours at (near-)equal distances.
     ``block(query_pos, gallery_pos)`` → float64 [b, g] final distances.
     """
 
     def __init__(self, metric, query_features: np.ndarray, gallery_features: np.ndarray,
                  options: RerankOptions = RerankOptions(), progress: bool = False,
-                 block_elements: int = _BLOCK_ELEMENTS, stored_neighbours: int | None = None):
+                 block_elements: int = _BLOCK_ELEMENTS, stored_neighbours: int | None = None,
+                 symmetric: bool | None = None):
         options.validate()
         query_features, gallery_features = check_query_gallery(query_features,
                                                                gallery_features)
@@ -171,7 +186,13 @@ class KReciprocalReranker:
         self.num_neighbours = min(n, max(stored_neighbours or 3 * (k1 + 1), k1 + 1, k2))
         self.recomputed_pairs = 0
         self.recomputed_rows = 0
-        self._neighbour_pass()
+        if symmetric is None:
+            symmetric = bool(getattr(metric, "symmetric", isinstance(metric, FeatureMetric)))
+        self.symmetric = symmetric
+        if symmetric:
+            self._neighbour_pass_tiles()
+        else:
+            self._neighbour_pass()
         if self.initial.shape[1] < min(n, k1 + 1):
             raise EvaluationParameterError("re-ranking", "k1", k1,
                                            f"needs at least k1+1 = {k1 + 1} items, there are {n}",
@@ -232,9 +253,75 @@ class KReciprocalReranker:
             del d, key
         self.row_max = np.where(self.row_max > 0, self.row_max, 1.0)
 
+    def _neighbour_pass_tiles(self) -> None:
+        """As :meth:`_neighbour_pass` for a symmetric metric, from the tiles [I, J], J ≥ I,
+        of a tiling of the N×N distances into T×T tiles (T² ≈ ``block_elements``).
+
+        Tile [I, J] yields each row of I its ``M`` nearest among the columns J and, read
+        transposed, each row of J its ``M`` nearest among I. An item's candidate lists arrive
+        in increasing column order (tiles [K, J] for K < J, then [J, K] for K ≥ J), so a
+        stable sort of their squared distances ranks ties by index, as the row pass does.
+        Memory: one tile plus at most ``_PENDING_LISTS`` + 1 lists of ``M`` per item.
+        """
+        n = self.num_query + self.num_gallery
+        m = self.num_neighbours
+        size = max(1, int(np.sqrt(self.block_elements)))
+        bounds = list(range(0, n, size)) + [n]
+        blocks = [slice(lo, hi) for lo, hi in zip(bounds[:-1], bounds[1:])]
+        self.initial = np.empty((n, m), dtype=np.int64)
+        self.initial_sq = np.empty((n, m), dtype=np.float64)
+        high = np.full(n, -np.inf)
+        low = np.full(n, np.inf)
+        pending: list[list[tuple[np.ndarray, np.ndarray]]] = [[] for _ in blocks]
+        tiles = [(i, j) for i in range(len(blocks)) for j in range(i, len(blocks))]
+        for i, j in track(tiles, description="re-ranking: neighbours", unit="tiles",
+                          enabled=self.progress and len(tiles) > 1):
+            rows, cols = blocks[i], blocks[j]
+            d = _to_numpy(self.metric.pairwise(self.metric.subset(self.points, rows),
+                                               self.metric.subset(self.points, cols)))
+            if d.size and np.isnan(d.max()):
+                raise EvaluationError("re-ranking: distances hold NaN values",
+                                      "check the features or model")
+            # for d ≥ 0 the order of d is the order of d² (exact in float64): rank d itself
+            key = d if d.min() >= 0 else np.square(d, dtype=np.float64)
+            high[rows] = np.maximum(high[rows], d.max(axis=1))
+            low[rows] = np.minimum(low[rows], d.min(axis=1))
+            self._add_candidates(pending, i, self._tile_candidates(d, key, cols.start))
+            if j != i:
+                high[cols] = np.maximum(high[cols], d.max(axis=0))
+                low[cols] = np.minimum(low[cols], d.min(axis=0))
+                d_t = np.ascontiguousarray(d.T)
+                key_t = d_t if key is d else np.ascontiguousarray(key.T)
+                self._add_candidates(pending, j, self._tile_candidates(d_t, key_t, rows.start))
+                del d_t, key_t
+            del d, key
+            if j == len(blocks) - 1:                      # row block i is complete
+                cand, sq = _merge_candidates(pending[i], m)
+                pending[i] = []
+                self.initial[rows], self.initial_sq[rows] = cand, sq
+        self.row_max = np.maximum(np.square(high), np.square(low))
+        self.row_max = np.where(self.row_max > 0, self.row_max, 1.0)
+
+    def _add_candidates(self, pending: list, block: int,
+                        candidates: tuple[np.ndarray, np.ndarray]) -> None:
+        """Append a candidate list to a row block's pending lists, merging them into one
+        when there are more than ``_PENDING_LISTS``."""
+        pending[block].append(candidates)
+        if len(pending[block]) > _PENDING_LISTS:
+            pending[block] = [_merge_candidates(pending[block], self.num_neighbours)]
+
+    def _tile_candidates(self, d: np.ndarray, key: np.ndarray, offset: int
+                         ) -> tuple[np.ndarray, np.ndarray]:
+        """Each row's ``M`` nearest columns of a tile d [b, t] ranked by ``key`` (stable):
+        (item indices int64 [b, ≤M] = column + offset, squared distances float64 [b, ≤M])."""
+        cols = np.concatenate(self._cpu.map_row_chunks(
+            lambda part: stable_smallest(part, self.num_neighbours)[0], key))
+        return cols + offset, np.square(np.take_along_axis(d, cols, axis=1), dtype=np.float64)
+
     # -- V -----------------------------------------------------------------------------------
     def _weights(self, indptr: np.ndarray, members: np.ndarray) -> sp.csr_matrix:
         """Sparse V: row i holds exp(−a_ij) over R*(i), normalised to sum 1."""
+        import scipy.sparse as sp
         n, m = self.initial.shape
         rows = np.repeat(np.arange(n), np.diff(indptr))
         sq = np.full(len(members), np.nan)
@@ -259,6 +346,7 @@ class KReciprocalReranker:
 
     def _query_expansion(self, V: sp.csr_matrix, k2: int) -> sp.csr_matrix:
         """Row i ← mean of the rows of its k2 nearest items (itself included)."""
+        import scipy.sparse as sp
         n = V.shape[0]
         k2 = min(k2, self.initial.shape[1])
         avg = sp.csr_matrix((np.full(n * k2, 1.0 / k2), self.initial[:, :k2].reshape(-1),
@@ -334,6 +422,23 @@ class KReciprocalReranker:
         final += original
         del original
         return final if gallery_pos is None else np.ascontiguousarray(final[:, gallery_pos])
+
+
+def _merge_candidates(lists: list[tuple[np.ndarray, np.ndarray]], m: int
+                      ) -> tuple[np.ndarray, np.ndarray]:
+    """The ``m`` nearest of several candidate lists of the same rows, ties by index.
+
+    lists: (items int64 [b, k_l], squared distances float64 [b, k_l]), each sorted by
+    (distance, item), in increasing item order from one list to the next — so a stable sort
+    on the distances alone ranks ties by item. → (items [b, ≤m], squared distances [b, ≤m]).
+    """
+    if len(lists) == 1:
+        items, sq = lists[0]
+        return items[:, :m], sq[:, :m]
+    items = np.concatenate([c for c, _ in lists], axis=1)
+    sq = np.concatenate([v for _, v in lists], axis=1)
+    order = np.argsort(sq, axis=1, kind="stable")[:, :m]
+    return np.take_along_axis(items, order, axis=1), np.take_along_axis(sq, order, axis=1)
 
 
 def _chunk_bounds(cost_per_row: np.ndarray, budget: float) -> np.ndarray:

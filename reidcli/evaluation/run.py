@@ -3,7 +3,8 @@
 ``evaluate_store(request)`` opens the store, picks the protocol (``auto``: from the store)
 and, for each chosen trial, reads that trial's query and gallery features, builds the
 distance source (features → optional ``--feat-norm`` → optional model → metric, optionally
-re-ranked) and scores it with :func:`reidcli.evaluation.engine.evaluate_trial`.
+re-ranked) and scores it with :func:`reidcli.evaluation.engine.evaluate_trial` — or, for a
+gallery streamed from the store, :func:`reidcli.evaluation.streamed.evaluate_streamed`.
 """
 from __future__ import annotations
 
@@ -16,9 +17,9 @@ import numpy as np
 
 from reidcli.cameras import record_cameras
 from reidcli.evaluation.backend import make_backend, resolve_device
-from reidcli.evaluation.distances import (FeatureMetric, ModelMetric, QueryGallery, as_slice,
-                                          check_features, check_magnitude,
-                                          normalize_features)
+from reidcli.evaluation.distances import (PRECISIONS, FeatureMetric, ModelMetric,
+                                          QueryGallery, as_slice, check_features,
+                                          check_magnitude, normalize_features)
 from reidcli.evaluation.engine import EvalOptions, TrialResult, evaluate_trial
 from reidcli.evaluation.errors import EvaluationError
 from reidcli.evaluation.protocols import (Protocol, TrialLabels, auto_protocol,
@@ -26,8 +27,16 @@ from reidcli.evaluation.protocols import (Protocol, TrialLabels, auto_protocol,
                                           get_protocol, identity_codes, unseen_query_cameras)
 from reidcli.evaluation.rerank import KReciprocalReranker, RerankOptions
 from reidcli.evaluation.scores import nmi_camera_bias
+from reidcli.evaluation.streamed import (StreamedGallery, evaluate_streamed,
+                                         streaming_limitation)
 from reidcli.naming import param
 from reidcli.progress import track
+
+
+#: ``stream`` choices: auto (stream a gallery whose float32 features exceed
+#: STREAM_GALLERY_ABOVE_BYTES, when the protocol allows), on, off
+STREAM_MODES = ("auto", "on", "off")
+STREAM_GALLERY_ABOVE_BYTES = 1 << 30
 
 
 @dataclasses.dataclass
@@ -48,7 +57,23 @@ class StoreEvalRequest:
     nmi: bool = False                            # --nmi
     nmi_k: str = "cams"                          # --nmi-k
     device: str = "auto"                         # --device
+    precision: str = "float32"                   # --precision (distance GEMM)
+    stream: str = "auto"                         # --stream (gallery read block by block)
     options: EvalOptions = dataclasses.field(default_factory=EvalOptions)
+
+    def __post_init__(self) -> None:
+        from reidcli.evaluation.errors import check_eval_param
+        from reidcli.params import Options
+
+        if self.precision == "fp32":              # `reid adapt`'s spelling of float32
+            self.precision = "float32"
+        self.precision = check_eval_param("evaluation", "precision", self.precision,
+                                          Options(PRECISIONS),
+                                          todo="float32, or bf16 for a faster, rounded GEMM")
+        self.stream = check_eval_param("evaluation", "stream", self.stream,
+                                       Options(STREAM_MODES),
+                                       todo="auto: stream galleries larger than "
+                                       f"{STREAM_GALLERY_ABOVE_BYTES >> 30} GiB")
 
 
 @dataclasses.dataclass
@@ -88,7 +113,9 @@ def evaluate_store(request: StoreEvalRequest) -> StoreEvaluation:
     """Score a store over the chosen protocol's trials (see module doc).
 
     Features are read per trial and role (query, gallery) straight from the store, so memory
-    holds one trial's features plus one distance block.
+    holds one trial's features plus one distance block; a streamed gallery
+    (:func:`streams_gallery`) is read block by block instead, so memory holds the queries and
+    two gallery blocks (docs/evaluation.md).
     """
     from reidcli import fitted
     from reidcli.store import open_store
@@ -103,30 +130,43 @@ def evaluate_store(request: StoreEvalRequest) -> StoreEvaluation:
         results: list[TrialResult] = []
         metric_name, nmi = None, None
         embedded = EmbeddingCache()
+        streamed = []
         try:
             runs = list(_runs(plan.trials, model))
             for k, repeat, q_rows, g_rows in track(runs, description="evaluating", unit="trials",
                                                    enabled=options.progress):
-                q_feat = _trial_inputs(st, plan, model, k, repeat, q_rows, request, "query")
-                g_feat = _trial_inputs(st, plan, model, k, repeat, g_rows, request, "gallery")
-                metric, q_feat, g_feat, metric_name = _metric_for_trial(
-                    model, k, repeat, q_feat, g_feat, request.distance, plan.info, backend,
-                    rows=(q_rows, g_rows), cache=embedded)
                 labels = TrialLabels.from_records(plan.records, plan.codes, q_rows,
                                                   g_rows, cameras=plan.cameras)
-                if request.rerank is not None:
-                    source = KReciprocalReranker(metric, q_feat, g_feat, request.rerank,
-                                                 progress=options.progress)
+                q_feat = _trial_inputs(st, plan, model, k, repeat, q_rows, request, "query")
+                if streams_gallery(request, plan, g_rows):
+                    source, metric_name = _streamed_source(st, plan, model, k, repeat, q_feat,
+                                                           q_rows, g_rows, request, backend)
+                    result = evaluate_streamed(source, labels, plan.protocol, options,
+                                               backend=backend, trial=k,
+                                               check_distances=model is not None)
+                    streamed.append(k)
                 else:
-                    source = QueryGallery(metric, q_feat, g_feat)
-                result = evaluate_trial(source, labels, plan.protocol, options,
-                                        backend=backend, trial=k,
-                                        check_distances=model is not None)
+                    g_feat = _trial_inputs(st, plan, model, k, repeat, g_rows, request,
+                                           "gallery")
+                    metric, q_feat, g_feat, metric_name = _metric_for_trial(
+                        model, k, repeat, q_feat, g_feat, request.distance, plan.info,
+                        backend, rows=(q_rows, g_rows), cache=embedded,
+                        precision=request.precision)
+                    if request.rerank is not None:
+                        source = KReciprocalReranker(metric, q_feat, g_feat, request.rerank,
+                                                     progress=options.progress)
+                    else:
+                        source = QueryGallery(metric, q_feat, g_feat, owned=True,
+                                              normalized=_unit_rows(st, plan, model, request))
+                    result = evaluate_trial(source, labels, plan.protocol, options,
+                                            backend=backend, trial=k,
+                                            check_distances=model is not None)
+                    if request.nmi and nmi is None:
+                        nmi = _nmi(request, plan.records, q_rows, g_rows, q_feat, g_feat)
+                    del g_feat
                 result.repeat = repeat
                 results.append(result)
-                if request.nmi and nmi is None:
-                    nmi = _nmi(request, plan.records, q_rows, g_rows, q_feat, g_feat)
-                del source, q_feat, g_feat
+                del source, q_feat
         finally:
             backend.close()
         meta = {
@@ -139,6 +179,9 @@ def evaluate_store(request: StoreEvalRequest) -> StoreEvaluation:
                                                  "num_trials": model.num_trials,
                                                  "num_repeats": model.num_repeats},
             "trials_evaluated": [k for k, _, _ in plan.trials], "device": device,
+            "precision": request.precision,
+            # trials whose gallery was read from the store block by block
+            "gallery_streamed": streamed,
             "feat_norm": _feat_norm_label(st, plan.feature, request),
             "rerank": None if request.rerank is None else dataclasses.asdict(request.rerank),
             "options": {"max_rank": options.max_rank, "ap": options.ap_convention,
@@ -150,6 +193,66 @@ def evaluate_store(request: StoreEvalRequest) -> StoreEvaluation:
             "seconds": round(time.perf_counter() - started, 3),
         }
     return StoreEvaluation(protocol=plan.protocol, trials=results, meta=meta)
+
+
+def streams_gallery(request: StoreEvalRequest, plan, g_rows: np.ndarray) -> bool:
+    """Whether a trial's gallery is read from the store block by block: ``stream`` on, or
+    auto and its float32 features exceed :data:`STREAM_GALLERY_ABOVE_BYTES` (never with
+    re-ranking, NMI or a protocol that needs whole distance rows: :func:`check_streaming`)."""
+    if request.stream == "off":
+        return False
+    if request.stream == "on":
+        return True
+    dim = plan.info.get("dim")
+    if dim is None or check_streaming(request, plan.protocol, raise_error=False) is not None:
+        return False
+    return len(g_rows) * int(dim) * 4 > STREAM_GALLERY_ABOVE_BYTES
+
+
+def check_streaming(request: StoreEvalRequest, protocol, raise_error: bool = True) -> str | None:
+    """Why this evaluation cannot stream its gallery (None when it can); with
+    ``raise_error``, an EvaluationError naming the option instead."""
+    why = streaming_limitation(protocol)
+    if request.rerank is not None:
+        why = "k-reciprocal re-ranking needs every pairwise distance"
+    elif request.nmi:
+        why = "NMI clusters every feature at once"
+    if why is not None and raise_error:
+        raise EvaluationError(f"{param('stream', 'on')}: {why}",
+                              f"use {param('stream', 'auto')} or {param('stream', 'off')}")
+    return why
+
+
+def _streamed_source(st, plan, model, k: int, repeat: int | None, q_feat: np.ndarray,
+                     q_rows: np.ndarray, g_rows: np.ndarray, request: StoreEvalRequest,
+                     backend) -> tuple[StreamedGallery, str]:
+    """The trial's queries in memory and a reader of its gallery rows: store rows read,
+    checked and normalised as in memory, then through the fitted model when there is one."""
+    metric, q_feat, _, name = _metric_for_trial(model, k, repeat, q_feat, None,
+                                                request.distance, plan.info, backend,
+                                                precision=request.precision)
+    trial_model = None if model is None else _model_for(model, k, repeat)
+    transforms = model is not None and model.reads == "features"
+
+    def read_gallery(positions: np.ndarray) -> np.ndarray:
+        rows = g_rows[positions]
+        feats = _trial_inputs(st, plan, model, k, repeat, rows, request, "gallery")
+        if transforms:
+            feats = transform_rows(model, trial_model, k, repeat, feats, rows, None, "gallery")
+        return feats
+
+    source = StreamedGallery(metric, q_feat, read_gallery, len(g_rows), q_feat.shape[1],
+                             normalized=_unit_rows(st, plan, model, request), owned=True)
+    return source, name
+
+
+def _unit_rows(st, plan, model, request: StoreEvalRequest) -> bool:
+    """True when the rows the metric compares already have unit L2 norm: ``feat_norm``
+    global, or none on a store feature marked ``normalized`` (and no model transform)."""
+    if model is not None or plan.feature is None:
+        return False
+    mode, _ = resolve_feat_norm(st, plan.feature, request)
+    return mode == "global" or (mode == "none" and bool(plan.info.get("normalized")))
 
 
 def _runs(trials, model):
@@ -234,6 +337,8 @@ def plan_evaluation(st, request: StoreEvalRequest, model) -> EvalPlan:
                             auto_name=auto_protocol(st.dataset, store_protocol.eval_rule
                                                     if store_protocol else None,
                                                     len(all_trials)).name)
+    if request.stream == "on":
+        check_streaming(request, protocol)
     if request.trials not in (None, "all") or len(all_trials) > 1:
         chosen = _parse_trials(request.trials, len(all_trials))
     else:
@@ -280,7 +385,7 @@ def _read_features(st, feature: str, rows: np.ndarray, request: StoreEvalRequest
     what = f"store feature {feature!r} ({role} rows)"
     feats = check_features(st.features(feature, as_slice(rows)), what, magnitude=False)
     mode, parts = resolve_feat_norm(st, feature, request)
-    feats = normalize_features(feats, mode, parts)
+    feats = normalize_features(feats, mode, parts, inplace=True)     # rows read here: ours
     check_magnitude(feats, what)        # after normalisation: it may bring huge rows to 1
     return feats
 
@@ -346,41 +451,63 @@ class EmbeddingCache:
 
 
 def _metric_for_trial(model, k: int, repeat: int | None, q_feat: np.ndarray,
-                      g_feat: np.ndarray, distance: str,
+                      g_feat: np.ndarray | None, distance: str,
                       info: dict, backend, rows: tuple | None = None,
-                      cache: EmbeddingCache | None = None):
+                      cache: EmbeddingCache | None = None, precision: str = "float32"):
     """(metric, query rows, gallery rows, metric name) for trial ``k``: through a fitted
     model, the rows are transformed once here and the metric compares transformed rows.
     With ``rows`` = (query rows, gallery rows) and a ``cache``, trials sharing a fit reuse the
-    transformed rows."""
+    transformed rows. ``g_feat`` None: a streamed gallery, transformed block by block
+    (:func:`transform_rows`)."""
+    trial_model = None if model is None else _model_for(model, k, repeat)
+    if model is not None and model.reads == "features":
+        q_feat = transform_rows(model, trial_model, k, repeat, q_feat,
+                                None if rows is None else rows[0], cache, "query")
+        if g_feat is not None:
+            g_feat = transform_rows(model, trial_model, k, repeat, g_feat,
+                                    None if rows is None else rows[1], cache, "gallery")
+    metric, name = _metric_of(model, trial_model, distance, info, backend, precision)
+    return metric, q_feat, g_feat, name
+
+
+def transform_rows(model, trial_model, k: int, repeat: int | None, feats: np.ndarray,
+                   rows: np.ndarray | None, cache: EmbeddingCache | None,
+                   role: str) -> np.ndarray:
+    """A fitted model's transform of ``feats`` [n, D] (store ``rows`` [n]) → [n, d], checked;
+    through ``cache`` when the model's trials share fits."""
+    expected = trial_model.input_dim
+    if expected is not None and expected != feats.shape[1]:
+        raise EvaluationError(f"fitted model {model.path} expects {expected}-dimensional "
+                              f"features, the store feature has {feats.shape[1]}",
+                              f"evaluate the feature the model was fit on ({param('feature')})")
+    if cache is not None and rows is not None and model.shares_fits:
+        key = (model.fit_of(k if model.num_trials > 1 else model.trial_ids[0]), repeat)
+        out = cache.transform(trial_model, feats, rows, key)
+    else:
+        out = trial_model.transform(feats)
+    return check_features(out, f"model-transformed {role} features")
+
+
+def _metric_of(model, trial_model, distance: str, info: dict, backend,
+               precision: str) -> tuple[Any, str]:
+    """The metric comparing (transformed) rows and its name for the report."""
     from reidcli.fitted import uses_feature_metric
 
     if model is None:
         name = info["metric"] if distance == "auto" else distance
-        return FeatureMetric(name, backend), q_feat, g_feat, name
-    trial_model = _model_for(model, k, repeat)
-    if model.reads == "features":
-        expected = trial_model.input_dim
-        if expected is not None and expected != q_feat.shape[1]:
-            raise EvaluationError(f"fitted model {model.path} expects {expected}-dimensional "
-                                  f"features, the store feature has {q_feat.shape[1]}",
-                                  f"evaluate the feature the model was fit on ({param('feature')})")
-        if cache is not None and rows is not None and model.shares_fits:
-            key = (model.fit_of(k if model.num_trials > 1 else model.trial_ids[0]), repeat)
-            q_out = cache.transform(trial_model, q_feat, rows[0], key)
-            g_out = cache.transform(trial_model, g_feat, rows[1], key)
-        else:
-            q_out, g_out = trial_model.transform(q_feat), trial_model.transform(g_feat)
-        q_feat = check_features(q_out, "model-transformed query features")
-        g_feat = check_features(g_out, "model-transformed gallery features")
+        return FeatureMetric(name, backend, precision), name
     if uses_feature_metric(trial_model):
         name = trial_model.metric if distance == "auto" else distance
-        return FeatureMetric(name, backend), q_feat, g_feat, f"{model.method}+{name}"
+        return FeatureMetric(name, backend, precision), f"{model.method}+{name}"
     if distance not in ("auto",):
         raise EvaluationError(f"{param('distance', repr(distance))}: fitted model {model.path} "
                               f"({model.method}) defines its own distance",
                               f"drop {param('distance')} when evaluating through this model")
-    return ModelMetric(trial_model, backend, f"{model.method}"), q_feat, g_feat, model.method
+    if precision != "float32":
+        raise EvaluationError(f"{param('precision', precision)}: fitted model {model.path} "
+                              f"({model.method}) defines its own distance",
+                              f"drop {param('precision')} when evaluating through this model")
+    return ModelMetric(trial_model, backend, f"{model.method}"), model.method
 
 
 def _nmi(request: StoreEvalRequest, records, q_rows, g_rows, q_feat, g_feat) -> dict:

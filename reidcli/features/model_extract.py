@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -137,10 +137,13 @@ def extract_model_store(layout: StoreLayout, out: str | os.PathLike,
                         amp: str = "off", allow_large: bool = False, workers: int | None = None,
                         force: bool = False, progress: bool = True,
                         command: list[str] | None = None,
-                        inputs: Sequence[str | os.PathLike] = ()) -> Path:
+                        inputs: Sequence[str | os.PathLike] = (),
+                        provenance_extra: Mapping[str, Any] | None = None) -> Path:
     """Run the model of ``model_path`` over the rows of ``layout`` (or shard ``i/n`` of them)
     and write ``/features/<name>`` [N, d], ``/convmaps/<tap>`` [N, C, h, w] and the protocol.
-    The provenance hashes the model file and ``inputs`` (e.g. the image folder).
+    The provenance hashes the model file and ``inputs`` (e.g. the image folder), plus the
+    entries of ``provenance_extra`` (e.g. the rank of a distributed extraction,
+    :mod:`reidcli.features.distributed`).
     """
     dev = resolve_device(device, owner="extraction")
     model = load_model(model_path, dev)
@@ -166,7 +169,8 @@ def extract_model_store(layout: StoreLayout, out: str | os.PathLike,
     loader = make_loader(dataset, batch_size=batch_size, workers=workers, device=dev)
     input_size = _size_text(model.input_size)
     prov = make_provenance(command=command, inputs=[model.path, *inputs], features=names,
-                           maps=taps, protocol=layout.protocol, model=model.spec.as_dict())
+                           maps=taps, protocol=layout.protocol, model=model.spec.as_dict(),
+                           **dict(provenance_extra or {}))
     attrs = {"default_feature": names[0], "source_checkpoint": str(model.path),
              "model_kind": model.kind, "input_size": input_size, "flip": bool(flip)}
     if layout.options.get("train_cams"):

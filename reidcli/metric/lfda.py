@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.linalg
-import scipy.sparse
 
 from reidcli.errors import UsageError
 from reidcli.estimator import Estimator, store_params
@@ -85,6 +84,7 @@ def lfda_scatters(F: np.ndarray, pids, d2_block, sigma: np.ndarray
                   ) -> tuple[np.ndarray, np.ndarray]:
     """(S_b, S_w) [m, m] = (Fᵀ E_b F, Fᵀ E_w F) for F [N, m] (X or K), pids [N],
     ``d2_block(rows) -> [len(rows), len(rows)]`` squared distances within a class, σ [N]."""
+    import scipy.sparse  # here, not at the top: `reid train --help` need not load it
     n = len(F)
     _, inverse = np.unique(np.asarray(pids), return_inverse=True)
     order = np.argsort(inverse, kind="stable")

@@ -31,7 +31,6 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
-import scipy.sparse
 
 from reidcli.cameras import camera_index
 from reidcli.errors import UsageError
@@ -187,6 +186,7 @@ class PairCovarianceAccumulator:
             self._add_block(index[pick], block)
 
     def _add_block(self, idx: np.ndarray, qb) -> None:
+        import scipy.sparse  # here, not at the top: `reid train --help` need not load it
         e, t = self._shape
         qb = self._array(qb)
         if self._torch is None:
@@ -275,6 +275,7 @@ class PairCovarianceAccumulator:
     def _person_cross(self, sums, e: int, t: int):
         """Σ_p Σ_{c≠c'} Y_{p,c}^T Y_{p,c'} over persons seen by ≥ 2 cameras, by the cheaper of
         camera-pair products and Σ_p Y_p^T Y_p − Σ_{p,c} Y_{p,c}^T Y_{p,c}."""
+        import scipy.sparse  # here, not at the top: `reid train --help` need not load it
         num_c = self.num_cameras
         table = np.full((len(self.persons), num_c), -1, dtype=np.int64)  # group of (p, c)
         table[self.group_person, self.group_camera] = np.arange(len(self.group_keys))

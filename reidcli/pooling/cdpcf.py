@@ -28,7 +28,8 @@ from reidcli.registry import register
 from reidcli.pooling.geometry import area_positions, position_areas, same_area_mask
 from reidcli.pooling.pooled import (average_weights, center_and_normalize, flat_maps, l2_rows,
                                     pad_by_camera, pool_by_camera)
-from reidcli.pooling.projection import project_maps, random_orthonormal_projection
+from reidcli.pooling.projection import (image_blocks, project_maps,
+                                        random_orthonormal_projection)
 from reidcli.pooling.weight_maps import CrossCameraScatter, top_eigenvectors
 
 METHODS = ("cdpcf", "dpcf", "avgp", "avgp-pad")
@@ -111,7 +112,8 @@ def learn_weight_maps(read: MapReader, layer: str, layer_idx: int, rows: np.ndar
 
     ``rows`` (increasing) are the training rows, ``pids``/``camids`` their labels (``camids``:
     camera codes of :func:`reidcli.cameras.camera_codes`, or camids of one domain). The maps
-    are streamed in chunks: project (q = R^T F*), accumulate the cross-camera statistics.
+    are streamed in chunks: project (q = R^T F*), accumulate the cross-camera statistics;
+    float16 maps are converted block by block inside the GEMMs, never whole.
     """
     first = read(layer, rows[:1])
     channels, height, width = first.shape[1:]
@@ -131,7 +133,10 @@ def learn_weight_maps(read: MapReader, layer: str, layer_idx: int, rows: np.ndar
     scatter = CrossCameraScatter(pids, camids, size, camera_specific=config.camera_specific,
                                  mask=mask, context=context or f"layer {layer}")
     for idx in _chunks(len(rows), config.chunk, f"{layer} weight maps"):
-        scatter.add(idx, project_maps(read(layer, rows[idx]), projection, positions))
+        raw = read(layer, rows[idx])
+        # w/o R: the stored maps themselves (the scatter converts them block by block)
+        scatter.add(idx, raw.reshape(len(idx), channels, size) if projection is None else
+                    project_maps(raw, projection, positions))
     weights, values = top_eigenvectors(scatter.result(), config.K,
                                        context=context or f"layer {layer}")
     return {"weight_maps": weights, "eigenvalues": values}
@@ -149,8 +154,10 @@ def pooled_features(read: MapReader, layer: str, rows: np.ndarray, cam_index: np
             positions = area_positions(position_areas(raw.shape[2], raw.shape[3], config.grid))
             out = np.empty((len(rows), weight_maps.shape[1], len(positions) * raw.shape[1]),
                            dtype=dtype)
-        out[idx] = pool_by_camera(flat_maps(raw), cam_index[idx], weight_maps, positions,
-                                  config.camera_specific)
+        # float64 copies of one bounded block of images at a time, never of the whole chunk
+        for part in image_blocks(len(idx), raw[0].size * 8):
+            out[idx[part]] = pool_by_camera(flat_maps(raw[part]), cam_index[idx[part]],
+                                            weight_maps, positions, config.camera_specific)
     if out is None:
         raise UsageError(f"no rows to pool for layer {layer}", "check the store's rows")
     return out

@@ -16,13 +16,19 @@ def flat_maps(maps: np.ndarray, dtype=np.float64) -> np.ndarray:
 
 def pool_with_weight_maps(maps: np.ndarray, weights: np.ndarray,
                           positions: list[np.ndarray]) -> np.ndarray:
-    """Pool with one set of maps: maps [n, D', S], weights [S, K] → x [n, K, G·D']."""
-    n, channels, _ = maps.shape
+    """Pool with one set of maps: maps [n, D', S], weights [S, K] → x [n, K, G·D'].
+
+    Per area one GEMM over all images: the maps viewed as [n·D', S] (columns A_g in place
+    for a stripe) times w[A_g] [|A_g|, K] (Eq. 1)."""
+    n, channels, size = maps.shape
     k = weights.shape[1]
+    table = np.ascontiguousarray(maps).reshape(n * channels, size)
     out = np.empty((n, k, len(positions), channels), dtype=np.float64)
     for g, pos in enumerate(positions):
-        # [n, D', |A_g|] @ [|A_g|, K] → [n, D', K]
-        out[:, :, g, :] = np.matmul(maps[:, :, pos], weights[pos]).transpose(0, 2, 1)
+        stripe = len(pos) and pos[-1] - pos[0] + 1 == len(pos)
+        part = table[:, int(pos[0]):int(pos[-1]) + 1] if stripe else table[:, pos]
+        # [n·D', |A_g|] @ [|A_g|, K] → [n, D', K]
+        out[:, :, g, :] = (part @ weights[pos]).reshape(n, channels, k).transpose(0, 2, 1)
     return out.reshape(n, k, len(positions) * channels)
 
 

@@ -16,6 +16,7 @@ import scipy.linalg
 from reidcli.cameras import camera_index
 from reidcli.errors import ParameterError, UsageError
 from reidcli.naming import param
+from reidcli.pooling.projection import image_blocks
 
 
 @dataclasses.dataclass
@@ -78,6 +79,7 @@ class CrossCameraScatter:
     def add(self, index: np.ndarray, q: np.ndarray) -> None:
         """Add images ``index`` (positions in the label arrays) with projections q [n, E, S]."""
         index = np.asarray(index, dtype=np.int64)
+        q = np.asarray(q)
         n, rows, s = q.shape
         if s != self.positions:
             raise ValueError(f"q has {s} positions, expected {self.positions}")
@@ -87,29 +89,50 @@ class CrossCameraScatter:
             self._self_same = np.zeros((c, s, s))
             self._self_all = np.zeros((c, s, s))
             self._sums = np.zeros((p, c, rows * s))
-        if self._seen[index].any():
+        if self._seen[index].any() or len(np.unique(index)) != len(index):
             raise ValueError("an image was added twice")
         self._seen[index] = True
-        q = np.asarray(q, dtype=np.float64)
         cams = self.cam_index[index]
         for c in np.unique(cams):
-            pick = cams == c
-            qc = q[pick].reshape(-1, s)                                # [(n_c·E), S]
+            pick = np.flatnonzero(cams == c)
+            gram = self._gram(q, pick)                                 # Σ_{i∈c} q_i^T q_i
+            self._self_all[c] += self.weight_all[index[pick[0]]] * gram  # a^A const. in c
             w_same = self.weight_same[index[pick]]
-            gram = qc.T @ qc                                           # Σ_{i∈c} q_i^T q_i
-            self._self_all[c] += self.weight_all[index[pick][0]] * gram  # a^A const. in c
             if np.all(w_same == w_same[0]):                            # balanced: one product
                 self._self_same[c] += w_same[0] * gram
             else:
-                a = qc * np.repeat(np.sqrt(w_same), rows)[:, None]
-                self._self_same[c] += a.T @ a
-        # y_{p,c} += q_i via one scatter per (person, camera) group (one-hot product)
+                self._self_same[c] += self._gram(q, pick, np.sqrt(w_same))
+        # y_{p,c} += q_i: images sorted by (person, camera) group, one segment sum per group
         groups = self.person_index[index] * self.num_cameras + cams
-        uniq, inverse = np.unique(groups, return_inverse=True)
-        onehot = np.zeros((len(uniq), n))
-        onehot[inverse, np.arange(n)] = 1.0
+        order = np.argsort(groups, kind="stable")
+        ordered = groups[order]
+        starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
+        flat_q = q.reshape(n, rows * s)
+        if np.any(order != np.arange(n)):
+            flat_q = flat_q[order]
         flat = self._sums.reshape(-1, rows * s)
-        flat[uniq] += onehot @ q.reshape(n, rows * s)
+        flat[ordered[starts]] += np.add.reduceat(flat_q, starts, axis=0, dtype=np.float64)
+
+    @staticmethod
+    def _gram(q: np.ndarray, pick: np.ndarray, scale: np.ndarray | None = None) -> np.ndarray:
+        """Σ_{i∈pick} (b_i q_i)^T (b_i q_i) [S, S] in float64 (b_i = ``scale`` [len(pick)] or 1).
+
+        q [n, E, S] is taken one block of images at a time (bounded scratch,
+        :data:`reidcli.pooling.projection.BLOCK_BYTES`): float32 q (the projected maps) by a
+        float32 product per block, the blocks summed in float64; any other dtype (float64,
+        or the raw float16 maps of "w/o R") is converted to float64 per block.
+        """
+        s, rows = q.shape[2], q.shape[1]
+        dtype = np.float32 if q.dtype == np.float32 else np.float64
+        total = np.zeros((s, s))
+        for part in image_blocks(len(pick), rows * s * np.dtype(dtype).itemsize):
+            chosen = pick[part]
+            qc = q[chosen] if len(chosen) < len(q) else q
+            qc = qc.astype(dtype, copy=False).reshape(-1, s)           # [(b·E), S]
+            if scale is not None:
+                qc = qc * np.repeat(scale[part], rows).astype(dtype)[:, None]
+            total += qc.T @ qc                                         # Σ q_i^T q_i (syrk)
+        return total
 
     def result(self) -> PairScatter:
         """Σ_S = Z_S / N_S and Σ_D = (Z_A − Z_S) / (N_A − N_S) (C-DPCF paper Eq. 9)."""

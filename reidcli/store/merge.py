@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
@@ -53,13 +53,17 @@ def _extra_attrs(ds) -> dict:
 
 
 def merge_shards(out: str | os.PathLike, shards: Sequence[str | os.PathLike], *,
-                 force: bool = False, command: list[str] | None = None) -> Path:
+                 force: bool = False, command: list[str] | None = None,
+                 provenance_extra: Mapping[str, Any] | None = None,
+                 progress: bool | None = None) -> Path:
     """Concatenate shards 0..n-1 (given in any order) into ``out``.
 
     Checks that every shard of the same ``n`` is present once, that they share features,
     conv-map layers and record columns, and (when recorded) that the joined record table has
     the row count and sha256 of the table the shards were cut from. The protocol of shard 0 is
-    kept (shards of one extraction share it).
+    kept (shards of one extraction share it). ``provenance_extra`` entries are added to the
+    merged store's provenance (e.g. the ranks of a distributed extraction); ``progress``
+    False hides the progress line (None: :mod:`reidcli.progress`'s default).
     """
     if not shards:
         raise UsageError("no shards given", "pass the shard stores: reid store merge --out OUT S0 S1 ...")
@@ -95,7 +99,8 @@ def merge_shards(out: str | os.PathLike, shards: Sequence[str | os.PathLike], *,
             raise StoreError("merged records differ from the source record table",
                              "shards come from different datasets or options")
         prov = make_provenance(command=command, inputs=[s.path for s in stores],
-                               merged_from=[s.provenance for s in stores])
+                               merged_from=[s.provenance for s in stores],
+                               **dict(provenance_extra or {}))
         first = stores[0]
         with StoreWriter(out, records, dataset=layout["dataset"] or "", provenance=prov,
                          force=force, attrs=_carried_attrs(first),
@@ -107,7 +112,8 @@ def merge_shards(out: str | os.PathLike, shards: Sequence[str | os.PathLike], *,
             for layer, (shape, dtype) in layout["convmaps"].items():
                 w.add_convmap(layer, shape, dtype=dtype,
                               attrs=_extra_attrs(first.h5["convmaps"][layer]))
-            for s in track(stores, description="merging shards", unit="shards"):
+            for s in track(stores, description="merging shards", unit="shards",
+                           enabled=progress):
                 for name in layout["features"]:
                     for start in range(0, s.num_rows, _BLOCK):
                         w.append_feature(name, s.features(name, slice(start, start + _BLOCK)))

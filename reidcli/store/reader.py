@@ -559,6 +559,8 @@ def _read_rows(ds: h5py.Dataset, rows: np.ndarray | slice | None) -> np.ndarray:
             return block                           # already in order: no index copy
     elif len(uniq) > ds.shape[0] // 4:           # dense selection: read all, then take
         block = ds[()][uniq]
+    elif uniq[-1] - uniq[0] + 1 <= 4 * len(uniq):  # dense in its span: one slice, then take
+        block = ds[int(uniq[0]):int(uniq[-1]) + 1][uniq - uniq[0]]
     else:
         block = ds[uniq]
     return block[inverse]

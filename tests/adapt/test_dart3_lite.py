@@ -186,3 +186,35 @@ def test_bf16_precision_keeps_the_map():
     m16 = _map(e, adapt_features(inputs, AdaptConfig("dart3", precision="bf16",
                                                      **STRONG_LITE)))
     assert abs(m16 - m32) < 0.01
+
+
+def test_gallery_is_normalised_and_prepared_once_per_run_not_per_batch():
+    """G̃, its squared norms and its shards are built once; each batch and step costs one
+    loss evaluation against that same prepared gallery (issue 21)."""
+    from unittest import mock
+
+    from reidcli.adapt import dart3, losses, norm
+
+    e, inputs = _inputs(0)
+    prepared, evaluated = [], []
+    real_prepare, real_passes = losses.PreparedGallery, losses._shard_passes
+    real_normalise = norm.normalize_by_camera
+
+    def prepare(*args, **kwargs):
+        prepared.append(real_prepare(*args, **kwargs))
+        return prepared[-1]
+
+    def passes(z, zg, z_sq, gallery, *rest):
+        evaluated.append(gallery)
+        return real_passes(z, zg, z_sq, gallery, *rest)
+
+    cfg = AdaptConfig("dart3", batch_size=8, steps=2)
+    with mock.patch.object(dart3, "PreparedGallery", side_effect=prepare), \
+            mock.patch.object(losses, "_shard_passes", side_effect=passes), \
+            mock.patch.object(norm, "normalize_by_camera",
+                              side_effect=real_normalise) as normalise:
+        out = adapt_features(inputs, cfg)
+    n_batches = -(-len(e.query) // 8)
+    assert len(prepared) == 1 and normalise.call_count == 1
+    assert len(evaluated) == n_batches * 2 == out.arrays["loss"].size
+    assert all(g is prepared[0] for g in evaluated)

@@ -1,10 +1,13 @@
 """T8 golden loss values, T9 gradient check, and the fused loss against the autograd form."""
 from __future__ import annotations
 
+from unittest import mock
+
 import numpy as np
 import pytest
 import torch
 
+from reidcli.adapt import losses
 from reidcli.adapt.losses import (PreparedGallery, dart3_loss, dart3_loss_reference,
                                   softmax_entropy, temp_loss, tent_loss)
 
@@ -40,15 +43,18 @@ def test_gradcheck_wrt_shift_and_scale_with_the_mask_held():
     assert torch.autograd.gradcheck(fn_ref, (mean, scale), eps=1e-6, atol=1e-6)
 
 
+@pytest.mark.parametrize("schedule", ["shards", "blocks"])
 @pytest.mark.parametrize("layout", ["rows", "columns"])
 @pytest.mark.parametrize("tau,k,batch", [(0.5, 1, 1), (1.0, 3, 7), (100.0, 5, 16),
                                          (2000.0, 2, 40)])
-def test_fused_loss_and_gradient_equal_the_autograd_reference(tau, k, batch, layout):
+def test_fused_loss_and_gradient_equal_the_autograd_reference(tau, k, batch, layout, schedule):
     torch.manual_seed(1)
     z = torch.randn(batch, 16, requires_grad=True)
     g = torch.randn(3000, 16) * 2
     g[10] = z[0].detach()                                   # a zero distance (floored)
-    gallery = PreparedGallery(g, layout=layout, block=300)  # 10 blocks: the merges run
+    # 10 blocks (3 shards of ≤ 4 in the shards schedule): the block and shard merges run
+    gallery = PreparedGallery(g, layout=layout, block=300, schedule=schedule)
+    assert len(gallery.shards) == (3 if schedule == "shards" else 1)
     loss = dart3_loss(z, gallery, tau, k)
     grad, = torch.autograd.grad(loss, z)
     ref = dart3_loss_reference(z, g, tau, k)
@@ -110,3 +116,61 @@ def test_bf16_gemms_stay_close_to_float32(layout):
     assert loss16.item() == pytest.approx(loss32.item(), rel=1e-4)
     # the gradient is a small difference of two near-equal terms: direction is what counts
     assert torch.nn.functional.cosine_similarity(g32.flatten(), g16.flatten(), 0) > 0.95
+
+
+def _loss_and_grad(z, gallery):
+    z = z.clone().requires_grad_()
+    loss = dart3_loss(z, gallery, 100.0, 3)
+    return loss.detach(), torch.autograd.grad(loss, z)[0]
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_sharded_pass_does_not_depend_on_the_thread_count(precision):
+    """The shards and their merge order are fixed: 1 or 2 worker threads, same bits."""
+    torch.manual_seed(5)
+    z = torch.randn(8, 32)
+    gallery = PreparedGallery(torch.randn(5000, 32), block=256, precision=precision)
+    assert gallery.schedule == "shards" and len(gallery.shards) == 5   # 20 blocks, 4 each
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        one = _loss_and_grad(z, gallery)
+        torch.set_num_threads(2)
+        two = _loss_and_grad(z, gallery)
+    finally:
+        torch.set_num_threads(threads)
+    assert torch.equal(one[0], two[0]) and torch.equal(one[1], two[1])
+
+
+@pytest.mark.skipif(not losses._OPENMP, reason="torch's intra-op threads are not OpenMP's")
+def test_each_shard_is_one_single_threaded_pass_and_the_thread_setting_is_restored():
+    """The invariant behind the CPU speed (issue 21): one pass per shard, each with one torch
+    intra-op thread (no fork/join per block), every shard once; torch's thread count is
+    back to the caller's afterwards."""
+    torch.manual_seed(6)
+    gallery = PreparedGallery(torch.randn(5000, 32), block=256)
+    seen = []
+    real_pass = losses._pass
+
+    def spy(z, zg, z_sq, gal, start, stop, *rest):
+        seen.append((start, stop, torch.get_num_threads()))
+        return real_pass(z, zg, z_sq, gal, start, stop, *rest)
+
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        with mock.patch.object(losses, "_pass", spy):
+            _loss_and_grad(torch.randn(4, 32), gallery)
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(threads)
+    assert sorted((a, b) for a, b, _ in seen) == gallery.shards
+    assert {n for _, _, n in seen} == {1}
+
+
+def test_blocks_schedule_keeps_the_previous_single_pass():
+    gallery = PreparedGallery(torch.randn(5000, 32), batch_size=16, schedule="blocks")
+    assert gallery.shards == [(0, 5000)] and gallery.layout == "columns"
+    assert PreparedGallery(torch.randn(5000, 32), batch_size=16).layout == "rows"
+    with pytest.raises(ValueError):
+        PreparedGallery(torch.randn(10, 2), schedule="threads")

@@ -1,6 +1,9 @@
 """k-reciprocal re-ranking: block-wise sparse version vs a dense reading of the paper."""
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -10,8 +13,8 @@ from scipy.spatial.distance import cdist
 
 from reidcli.evaluation.distances import FeatureMetric, ModelMetric
 from reidcli.evaluation.errors import EvaluationError
-from reidcli.evaluation.rerank import (KReciprocalReranker, RerankOptions, expansion_sets,
-                                       stable_smallest)
+from reidcli.evaluation.rerank import (KReciprocalReranker, RerankOptions, _merge_candidates,
+                                       expansion_sets, stable_smallest)
 
 
 def dense_rerank(dist_all: np.ndarray, num_query: int, k1: int, k2: int, lam: float):
@@ -129,3 +132,86 @@ def test_expansion_sets_on_two_clusters():
 def test_bad_options_are_user_errors():
     with pytest.raises(EvaluationError, match="lambda"):
         RerankOptions(lambda_value=2.0).validate()
+
+
+def _all_rows(rr, num_query, step=7):
+    return np.concatenate([rr.block(np.arange(s, min(num_query, s + step)))
+                           for s in range(0, num_query, step)])
+
+
+@pytest.mark.parametrize("block_elements", [1, 26, 50, 1369, 1444])
+def test_symmetric_tiles_match_dense_reference_at_odd_tile_sizes(block_elements):
+    # N = 37 items in tiles of 1, 5, 7, 37 (one tile) and 38 (wider than N) rows; 21 stored
+    # neighbours per item exceed the 5- and 7-wide tiles, so lists from many tiles are merged
+    qf, gf = _features(5, 9, 28)
+    m = FeatureMetric("euclidean", NumpyBackend())
+    rr = KReciprocalReranker(m, qf, gf, RerankOptions(6, 3, 0.3), block_elements=block_elements)
+    assert rr.symmetric
+    pts = m.prepare(np.concatenate([qf, gf]))
+    want = dense_rerank(m.pairwise(pts, pts), 9, 6, 3, 0.3)
+    np.testing.assert_allclose(_all_rows(rr, 9), want, rtol=0, atol=1e-6)
+
+
+def test_symmetric_tiles_on_torch_blocks_match_dense_reference():
+    from reidcli.evaluation.backend import TorchBackend
+    qf, gf = _features(8, 11, 30)
+    m = FeatureMetric("cosine", TorchBackend("cpu"))
+    rr = KReciprocalReranker(m, qf, gf, RerankOptions(6, 3, 0.3), block_elements=81)
+    assert rr.symmetric
+    pts = m.prepare(np.concatenate([qf, gf]))
+    want = dense_rerank(m.pairwise(pts, pts).numpy(), 11, 6, 3, 0.3)
+    np.testing.assert_allclose(_all_rows(rr, 11), want, rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("metric", ["sqeuclidean", "euclidean"])
+def test_symmetric_and_row_passes_agree_exactly_on_ties(metric):
+    # integer features: every distance is exact (no rounding) and many are equal, so both
+    # passes must rank ties by index alike and give bit-identical re-ranked distances
+    rng = np.random.default_rng(7)
+    qf = rng.integers(-1, 2, (14, 4)).astype(np.float32)
+    gf = rng.integers(-1, 2, (47, 4)).astype(np.float32)
+    m = FeatureMetric(metric, NumpyBackend())
+    opts = RerankOptions(5, 3, 0.3)
+    tiles = KReciprocalReranker(m, qf, gf, opts, block_elements=60)      # 7-row tiles
+    rows = KReciprocalReranker(m, qf, gf, opts, block_elements=60, symmetric=False)
+    assert tiles.symmetric and not rows.symmetric
+    np.testing.assert_array_equal(tiles.initial, rows.initial)
+    np.testing.assert_array_equal(tiles.initial_sq, rows.initial_sq)
+    np.testing.assert_array_equal(tiles.row_max, rows.row_max)
+    got = _all_rows(tiles, 14)
+    np.testing.assert_array_equal(got, _all_rows(rows, 14))
+    pts = m.prepare(np.concatenate([qf, gf]))
+    np.testing.assert_allclose(got, dense_rerank(m.pairwise(pts, pts), 14, 5, 3, 0.3),
+                               rtol=0, atol=1e-6)
+
+
+def test_model_metrics_use_the_row_pass_unless_told():
+    qf, gf = _features(6, 10, 40)
+    model = ModelMetric(_EuclideanModel(), NumpyBackend())
+    assert not KReciprocalReranker(model, qf, gf, RerankOptions(5, 2, 0.3)).symmetric
+    forced = KReciprocalReranker(model, qf, gf, RerankOptions(5, 2, 0.3), symmetric=True,
+                                 block_elements=100)
+    assert forced.symmetric
+    pts = model.prepare(np.concatenate([qf, gf]))
+    np.testing.assert_allclose(_all_rows(forced, 10),
+                               dense_rerank(model.pairwise(pts, pts), 10, 5, 2, 0.3), atol=1e-6)
+
+
+def test_merge_candidates_is_a_stable_ranking_of_the_concatenation():
+    rng = np.random.default_rng(1)
+    sq = np.round(rng.random((6, 30)) * 5)                    # many ties
+    items = np.arange(30)
+    lists = []
+    for lo, hi in [(0, 4), (4, 13), (13, 14), (14, 30)]:      # column ranges, increasing
+        cols, vals = stable_smallest(sq[:, lo:hi], 8)     # each list: its 8 nearest
+        lists.append((cols + lo, vals))
+    got_items, got_sq = _merge_candidates(lists, 8)
+    want = np.argsort(sq, axis=1, kind="stable")[:, :8]
+    np.testing.assert_array_equal(got_items, items[want])
+    np.testing.assert_array_equal(got_sq, np.take_along_axis(sq, want, axis=1))
+
+
+def test_module_does_not_import_scipy_sparse():
+    code = ("import sys, reidcli.evaluation.rerank, reidcli.evaluation.run; "
+            "sys.exit('scipy.sparse' in sys.modules)")
+    assert subprocess.run([sys.executable, "-c", code]).returncode == 0
