@@ -48,6 +48,8 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks._workers import run_worker
+
 SIZES = {
     # queries, gallery images of test ids, distractors, ids, cameras
     "market": dict(queries=3368, gallery=15913, distractors=2793, ids=751, cams=6),
@@ -382,12 +384,7 @@ WORKERS = {"engine": work_engine, "engine_matrix": work_engine_matrix,
 
 def run_child(task: dict) -> dict:
     """Run one worker in a fresh Python process; returns its JSON result."""
-    cmd = [sys.executable, "-m", "benchmarks.eval_speed", "--worker", json.dumps(task)]
-    root = Path(__file__).resolve().parents[1]
-    proc = subprocess.run(cmd, cwd=root, capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise RuntimeError(f"worker {task['kind']} failed:\n{proc.stderr[-3000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return run_worker("eval_speed", task)
 
 
 # -- peer wheel --------------------------------------------------------------------------------

@@ -37,6 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks._workers import run_worker
 from benchmarks.eval_speed import make_problem
 
 SMALL = dict(queries=500, gallery=2500, dim=128)
@@ -155,12 +156,7 @@ WORKERS = {"reranker": work_reranker, "peer": work_peer}
 
 def run_child(task: dict) -> dict:
     """Run one worker in a fresh Python process; returns its JSON result."""
-    cmd = [sys.executable, "-m", "benchmarks.rerank_speed", "--worker", json.dumps(task)]
-    root = Path(__file__).resolve().parents[1]
-    proc = subprocess.run(cmd, cwd=root, capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise RuntimeError(f"worker {task['kind']} failed:\n{proc.stderr[-3000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return run_worker("rerank_speed", task)
 
 
 def find_peer(given: str | None) -> tuple[Path | None, str]:

@@ -35,7 +35,9 @@ registry.register_loader("test-mean-pool",
                          paper="—", summary="test model", reads="convmaps")
 
 
-def test_eval_through_model_reading_conv_maps(tmp_path):
+def write_map_store(tmp_path):
+    """A store of conv maps only (12 ids × 4 images, 2 cameras) and a fitted mean-pool
+    model; → (store, model, pids, cams, split, maps)."""
     rng = np.random.default_rng(0)
     n_ids, per = 12, 4
     pids = np.repeat(np.arange(1, n_ids + 1), per)
@@ -52,6 +54,11 @@ def test_eval_through_model_reading_conv_maps(tmp_path):
     model = tmp_path / "m.h5"
     fitted.save(model, "test-mean-pool", {"scale": np.full(8, 2.0)},
                 hyperparameters={"layer": "conv5"})
+    return store, model, pids, cams, split, maps
+
+
+def test_eval_through_model_reading_conv_maps(tmp_path):
+    store, model, pids, cams, split, maps = write_map_store(tmp_path)
     got = evaluate_store(StoreEvalRequest(store=store, model=model))
     # the same numbers from the pooled features directly
     pooled = maps.astype(np.float16).astype(np.float64).mean(axis=(2, 3)) * 2.0
@@ -61,3 +68,18 @@ def test_eval_through_model_reading_conv_maps(tmp_path):
     assert got.meta["feature"] is None
     assert np.isclose(got.trials[0].mAP, ref.mAP)
     assert np.allclose(got.trials[0].cmc[:10], ref.cmc[:10])
+
+
+def test_streamed_gallery_through_a_model_with_its_own_distance(tmp_path):
+    """The gallery read block by block through the model's read_inputs and distance: the
+    in-memory numbers."""
+    from reidcli.evaluation.engine import EvalOptions
+    store, model, *_ = write_map_store(tmp_path)
+    options = EvalOptions(max_rank=10, gallery_block_rows=7)
+    kept = evaluate_store(StoreEvalRequest(store=store, model=model, stream="off",
+                                           options=options))
+    streamed = evaluate_store(StoreEvalRequest(store=store, model=model, stream="on",
+                                               options=options))
+    assert streamed.meta["gallery_streamed"] == [0]
+    assert streamed.trials[0].mAP == kept.trials[0].mAP
+    assert np.array_equal(streamed.trials[0].cmc, kept.trials[0].cmc)

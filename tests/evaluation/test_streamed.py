@@ -89,19 +89,27 @@ def test_rules_that_need_whole_rows_are_refused():
 
 
 # -- store level -------------------------------------------------------------------------------
-def write_store(path, labels_seed=0, metric="euclidean", normalized=False, dim=16):
+def write_store(path, labels_seed=0, metric="euclidean", normalized=False, dim=16,
+                train_rows=0):
+    """A store of problem() as query and gallery rows (+ ``train_rows`` training rows)."""
     labels, qf, gf = problem(seed=labels_seed, dim=dim)
     if normalized:
         qf, gf = l2_normalize(qf), l2_normalize(gf)
+    rng = np.random.default_rng(labels_seed + 1)
+    t_pids = rng.integers(100, 110, train_rows)
+    tf = rng.standard_normal((train_rows, dim)).astype(np.float32) + t_pids[:, None] % 3
     q_pids, g_pids = labels.query_pids, labels.gallery_pids
-    n_q = len(q_pids)
+    n_q, n = len(q_pids), train_rows + len(q_pids) + len(g_pids)
     records = normalize_frame(pd.DataFrame({
-        "path": [f"img/{i:05d}.jpg" for i in range(n_q + len(g_pids))],
-        "pid": np.concatenate([q_pids, g_pids]),
-        "camid": np.concatenate([labels.query_cams, labels.gallery_cams]),
-        "split": ["query"] * n_q + ["gallery"] * len(g_pids), "dataset": "synthetic"}))
+        "path": [f"img/{i:05d}.jpg" for i in range(n)],
+        "pid": np.concatenate([t_pids, q_pids, g_pids]),
+        "camid": np.concatenate([rng.integers(0, 2, train_rows), labels.query_cams,
+                                 labels.gallery_cams]),
+        "split": ["train"] * train_rows + ["query"] * n_q + ["gallery"] * len(g_pids),
+        "dataset": "synthetic"}))
     with StoreWriter(path, records, dataset="synthetic", provenance={"command": "test"}) as w:
-        w.set_feature("emb", np.concatenate([qf, gf]), metric=metric, normalized=normalized)
+        w.set_feature("emb", np.concatenate([tf, qf, gf]), metric=metric,
+                      normalized=normalized)
     return path
 
 
@@ -204,3 +212,17 @@ def test_torch_backend_streams_like_numpy(precision):
                                          backend=backend))
     np.testing.assert_array_equal(results[0].outcomes.first_rank, results[1].outcomes.first_rank)
     np.testing.assert_array_equal(results[0].outcomes.ap, results[1].outcomes.ap)
+
+
+def test_streamed_gallery_through_a_fitted_projection(tmp_path):
+    """Gallery blocks go through the fitted model's transform before the metric."""
+    from reidcli.metric.fit import fit_feature_metric_store
+    from reidcli.metric.pca import PCA
+    store = write_store(tmp_path / "s.h5", train_rows=60)
+    model = tmp_path / "pca.h5"
+    fit_feature_metric_store(store, model, PCA(dim=6), progress=False)
+    kept = run(store, model=model, stream="off")
+    streamed = run(store, model=model, stream="on")
+    assert streamed.meta["gallery_streamed"] == [0]
+    assert streamed.trials[0].mAP == pytest.approx(kept.trials[0].mAP, abs=1e-12)
+    np.testing.assert_array_equal(streamed.trials[0].cmc, kept.trials[0].cmc)
