@@ -17,3 +17,12 @@ def run_worker(module: str, task: dict) -> dict:
     if proc.returncode != 0:
         raise RuntimeError(f"worker {task['kind']} failed:\n{proc.stderr[-3000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def answer_worker(task_json: str, workers: dict) -> int:
+    """The child side of :func:`run_worker`: run ``workers[task["kind"]](**rest)`` and print
+    its JSON result. Returns the exit code (0)."""
+    task = json.loads(task_json)
+    kind = task.pop("kind")
+    print(json.dumps(workers[kind](**task)))
+    return 0

@@ -48,7 +48,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks._workers import run_worker
+from benchmarks._workers import answer_worker, run_worker
 
 SIZES = {
     # queries, gallery images of test ids, distractors, ids, cameras
@@ -550,10 +550,7 @@ def main(argv=None) -> int:
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
-        task = json.loads(args.worker)
-        kind = task.pop("kind")
-        print(json.dumps(WORKERS[kind](**task)))
-        return 0
+        return answer_worker(args.worker, WORKERS)
 
     ref_queries = dict(DEFAULT_REF_QUERIES)
     for item in filter(None, args.ref_queries.split(",")):

@@ -37,7 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks._workers import run_worker
+from benchmarks._workers import answer_worker, run_worker
 from benchmarks.eval_speed import make_problem
 
 SMALL = dict(queries=500, gallery=2500, dim=128)
@@ -203,10 +203,7 @@ def main(argv=None) -> int:
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
-        task = json.loads(args.worker)
-        kind = task.pop("kind")
-        print(json.dumps(WORKERS[kind](**task)))
-        return 0
+        return answer_worker(args.worker, WORKERS)
     dim = args.dim or (SMALL["dim"] if args.size == "small" else 2048)
     nq, ng = (SMALL["queries"], SMALL["gallery"]) if args.size == "small" else (3368, 15913)
     print(f"rerank_speed: {args.size} ({nq} queries × {ng} gallery, N = {nq + ng}), dim {dim}, "
