@@ -275,7 +275,10 @@ class ModelMetric:
         self.backend = backend
         self.name = label
 
-    def prepare(self, features: np.ndarray) -> Points:
+    def prepare(self, features: np.ndarray, *, normalized: bool = False,
+                owned: bool = False) -> Points:
+        """The rows as given (the model's distance needs no preparation; ``normalized`` and
+        ``owned`` are accepted for the common metric interface and have no effect)."""
         return Points(np.ascontiguousarray(features))
 
     def subset(self, points: Points, index: np.ndarray | slice | None) -> Points:
@@ -321,14 +324,12 @@ class QueryGallery:
 
     def __init__(self, metric, query_features: np.ndarray, gallery_features: np.ndarray, *,
                  normalized: bool = False, owned: bool = False):
-        """normalized / owned: see :meth:`FeatureMetric.prepare` (feature metrics only)."""
+        """normalized / owned: see :meth:`FeatureMetric.prepare`."""
         query_features, gallery_features = check_query_gallery(query_features,
                                                                gallery_features)
         self.metric = metric
-        kwargs = {"normalized": normalized, "owned": owned} \
-            if isinstance(metric, FeatureMetric) else {}
-        self.query = metric.prepare(query_features, **kwargs)
-        self.gallery = metric.prepare(gallery_features, **kwargs)
+        self.query = metric.prepare(query_features, normalized=normalized, owned=owned)
+        self.gallery = metric.prepare(gallery_features, normalized=normalized, owned=owned)
         self.num_query = len(query_features)
         self.num_gallery = len(gallery_features)
         self._cache_key: int | None = None

@@ -133,7 +133,9 @@ class TrialResult:
     repeat: int | None = None
 
 
-def _to_backend(backend, block):
+def to_backend(backend, block):
+    """A distance block on the backend: a NumPy block becomes a tensor on a torch backend's
+    device; anything else is returned as it is."""
     if not backend.is_torch or not isinstance(block, np.ndarray):
         return block
     import torch
@@ -153,7 +155,7 @@ def evaluate_trial(distances, labels: TrialLabels, protocol: Protocol,
     """
     options = options or EvalOptions()
     labels.validate()
-    check_max_rank(options.max_rank, _curve_length(protocol, labels), trial)
+    check_max_rank(options.max_rank, curve_length(protocol, labels), trial)
     own_backend = backend is None
     backend = backend or NumpyBackend()
     try:
@@ -225,7 +227,7 @@ def _score_queries(distances, labels: TrialLabels, protocol: Protocol, options: 
         jobs.extend((group, index, queries[s:s + step]) for s in range(0, len(queries), step))
     for group, index, qpos in track(jobs, description="ranking query blocks", unit="blocks",
                                     enabled=options.progress and len(jobs) > 1):
-        block = _to_backend(backend, distances.block(qpos, group.gallery_pos))
+        block = to_backend(backend, distances.block(qpos, group.gallery_pos))
         if tuple(block.shape) != (len(qpos), len(group.gallery_pos)):
             raise EvaluationError(f"distance block has shape {tuple(block.shape)}, expected "
                                   f"{(len(qpos), len(group.gallery_pos))}",
@@ -273,7 +275,7 @@ def _score_sgs_block(out: QueryOutcomes, block, qpos: np.ndarray, gpos: np.ndarr
 
 
 # -- aggregation ---------------------------------------------------------------------------
-def _curve_length(protocol: Protocol, labels: TrialLabels) -> int:
+def curve_length(protocol: Protocol, labels: TrialLabels) -> int:
     """Length of the full CMC curve: gallery size (identities for de-duplicated CMC)."""
     kept = labels.gallery_pids != -1
     if protocol.deduplicate_cmc or protocol.single_gallery_shot:
@@ -305,7 +307,7 @@ def summarize_trial(outcomes: QueryOutcomes, labels: TrialLabels, protocol: Prot
                               "identities")
     skipped = {reason: int((outcomes.status == reason).sum())
                for reason in (SKIP_NO_MATCH, SKIP_JUNK_QUERY)}
-    length = _curve_length(protocol, labels)
+    length = curve_length(protocol, labels)
     firsts = _first_ranks(outcomes, valid)
     cmc = ranking.cmc_curve(firsts, options.max_rank)
     want_full = options.full_curve or protocol.full_curve

@@ -30,8 +30,8 @@ import numpy as np
 
 from reidcli.evaluation import ranking
 from reidcli.evaluation.backend import NumpyBackend
-from reidcli.evaluation.distances import FeatureMetric, Points, check_features
-from reidcli.evaluation.engine import (EvalOptions, TrialResult, _curve_length, _to_backend,
+from reidcli.evaluation.distances import Points, check_features
+from reidcli.evaluation.engine import (EvalOptions, TrialResult, curve_length, to_backend,
                                        check_max_rank, new_outcomes, store_block_metrics,
                                        summarize_trial)
 from reidcli.evaluation.errors import EvaluationError
@@ -71,10 +71,8 @@ class StreamedGallery:
                                   f"but gallery features {dim}",
                                   "evaluate features of one extractor/model")
         self.metric = metric
-        self._prepare_kwargs = {"normalized": normalized} \
-            if isinstance(metric, FeatureMetric) else {}
-        self.query = metric.prepare(query_features, owned=owned, **self._prepare_kwargs) \
-            if self._prepare_kwargs else metric.prepare(query_features)
+        self.normalized = normalized
+        self.query = metric.prepare(query_features, normalized=normalized, owned=owned)
         self.read_gallery = read_gallery
         self.num_query = len(query_features)
         self.num_gallery = int(num_gallery)
@@ -87,9 +85,7 @@ class StreamedGallery:
             raise EvaluationError(f"gallery block has shape {feats.shape}, expected "
                                   f"{(len(positions), self.dim)}",
                                   "the gallery reader is faulty")
-        if self._prepare_kwargs:
-            return self.metric.prepare(feats, owned=True, **self._prepare_kwargs)
-        return self.metric.prepare(feats)
+        return self.metric.prepare(feats, normalized=self.normalized, owned=True)
 
     def queries(self, qpos: np.ndarray) -> Points:
         return self.metric.subset(self.query, qpos)
@@ -110,7 +106,7 @@ def evaluate_streamed(source: StreamedGallery, labels: TrialLabels, protocol: Pr
         raise EvaluationError(f"distances are {source.num_query}×{source.num_gallery} but the "
                               f"labels give {labels.num_queries} queries and "
                               f"{labels.num_gallery} gallery entries", "the caller is faulty")
-    check_max_rank(options.max_rank, _curve_length(protocol, labels), trial)
+    check_max_rank(options.max_rank, curve_length(protocol, labels), trial)
     own_backend = backend is None
     backend = backend or NumpyBackend()
     try:
@@ -206,7 +202,7 @@ def _count_columns_before(source: StreamedGallery, backend, gpos: np.ndarray,
             for q0 in range(0, n, step):
                 sl = slice(q0, q0 + step)
                 d = source.metric.pairwise(source.queries(queries[sl]), rows)
-                d = _to_backend(backend, d)
+                d = to_backend(backend, d)
                 if check_distances and backend.has_nan(d):
                     raise EvaluationError("distances hold NaN values",
                                           "check the features or model")

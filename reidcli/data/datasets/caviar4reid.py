@@ -22,7 +22,8 @@ from pathlib import Path
 import pandas as pd
 
 from reidcli.data.datasets.common import rows_to_frame, scan_folder
-from reidcli.data.datasets.single_shot import load_warca_only
+from reidcli.data.datasets.single_shot import (load_warca_only, warca_only_notes,
+                                                warca_only_options)
 from reidcli.data.records import DatasetSplit
 from reidcli.data.registry import DatasetInfo, register
 from reidcli.errors import DatasetError
@@ -47,17 +48,13 @@ INFO = DatasetInfo(
     candidates=("caviar4reid/CAVIARa", "CAVIARa", "CAVIAR4REID/CAVIARa", "caviar4reid"),
     cameras="2 (assumed from the image number)",
     counts={"query": (TEST_IDS, TEST_IDS)},
-    options={"protocol": "warca", "seed": 0, "test_ids": TEST_IDS, "draws": 10,
-             "warca_draw": "probe_single", "same_camera": "keep"},
+    options=warca_only_options(TEST_IDS),
     protocol="warca (10 seeded splits × 10 draws: 36 test ids, one probe each, their other "
              "images the gallery; the other 36 persons train)",
     notes=("camid = (NNN − 1) // 10: images 001-010 camera 0, 011-020 camera 1 (assumed)",
-           "protocol=warca: test_ids (P=36) per split, draws per split (trial t = split "
-           "t // draws, draw t % draws), warca_draw=probe_single|gallery_single, "
-           "same_camera=keep|drop",
            "train and gallery sizes vary with the split (persons have 10 or 20 images); "
            "`reid data check` compares the query only",
-           "test_ids=N scales the test set (e.g. for a partial copy)"),
+           *warca_only_notes(TEST_IDS)),
     unconfirmed=("camera of an image — 001-010 = camera 0, 011-020 = camera 1 "
                  "is a toolkit assumption (public loaders ignore the camera; "
                  "docs/datasets.md)",
@@ -92,8 +89,8 @@ def load_caviar4reid(root=None, trial: int = 0, protocol: str = "warca", seed: i
                      warca_draw: str = "probe_single",
                      same_camera: str = "keep") -> DatasetSplit:
     """Load CAVIAR4REID trial ``trial`` (0..10·draws−1) of the ``warca`` protocol."""
-    return load_warca_only("caviar4reid", read_caviar4reid, root, trial, protocol=protocol, seed=seed,
-                           test_ids=test_ids, draws=draws, warca_draw=warca_draw,
+    return load_warca_only("caviar4reid", read_caviar4reid, root, trial, protocol=protocol,
+                           seed=seed, test_ids=test_ids, draws=draws, warca_draw=warca_draw,
                            same_camera=same_camera)
 
 

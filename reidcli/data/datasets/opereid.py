@@ -24,7 +24,8 @@ import pandas as pd
 
 from reidcli.data.datasets.common import rows_to_frame
 from reidcli.data.datasets.market_folder import IMAGE_SUFFIXES
-from reidcli.data.datasets.single_shot import load_warca_only
+from reidcli.data.datasets.single_shot import (load_warca_only, warca_only_notes,
+                                                warca_only_options)
 from reidcli.data.records import DatasetSplit
 from reidcli.data.registry import DatasetInfo, register
 from reidcli.errors import DatasetError
@@ -57,21 +58,17 @@ INFO = DatasetInfo(
     candidates=("opereid", "OPeRID", "OpeReid"),
     cameras="6",
     counts={"query": (TEST_IDS, TEST_IDS)},
-    options={"protocol": "warca", "seed": 0, "test_ids": TEST_IDS, "draws": 10,
-             "warca_draw": "probe_single", "same_camera": "keep"},
+    options=warca_only_options(TEST_IDS),
     protocol="warca (10 seeded splits × 10 draws: 119 test ids, one probe each, their other "
              "images the gallery; the other persons train)",
     notes=("layout is a toolkit convention (the release's file naming is unconfirmed): "
            "images in any sub-folder, <pid>_<cam>_<anything>.png|jpg|bmp, camid = cam − 1",
            "a copy in another layout: rename it, or import features made elsewhere with "
            "`reid store import --features F.npy --labels labels.csv` (pid,camid,split[,path])",
-           "protocol=warca: test_ids (P=119) per split, draws per split (trial t = split "
-           "t // draws, draw t % draws), warca_draw=probe_single|gallery_single, "
-           "same_camera=keep|drop",
            "persons with one image are never test persons (they train)",
            "train and gallery sizes vary with the split; `reid data check` compares the "
            "query only",
-           "test_ids=N scales the test set (e.g. for a partial copy)"),
+           *warca_only_notes(TEST_IDS)),
     unconfirmed=("on-disk layout and file naming of the OPeRID release: reidcli reads a "
                  "toolkit layout, **/<pid>_<cam>_<anything>.png|jpg|bmp (docs/datasets.md)",
                  "camera numbering 1..6 in the file name (toolkit layout)",

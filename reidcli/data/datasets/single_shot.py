@@ -233,6 +233,23 @@ def load_warca(pool: Pool, trial: int, *, seed: int, test_ids: Any, draws: Any,
                       eval_kwargs={"split": trial // draws, "draw": trial % draws})
 
 
+def warca_only_options(test_ids: int) -> dict[str, Any]:
+    """Default options of a dataset whose only protocol is ``warca`` (same-camera matches
+    kept: these sets come without reliable camera labels)."""
+    return {"protocol": "warca", "seed": 0, "test_ids": test_ids,
+            "draws": WARCA_DRAWS_PER_SPLIT, "warca_draw": "probe_single",
+            "same_camera": "keep"}
+
+
+def warca_only_notes(test_ids: int) -> tuple[str, str]:
+    """The ``reid data info`` notes every warca-only dataset shares: its options and how
+    ``test_ids`` scales the test set."""
+    return (f"protocol=warca: test_ids (P={test_ids}) per split, draws per split (trial t = "
+            "split t // draws, draw t % draws), warca_draw=probe_single|gallery_single, "
+            "same_camera=keep|drop",
+            "test_ids=N scales the test set (e.g. for a partial copy)")
+
+
 def load_warca_only(dataset: str, read: Callable[[Path], pd.DataFrame], root, trial: int, *,
                     protocol: Any, seed: Any, test_ids: Any, draws: Any, warca_draw: Any,
                     same_camera: Any) -> DatasetSplit:

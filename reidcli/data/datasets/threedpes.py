@@ -20,7 +20,8 @@ from pathlib import Path
 import pandas as pd
 
 from reidcli.data.datasets.common import rows_to_frame, scan_folder
-from reidcli.data.datasets.single_shot import load_warca_only
+from reidcli.data.datasets.single_shot import (load_warca_only, warca_only_notes,
+                                                warca_only_options)
 from reidcli.data.records import DatasetSplit
 from reidcli.data.registry import DatasetInfo, register
 from reidcli.errors import DatasetError
@@ -44,19 +45,15 @@ INFO = DatasetInfo(
     candidates=("3dpes/3DPeS/RGB", "3DPeS/RGB", "3dpes/RGB"),
     cameras="8",
     counts={"query": (TEST_IDS, TEST_IDS)},
-    options={"protocol": "warca", "seed": 0, "test_ids": TEST_IDS, "draws": 10,
-             "warca_draw": "probe_single", "same_camera": "keep"},
+    options=warca_only_options(TEST_IDS),
     protocol="warca (10 seeded splits × 10 draws: 95 test ids, one probe each, their other "
              "images the gallery; the other persons train)",
     notes=("pid = first name field, camid = second field − 1; the rest of the name "
            "(x_name_rest) is not interpreted",
-           "protocol=warca: test_ids (P=95) per split, draws per split (trial t = split "
-           "t // draws, draw t % draws), warca_draw=probe_single|gallery_single, "
-           "same_camera=keep|drop",
            "persons with one image are never test persons (they train)",
            "train and gallery sizes vary with the split; `reid data check` compares the "
            "query only",
-           "test_ids=N scales the test set (e.g. for a partial copy)"),
+           *warca_only_notes(TEST_IDS)),
     unconfirmed=("meaning of the name fields after the camera (frame information; "
                  "docs/datasets.md)",
                  "image count of the public archive: 1,011 / 192 (WARCA paper) or 1,012 / 193 "
