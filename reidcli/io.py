@@ -9,11 +9,12 @@ Rules every output follows (docs/formats.md "Outputs"):
   resolves to one of the command's inputs (same resolved path, or same inode/device) is
   refused even with ``force``.
 * **One writer per output.** Before the work starts the writer takes an exclusive,
-  non-blocking ``fcntl.flock`` on ``<out>.lock`` (same folder); a second process writing the
-  same output is refused with one line (:class:`~reidcli.errors.OutputError`) instead of
-  sharing the temporary file. The lock file is removed when the writer finishes, fails or is
-  interrupted; a lock left by a killed process is released by the kernel, so a stale
-  ``<out>.lock`` never blocks anyone. Because the lock makes the writer exclusive, its
+  non-blocking lock on ``<out>.lock`` (same folder; :func:`lock_output`, through the portable
+  ``filelock`` package: ``flock`` on Linux/macOS, ``msvcrt.locking`` on Windows); a second
+  process writing the same output is refused with one line
+  (:class:`~reidcli.errors.OutputError`) instead of sharing the temporary file. The lock file
+  is removed when the writer finishes, fails or is interrupted; a lock left by a killed
+  process is released by the operating system, so a stale ``<out>.lock`` never blocks anyone. Because the lock makes the writer exclusive, its
   temporary file is the fixed name ``<out>.partial``; a leftover from a killed writer
   (readers refuse it: ``complete`` is false) is removed by the next writer holding the lock.
 * **Complete means durable.** On success the temporary file is flushed and ``fsync``-ed, an
@@ -61,7 +62,7 @@ def partial_path(path: str | os.PathLike) -> Path:
 
 
 def lock_path(path: str | os.PathLike) -> Path:
-    """``x.h5`` → ``x.h5.lock``: the file a writer of ``x.h5`` holds an flock on."""
+    """``x.h5`` → ``x.h5.lock``: the file a writer of ``x.h5`` holds its lock on."""
     path = Path(path)
     return path.with_name(path.name + LOCK_SUFFIX)
 
@@ -258,7 +259,8 @@ def _remove_file(path: Path) -> None:
 
 def fsync_file(path: str | os.PathLike) -> None:
     """Flush a written file's data to the disk."""
-    fd = os.open(path, os.O_RDONLY)
+    # Windows flushes only through a handle opened for writing
+    fd = os.open(path, os.O_RDWR if os.name == "nt" else os.O_RDONLY)
     try:
         os.fsync(fd)
     finally:
@@ -281,42 +283,91 @@ def fsync_dir(path: str | os.PathLike) -> None:
         os.close(fd)
 
 
-def _acquire_lock(final: Path, what: str) -> tuple[int, Path]:
-    """flock ``<out>.lock`` exclusively (non-blocking); OutputError when another process
-    holds it."""
-    import fcntl
+class OutputLock:
+    """The exclusive, non-blocking lock of one output: a lock held on ``<path>.lock`` through
+    the ``filelock`` package (``flock`` on Linux/macOS, ``msvcrt.locking`` on Windows).
 
-    lock = lock_path(final)
-    for _ in range(20):
-        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+    Taken by :func:`lock_output` (raises :class:`~reidcli.errors.OutputError` at once when
+    another process holds it); :meth:`release` (or leaving a ``with`` block) removes the lock
+    file and releases the lock. The operating system releases the lock of a process that
+    dies, so a ``<path>.lock`` left by a killed writer never blocks the next one.
+    """
+
+    def __init__(self, path: Path, lock, file: Path):
+        self.path = path                    #: the output it protects
+        self.file = file                    #: ``<path>.lock``
+        self._lock = lock
+
+    @property
+    def held(self) -> bool:
+        return self._lock is not None
+
+    def release(self) -> None:
+        """Remove the lock file, then release the lock (idempotent)."""
+        lock, self._lock = self._lock, None
+        if lock is None:
+            return
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            raise OutputError(f"{what} is being written by another process",
-                              "wait for it to finish, or choose another output path") from None
-        except BaseException:
-            os.close(fd)
-            raise
-        try:                        # a finishing writer unlinks the lock: retry on a new file
-            st = os.stat(lock)
-        except FileNotFoundError:
-            os.close(fd)
+            # removed while still held, so no other writer can hold a lock on this file:
+            # one that opened it before the removal finds it unlinked and retries
+            # (filelock checks the link count); Windows cannot remove an open file, and
+            # filelock removes it there after the release
+            with contextlib.suppress(OSError):
+                self.file.unlink()
+        finally:
+            unregister_temp(self.file)
+            lock.release(force=True)
+
+    def __enter__(self) -> "OutputLock":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+
+def lock_output(path: str | os.PathLike, what: str | None = None) -> OutputLock:
+    """Take the lock of output ``path`` (a file or a folder): ``<path>.lock`` beside it.
+
+    Non-blocking: when another process holds it, raise OutputError ("``what`` is being
+    written by another process") at once. ``what`` names the output in messages (default:
+    the path). Use as ``with lock_output(p): …`` or call ``.release()``; the lock path is
+    registered with the interrupt clean-up (:func:`cleanup_temp_files`)."""
+    from filelock import FileLock, Timeout
+
+    final = Path(path)
+    what = what or str(final)
+    file = lock_path(final)
+    for _ in range(20):
+        lock = FileLock(str(file), timeout=0, thread_local=False)
+        try:
+            lock.acquire(timeout=0)
+        except Timeout:
+            # a writer that is finishing removes the file while holding it: the lock taken
+            # on the removed file is dropped by filelock; retry on a fresh file, refuse while
+            # a live lock file is held
+            if file.exists():
+                raise OutputError(f"{what} is being written by another process",
+                                  "wait for it to finish, or choose another output path") from None
             continue
-        fst = os.fstat(fd)
-        if (st.st_ino, st.st_dev) == (fst.st_ino, fst.st_dev):
-            register_temp(lock)
-            return fd, lock
-        os.close(fd)
-    raise OutputError(f"{what}: could not lock {lock}", "retry")
+        if file.exists():
+            register_temp(file)
+            return OutputLock(final, lock, file)
+        lock.release(force=True)            # removed between our open and lock: retry
+    raise OutputError(f"{what}: could not lock {file}", "retry")
 
 
-def _release_lock(fd: int | None, lock: Path | None) -> None:
+def _acquire_lock(final: Path, what: str) -> tuple[OutputLock, Path]:
+    """:func:`lock_output` as ``(lock, lock file)`` (the older internal spelling)."""
+    lock = lock_output(final, what)
+    return lock, lock.file
+
+
+def _release_lock(lock: OutputLock | None, file: Path | None = None) -> None:
+    """Release a lock taken by :func:`_acquire_lock` (``file`` is kept for old callers)."""
     if lock is not None:
-        _remove_file(lock)          # unlink while still holding the lock (see _acquire_lock)
-        unregister_temp(lock)
-    if fd is not None:
-        os.close(fd)
+        lock.release()
+    elif file is not None:
+        unregister_temp(file)
 
 
 class AtomicOutput:
@@ -334,7 +385,7 @@ class AtomicOutput:
         self.final = check_output(path, force=force, option=option, inputs=inputs)
         self.what = f"{param(option)} {self.final}"
         self.verify = verify
-        self._fd: int | None = None
+        self._fd: OutputLock | None = None
         self._lock: Path | None = None
         self.tmp = partial_path(self.final)
         with output_errors(self.what):
@@ -386,9 +437,15 @@ class AtomicOutput:
                 replaced = True
                 fsync_dir(self.final.parent)
         except BaseException:
-            if replaced:                     # the rename is not durable: report, leave nothing
-                _remove_file(self.final)
-            self.abort()
+            # after the rename the output is the complete, verified new file: an interrupt or
+            # a failing folder fsync is reported, but the file stays (removing it would leave
+            # nothing where the user's file was)
+            if not replaced:
+                self.abort()
+            else:
+                unregister_temp(self.tmp)
+                self.done = True
+                self._release()
             raise
         unregister_temp(self.tmp)
         self.done = True

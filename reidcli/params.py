@@ -222,3 +222,13 @@ def validate_params(owner: str, values: Mapping[str, Any],
 def check_param(owner: str, name: str, value: Any, *constraints: Constraint) -> Any:
     """Validate one value (for parameters of functions rather than estimators)."""
     return _check_one(owner, name, value, constraints)
+
+
+#: a random seed: an integer in [0, 2³²) — what numpy's and torch's generators accept on every
+#: platform; negative or larger seeds are refused rather than wrapped (docs/errors.md)
+SEED = Interval(int, 0, 2**32 - 1)
+
+
+def check_seed(owner: str, value: Any, name: str = "seed") -> int:
+    """``value`` as a seed in [0, 2³²); ParameterError naming ``name`` otherwise."""
+    return check_param(owner, name, value, SEED)

@@ -45,7 +45,11 @@ class CameraShiftScale(nn.Module):
         idx = present.tolist()
         mean = torch.stack([self.mean_q[c] for c in idx])
         std = torch.stack([self.std_q[c] for c in idx])
-        return (z - mean[inverse]) / std[inverse]
+        # index_select, not mean[inverse]: the backward of advanced indexing sums the rows of
+        # a camera with atomic adds in whatever order the intra-op threads reach them (the
+        # result changed from run to run); index_select's backward (index_add_) adds them
+        # in row order, the same bits whatever the thread count
+        return (z - mean.index_select(0, inverse)) / std.index_select(0, inverse)
 
     @torch.no_grad()
     def clamp_scales_(self) -> None:

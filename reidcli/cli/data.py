@@ -33,10 +33,7 @@ def parse_key_values(items: List[str] | None, option: str) -> dict:
 
 def _loader_option_names() -> set[str]:
     """Every dataset loader option that is not also an option of the running command."""
-    try:                                 # typer ≥ 0.20 vendors click
-        from typer._click.globals import get_current_context
-    except ImportError:                  # older typer: click itself
-        from click import get_current_context
+    from reidcli.cli.click_compat import get_current_context
 
     from reidcli.data.registry import available, info
 
@@ -101,14 +98,20 @@ def check(
     option: Optional[List[str]] = typer.Option(None, "--option", help="Loader option "
                                                "key=value (repeatable)."),
     trial: int = typer.Option(0, "--trial", help="Protocol trial to parse."),
+    open_images: bool = typer.Option(False, "--open-images", help="Also decode every image "
+                                     "of the trial (finds empty or damaged files; slow on "
+                                     "a large dataset)."),
 ) -> None:
-    """Parse a dataset copy and print its per-split counts; exit 1 on a broken layout."""
+    """Parse a dataset copy and print its per-split counts; exit 1 on a broken layout (a
+    bad option or --trial is a usage error, exit 2)."""
     from reidcli.data.check import check_dataset
+    from reidcli.data.check import open_images as decode_all
     from reidcli.data.registry import info
 
     try:
         split, rows = check_dataset(name, root, trial=trial,
                                     **parse_key_values(option, "--option"))
+        opened = decode_all(split, progress=True) if open_images else None
     except DatasetError as exc:
         typer.echo(f"error: {exc.message}", err=True)
         raise typer.Exit(1)
@@ -122,6 +125,8 @@ def check(
                       row["expected"] + mark)
     console = Console()
     console.print(table)
+    if opened is not None:
+        console.print(f"opened all {opened:,} images of the trial")
     for fact in info(name).unconfirmed:
         console.print(f"[yellow]warning:[/yellow] unconfirmed (docs/datasets.md): {fact}")
 

@@ -62,8 +62,13 @@ def extract(
     workers: Optional[int] = typer.Option(None, "--workers", help="Image loader workers."),
     option: Optional[List[str]] = typer.Option(None, "--option", help="Dataset loader option "
                                                "key=value (repeatable), e.g. protocol=..."),
-    trials: str = typer.Option("all", "--trials", help="Protocol trials to lay out: all or "
-                               "e.g. 0,3."),
+    trials: Optional[str] = typer.Option(None, "--trials", help="Protocol trials to lay "
+                                         "out: all or e.g. 0,3 (default all; with --model, "
+                                         "the model's own trial when other trials test on "
+                                         "its training identities)."),
+    allow_overlap: bool = typer.Option(False, "--allow-overlap", help="--model: extract "
+                                       "trials whose test identities the model was trained "
+                                       "on (warns; the store records the overlap)."),
     batch_size: int = typer.Option(256, "--batch-size", help="Images per batch."),
     codebook_from: Optional[Path] = typer.Option(None, "--codebook-from", help="bow: reuse "
                                                  "the codebook of this store instead of "
@@ -102,18 +107,22 @@ def extract(
     if batch_size < 1:
         raise UsageError(f"--batch-size {batch_size} must be ≥ 1", "e.g. --batch-size 256")
     names, map_names = _names(features), _names(maps)
+    if model is None and allow_overlap:
+        raise UsageError("--allow-overlap applies to --model only",
+                         "drop it: hand-crafted features learn no identities")
     if model is not None and (codebook_from is not None or color_names is not None):
         raise UsageError("--codebook-from and --color-names are bow options",
                          "drop them with --model")
     if launch is not None:
         _extract_distributed(launch, model, dataset, out, root, names, map_names, maps_dtype,
                              map_size, flip, shard, allow_large, device, amp, workers, option,
-                             trials, batch_size, force, not no_merge, dist_timeout)
+                             trials, batch_size, force, not no_merge, dist_timeout,
+                             allow_overlap)
         return
     if model is not None:
         _extract_with_model(model, dataset, out, root, names, map_names, maps_dtype, map_size,
                             flip, shard, allow_large, device, amp, workers, option, trials,
-                            batch_size, force)
+                            batch_size, force, allow_overlap)
         return
     if shard is not None:
         raise UsageError("--shard needs --model", "hand-crafted extraction is not sharded")
@@ -136,13 +145,36 @@ def extract(
                + (f", maps {', '.join(map_names)}" if map_names else ""), err=True)
 
 
+def _model_layout(model, dataset, root, option, trials, progress, show_note=True):
+    """(layout, loaded model or None): the trials given, else
+    :func:`~reidcli.features.model_extract.default_model_layout` (its note on stderr)."""
+    from reidcli.cli.data import parse_key_values
+    from reidcli.features.layout import dataset_layout
+    from reidcli.features.model_extract import default_model_layout
+    from reidcli.models.checkpoint import load_model
+    from reidcli.models.training_identities import training_identities
+
+    loaded = load_model(model, "cpu")
+    loader_options = parse_key_values(option, "--option")
+
+    def make_layout(chosen):
+        return dataset_layout(dataset, root, trials=chosen, progress=progress,
+                              **loader_options)
+
+    if trials is not None or "trial" in loader_options:
+        return make_layout(trials), loaded
+    layout, note = default_model_layout(make_layout,
+                                        training_identities(loaded.meta, loaded.path))
+    if note and show_note:
+        typer.echo(f"note: {note}", err=True)
+    return layout, loaded
+
+
 def _extract_with_model(model, dataset, out, root, names, map_names, maps_dtype, map_size,
                         flip, shard, allow_large, device, amp, workers, option, trials,
-                        batch_size, force) -> None:
+                        batch_size, force, allow_overlap) -> None:
     from reidcli.cli.context import invoked_command
-    from reidcli.cli.data import parse_key_values
     from reidcli.data.transforms import parse_size
-    from reidcli.features.layout import dataset_layout
     from reidcli.features.model_extract import extract_model_store
     from reidcli.io import check_output
     from reidcli.progress import ENABLED
@@ -151,14 +183,14 @@ def _extract_with_model(model, dataset, out, root, names, map_names, maps_dtype,
     size = parse_size(map_size)
     part = parse_shard(shard) if shard else None
     check_output(out, force)
-    layout = dataset_layout(dataset, root, trials=trials, progress=ENABLED,
-                            **parse_key_values(option, "--option"))
-    path = extract_model_store(layout, out, model, features=names, maps=map_names,
+    layout, loaded = _model_layout(model, dataset, root, option, trials, ENABLED)
+    path = extract_model_store(layout, out, loaded, features=names, maps=map_names,
                                map_size=size, maps_dtype=maps_dtype, flip=flip,
                                batch_size=batch_size, shard=part, device=device, amp=amp,
                                allow_large=allow_large, workers=workers, force=force,
                                progress=ENABLED, command=invoked_command(),
-                               inputs=[f for f in [layout.image_folder()] if f])
+                               inputs=[f for f in [layout.image_folder()] if f],
+                               allow_overlap=allow_overlap)
     from reidcli.store.reader import open_store
 
     with open_store(path) as st:
@@ -171,30 +203,28 @@ def _extract_with_model(model, dataset, out, root, names, map_names, maps_dtype,
 
 def _extract_distributed(launch, model, dataset, out, root, names, map_names, maps_dtype,
                          map_size, flip, shard, allow_large, device, amp, workers, option,
-                         trials, batch_size, force, merge, timeout) -> None:
+                         trials, batch_size, force, merge, timeout, allow_overlap) -> None:
     """One rank of ``torchrun … reid extract --model``: its shard, then rank 0 merges
     (:mod:`reidcli.features.distributed`)."""
     from reidcli.cli.context import invoked_command
-    from reidcli.cli.data import parse_key_values
     from reidcli.data.transforms import parse_size
     from reidcli.features.distributed import distributed_extract_model_store
-    from reidcli.features.layout import dataset_layout
     from reidcli.progress import ENABLED
     from reidcli.store.writer import parse_shard
 
     size = parse_size(map_size)
     requested = parse_shard(shard) if shard else None
-    loader_options = parse_key_values(option, "--option")
 
     def layout():
-        return dataset_layout(dataset, root, trials=trials,
-                              progress=ENABLED and launch.rank == 0, **loader_options)
+        return _model_layout(model, dataset, root, option, trials,
+                             ENABLED and launch.rank == 0, show_note=launch.rank == 0)[0]
 
     result = distributed_extract_model_store(
         layout, out, model, env=launch, merge=merge, timeout=timeout, device=device,
         requested_shard=requested, force=force, progress=ENABLED, command=invoked_command(),
         features=names, maps=map_names, map_size=size, maps_dtype=maps_dtype, flip=flip,
         batch_size=batch_size, amp=amp, allow_large=allow_large, workers=workers,
+        allow_overlap=allow_overlap,
         inputs=lambda lay: [f for f in [lay.image_folder()] if f])
     mine = result.reports[launch.rank]
     if result.merged:

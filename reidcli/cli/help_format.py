@@ -13,14 +13,15 @@ def install() -> None:
     _INSTALLED.append(True)
     from typer.core import TyperArgument, TyperOption
 
-    shown = TyperOption.display_type_rich
+    shown = getattr(TyperOption, "display_type_rich", None)      # typer < 0.26: no such column
 
     def display_type_rich(self, ctx):
         if self.is_flag and not self.count:
             return None
         return shown(self, ctx)
 
-    TyperOption.display_type_rich = display_type_rich
+    if shown is not None:
+        TyperOption.display_type_rich = display_type_rich
 
     pieces = TyperArgument.get_usage_pieces
 

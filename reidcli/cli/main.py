@@ -260,7 +260,7 @@ def _run_app(args: list[str]) -> None:
     print one line like every other error, except a bare group, which prints its help.
     Deprecated flags are renamed first (:mod:`reidcli.cli.aliases`, one warning line each)."""
     from typer.main import get_command
-    from typer._click.exceptions import ClickException, NoArgsIsHelpError
+    from reidcli.cli.click_compat import ClickException, NoArgsIsHelpError
 
     from reidcli.cli import aliases, help_format
 

@@ -43,12 +43,16 @@ def info(
     if summary["shard"]:
         console.print(f"shard {summary['shard'][0]}/{summary['shard'][1]} — join with "
                       "reid store merge")
-    table = Table(title="records")
-    for col in ("split", "images", "ids", "cams", "modalities", "domains"):
-        table.add_column(col, justify="right" if col in ("images", "ids", "cams") else "left")
+    table = Table(title="records", caption="ids: identities (pid ≥ 1); distractors: rows of "
+                  "pid 0, junk: rows of pid -1 (never scored as queries)", caption_justify="left")
+    for col in ("split", "images", "ids", "distractors", "junk", "cams", "modalities",
+                "domains"):
+        table.add_column(col, justify="left" if col in ("split", "modalities", "domains")
+                         else "right")
     for split, s in summary["splits"].items():
-        table.add_row(split, str(s["images"]), str(s["ids"]), str(s["cams"]),
-                      ",".join(s["modalities"]), _short(",".join(s["domains"])))
+        table.add_row(split, str(s["images"]), str(s["ids"]), str(s["distractors"]),
+                      str(s["junk"]), str(s["cams"]), ",".join(s["modalities"]),
+                      _short(",".join(s["domains"])))
     console.print(table)
     if summary["features"] or summary["convmaps"]:
         ft = Table(title="features and conv maps")
@@ -84,7 +88,12 @@ def import_(
     old_out: Optional[Path] = typer.Argument(None, hidden=True, metavar="OUT"),
     out: Optional[Path] = typer.Option(None, "--out", help="Output store (.h5). Required."),
     npz: Optional[Path] = typer.Option(None, "--npz", help=".npz with features, pid, camid, "
-                                       "split [, modality, domain, path, dataset]."),
+                                       "split [, modality, domain, path, dataset, frame]."),
+    mat: Optional[Path] = typer.Option(None, "--mat", help="MATLAB .mat (v5 or v7.3) with "
+                                       "variables named as the --npz arrays."),
+    mat_var: List[str] = typer.Option([], "--mat-var", help="KEY=VAR: read array KEY "
+                                      "(features, pid, camid, split, ...) from the .mat "
+                                      "variable VAR. Repeatable."),
     features: Optional[Path] = typer.Option(None, "--features", help="Features .npy [N, D]."),
     labels: Optional[Path] = typer.Option(None, "--labels", help="CSV with pid,camid,split,..."),
     pid: Optional[Path] = typer.Option(None, "--pid", help="pid .npy [N]."),
@@ -100,21 +109,27 @@ def import_(
         None, "--camid-base", help="How the input numbers cameras: 1 subtracts 1 from every "
         "camid (stores are 0-based), 0 keeps them. Without it, camids that start at 1 with "
         "no 0 are refused as probably 1-based."),
+    pid_base: Optional[int] = typer.Option(
+        None, "--pid-base", help="How the input numbers identities: 0 adds 1 to every pid "
+        ">= 0 (person 0 becomes 1, since pid 0 means distractor), 1 keeps them. Without it, "
+        "query rows with pid 0 get a warning."),
     force: bool = typer.Option(False, "--force", help="Overwrite --out."),
 ) -> None:
     """Build a store from embeddings made by any other tool."""
     from reidcli.store import open_store
     from reidcli.store.importer import import_store
+    from reidcli.store.matfile import parse_mat_names
 
     set_flag_names({"labels_csv": "--labels", "feature_name": "--name",
-                    "metric": "--distance"})
+                    "metric": "--distance", "mat_var": "--mat-var"})
     out = positional_or_option(old_out, out, metavar="OUT", flag="--out")
     arrays = {k: v for k, v in (("pid", pid), ("camid", camid), ("split", split),
                                  ("modality", modality)) if v is not None}
-    path = import_store(out, npz=npz, features=features, labels_csv=labels,
+    path = import_store(out, npz=npz, mat=mat, mat_names=parse_mat_names(mat_var),
+                        features=features, labels_csv=labels,
                         label_arrays=arrays or None, feature_name=name, metric=metric,
                         dataset=dataset, force=force, camid_base=camid_base,
-                        command=invoked_command())
+                        pid_base=pid_base, command=invoked_command())
     with open_store(path) as st:
         n, d = st.num_rows, st.feature_info(name)["dim"]
     typer.echo(f"wrote {path}: {n} rows, feature {name!r} of dimension {d}")

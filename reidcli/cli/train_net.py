@@ -18,12 +18,15 @@ DATA_HELP = "Dataset name or alias (reid data list)."
 DATASET = typer.Option(None, "--dataset", help=DATA_HELP)
 ROOT = typer.Option(None, "--root", help="Data root (default $REIDCLI_DATA or ./data).")
 OPTION = typer.Option(None, "--option", help="Dataset loader option key=value (repeatable).")
-OUT = typer.Option(None, "--out", help="Run directory to create.")
-RESUME = typer.Option(None, "--resume", help="Continue the run in this directory from its "
-                      "last checkpoint.")
+OUT = typer.Option(None, "--out", help="Run directory to create (written into OUT.partial, "
+                   "renamed onto OUT when the run is complete).")
+RESUME = typer.Option(None, "--resume", help="Continue the run in this directory (or its "
+                      "interrupted OUT.partial) from its last checkpoint, with its recorded "
+                      "options and data; only --epochs, --max-iters, --log-every, "
+                      "--checkpoint-every, --device, --workers may change.")
 TRAIN_CAMS = typer.Option(None, "--train-cams", help="Train only on these 0-based cameras "
                           "(DART3 protocols).")
-TRAIN_SPLIT = typer.Option("train", "--train-split", help="train | all.")
+TRAIN_SPLIT = typer.Option(None, "--train-split", help="train (default) | all.")
 MAX_IMAGES = typer.Option(None, "--max-images",
                           help="Seeded random subset of training images.")
 SUBSAMPLE_SEED = typer.Option(None, "--subsample-seed")
@@ -35,7 +38,8 @@ WORKERS = typer.Option(None, "--workers", help="Loader workers.")
 CHECKPOINT_EVERY = typer.Option(None, "--checkpoint-every", help="Epochs.")
 LOG_EVERY = typer.Option(None, "--log-every", help="Iterations.")
 MAX_ITERS = typer.Option(None, "--max-iters", help="Stop after N iterations.")
-FORCE = typer.Option(False, "--force", help="Start over in an existing --out.")
+FORCE = typer.Option(False, "--force", help="Replace the run in an existing --out (only "
+                     "once the new run is complete).")
 QUIET = typer.Option(False, "--quiet")
 SEED = typer.Option(None, "--seed", help="0.")
 RANDOM_ERASING = typer.Option(None, "--random-erasing", help="0.5.")
@@ -92,12 +96,25 @@ def run_training(method: str, *, dataset: Optional[str], root: Optional[Path],
         explicit["rpp"] = None                          # not given: keep the default
     if explicit.get("input_size") is not None:
         explicit["input_size"] = parse_size(explicit["input_size"])
+    options = parse_key_values(option, "--option")
     cfg = make_config(method, preset=preset, dataset=dataset or "synthetic",
-                      root=None if root is None else str(root),
-                      options=parse_key_values(option, "--option"), **explicit)
+                      root=None if root is None else str(root), options=options, **explicit)
+    given = None
+    if resuming:                    # the options given again: checked against the run's
+        if force:
+            raise UsageError("--force and --resume contradict each other",
+                             "give --resume RUN_DIR to continue a run, or --force --out "
+                             "RUN_DIR to replace it")
+        given = {k: v for k, v in explicit.items() if v is not None}
+        given.update({k: v for k, v in (("dataset", dataset), ("preset", preset),
+                                        ("options", options or None))
+                      if v is not None})
+        if root is not None:
+            given["root"] = str(root)
     echo = (lambda text: None) if quiet else (lambda text: typer.echo(text, err=True))
     result = train_model(cfg, run_dir, resume=resuming, force=force,
-                         progress=ENABLED and not quiet, command=invoked_command(), echo=echo)
+                         progress=ENABLED and not quiet, command=invoked_command(), echo=echo,
+                         given=given)
     if int(os.environ.get("RANK", "0")) != 0:          # torchrun: rank 0 reports
         return
     losses = "" if result.first_loss is None else \

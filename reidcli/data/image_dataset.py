@@ -13,48 +13,9 @@ import pandas as pd
 import torch
 from PIL import Image
 
+from reidcli.data.image_files import ImageReadError, load_rgb  # noqa: F401 (re-exported)
 from reidcli.data.records import encode_identities
-from reidcli.errors import DatasetError, UsageError
-
-
-class ImageReadError(DatasetError):
-    """An image of a record table is missing or cannot be decoded.
-
-    Also constructible as ``ImageReadError(message=text)``: that is how torch re-raises a
-    worker's exception in the main process (with the worker traceback as text); the original
-    one-line message is recovered from it, so a failing DataLoader worker still gives the
-    user one clear line naming the file.
-    """
-
-    def __init__(self, what: str | None = None, todo: str | None = None, *,
-                 message: str | None = None):
-        if message is not None and what is None:
-            what, todo = _original_message(message), None
-        super().__init__(what or "an image cannot be read", todo)
-
-
-def _original_message(text: str) -> str:
-    marker = f"{ImageReadError.__name__}: "
-    for line in reversed(text.strip().splitlines()):
-        if marker in line:
-            return line.split(marker, 1)[1].strip()
-    return text.strip().splitlines()[-1] if text.strip() else text
-
-
-def load_rgb(path: str | os.PathLike) -> Image.Image:
-    """Decode one image as RGB (fully loaded, file closed); :class:`ImageReadError` naming
-    the file when it is missing or not a readable image."""
-    try:
-        with Image.open(path) as img:
-            return img.convert("RGB")
-    except FileNotFoundError:
-        raise ImageReadError(f"image {path} does not exist",
-                             "check the dataset copy with `reid data check`") from None
-    except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as exc:
-        # UnidentifiedImageError and truncated files are OSErrors; some broken files raise
-        # SyntaxError/ValueError inside the PIL plugins
-        raise ImageReadError(f"image {path} cannot be decoded ({exc.__class__.__name__}: "
-                             f"{exc})", "replace the damaged file") from None
+from reidcli.errors import UsageError
 
 
 class ImageRecordDataset(torch.utils.data.Dataset):

@@ -33,11 +33,12 @@ import numpy as np
 import pandas as pd
 
 from reidcli.cameras import parse_cameras
-from reidcli.data.datasets.single_shot import (WARCA_DRAWS, WARCA_DRAWS_PER_SPLIT,
-                                               WARCA_SAME_CAMERA, Pool, check_choice,
+from reidcli.data.datasets.single_shot import (MAX_DRAWS, WARCA_DRAWS,
+                                               WARCA_DRAWS_PER_SPLIT, WARCA_SAME_CAMERA,
+                                               Pool, check_choice,
                                                check_int, two_view_trials, warca_trials)
 from reidcli.data.records import DatasetSplit, normalize_frame
-from reidcli.data.splits import (Trial, cached_trials, choose_ids, protocol_rng,
+from reidcli.data.splits import (Trial, cached_trials, check_trial, choose_ids, protocol_rng,
                                  relative_paths, split_from_trial)
 from reidcli.errors import DatasetError, ParameterError, UsageError
 
@@ -128,9 +129,7 @@ def _as_split(split_or_records: DatasetSplit | pd.DataFrame, trial: int,
     """A loaded split, or one built from a record table's ``split`` column (one trial)."""
     if isinstance(split_or_records, DatasetSplit):
         return split_or_records
-    if trial != 0:
-        raise DatasetError(f"this protocol has one trial (0), not {trial}",
-                           "pass trial=0")
+    check_trial(name or "dataset", trial, 1, "record table")
     records = normalize_frame(split_or_records.sort_values("path", kind="stable"))
     parts = {s: _subset(records, records["split"] == s)
              for s in ("train", "val", "query", "gallery")}
@@ -139,9 +138,7 @@ def _as_split(split_or_records: DatasetSplit | pd.DataFrame, trial: int,
 
 
 def _check_trial(trial: int, num_trials: int, what: str) -> None:
-    if not 0 <= trial < num_trials:
-        raise DatasetError(f"{what} has trials 0..{num_trials - 1}, not {trial}",
-                           "pass a trial index in that range")
+    check_trial(what, trial, num_trials)
 
 
 # -- C-DPCF: single-shot half/half, reduced training ids ------------------------------------
@@ -302,7 +299,7 @@ def warca_protocol(records: pd.DataFrame, *, trial: int, seed: int, dataset_root
     pool = _pool(records, dataset_root, domain, name)
     warca_draw = check_choice(pool.dataset, "warca_draw", warca_draw, WARCA_DRAWS)
     same_camera = check_choice(pool.dataset, "same_camera", same_camera, WARCA_SAME_CAMERA)
-    draws = check_int(pool.dataset, "draws", draws)
+    draws = check_int(pool.dataset, "draws", draws, maximum=MAX_DRAWS)
     eligible = pool.ids_with_images(2)
     if test_ids is None:
         test_ids = len(eligible) // 2

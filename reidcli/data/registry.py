@@ -38,6 +38,13 @@ class DatasetInfo:
     candidates: tuple[str, ...] = (".",)
     #: expected counts per split (docs/datasets.md), e.g. {"train": (12936, 751), ...}
     counts: dict = dataclasses.field(default_factory=dict)
+    #: counts under other option values: ``(options, counts)`` pairs; a pair applies when
+    #: every option it names has that value, and its counts replace those of ``counts``
+    #: (``None``: not documented). ``reid data check`` shows no expectation at all when an
+    #: option of ``count_options`` differs from its default and no pair covers it
+    count_variants: tuple = ()
+    #: options that change the documented counts
+    count_options: tuple[str, ...] = ()
     #: cameras/views, as docs/datasets.md states them (e.g. "6", "2 views", "pseudo")
     cameras: str = ""
     options: dict = dataclasses.field(default_factory=dict)

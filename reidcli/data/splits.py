@@ -20,12 +20,38 @@ import numpy as np
 import pandas as pd
 
 from reidcli.data.records import DatasetSplit, empty_frame, normalize_frame
-from reidcli.errors import DatasetError
+from reidcli.errors import DatasetError, ParameterError
 
 #: version of the cache format; bump when a protocol's drawing procedure changes
 CACHE_VERSION = 1
 
 Trial = dict[str, list[str]]
+
+
+def check_trial(name: str, trial, num_trials: int, what: str = "") -> int:
+    """``trial`` as an int in 0..num_trials−1; a :class:`ParameterError` naming ``trial``
+    (a usage error, exit 2) otherwise. ``what`` describes the protocol in the message."""
+    try:
+        number = int(trial) if not isinstance(trial, bool) and float(trial) == int(trial) \
+            else None
+    except (TypeError, ValueError, OverflowError):
+        number = None
+    if number is None or not 0 <= number < num_trials:
+        span = "the one trial (0)" if num_trials == 1 else f"the trials 0..{num_trials - 1}"
+        raise ParameterError(name, "trial", trial,
+                             f"is outside {span} of the {what or 'protocol'}",
+                             "pass a trial index in that range")
+    return number
+
+
+def valid_trials(trials) -> bool:
+    """Whether ``trials`` (a cache file's ``trials`` entry) is a non-empty list of mappings
+    from split names to lists of relative paths."""
+    return isinstance(trials, list) and bool(trials) and all(
+        isinstance(t, dict) and t and all(isinstance(k, str) and isinstance(v, list)
+                                          and all(isinstance(p, str) for p in v)
+                                          for k, v in t.items())
+        for t in trials)
 
 
 def protocol_rng(seed: int, *key: object) -> np.random.Generator:
@@ -81,11 +107,12 @@ def cached_trials(dataset_dir: Path, key: str, build: Callable[[], list[Trial]],
     path = cache_dir(dataset_dir) / f"{key}.json"
     if path.is_file():
         try:
-            payload = json.loads(path.read_text())
-            if payload.get("version") == CACHE_VERSION and payload.get("files") == digest:
+            payload = json.loads(path.read_bytes())
+            if isinstance(payload, dict) and payload.get("version") == CACHE_VERSION \
+                    and payload.get("files") == digest and valid_trials(payload.get("trials")):
                 return payload["trials"]
-        except (OSError, ValueError, KeyError):
-            pass  # unreadable cache: rebuild below
+        except (OSError, ValueError, RecursionError):
+            pass  # unreadable or damaged cache ([], null, binary): rebuild below
     trials = build()
     payload = {"version": CACHE_VERSION, "key": key, "files": digest, "trials": trials}
     try:
@@ -131,9 +158,7 @@ def split_from_trial(name: str, records: pd.DataFrame, trials: list[Trial], tria
                      dataset_dir: Path, *, protocol: str, options: dict,
                      eval_rule: str = "market", eval_kwargs: dict | None = None) -> DatasetSplit:
     """The :class:`DatasetSplit` of trial ``trial`` of cached ``trials``."""
-    if not 0 <= trial < len(trials):
-        raise DatasetError(f"{name} protocol {protocol!r} has trials 0..{len(trials) - 1}, "
-                           f"not {trial}", "pass a trial index in that range")
+    trial = check_trial(name, trial, len(trials), f"protocol {protocol!r}")
     parts = assign_trial(records, trials[trial], dataset_dir)
     return DatasetSplit(
         name=name, train=parts.get("train", empty_frame()), val=parts.get("val", empty_frame()),

@@ -29,8 +29,8 @@ from reidcli.data.synthetic_render import (CameraParams, DomainLook, IdentityAtt
                                            layout_rng, render_image, sample_camera,
                                            sample_camera_subset, sample_domain_look,
                                            sample_identity, sample_image_state, write_jpeg)
-from reidcli.errors import OutputExistsError, UsageError
-from reidcli.io import atomic_folder
+from reidcli.errors import OutputError, OutputExistsError, UsageError
+from reidcli.io import atomic_folder, output_error
 from reidcli.naming import param
 from reidcli.progress import track
 
@@ -346,12 +346,14 @@ def build_meta(params: SyntheticParams, plans: list[DomainPlan], name: str,
 
 
 def read_meta(dataset_dir: str | os.PathLike) -> dict[str, Any] | None:
-    """``meta.json`` of a synthetic dataset folder, or None when absent or unreadable."""
+    """``meta.json`` of a synthetic dataset folder, or None when absent, unreadable or not a
+    JSON object (binary junk, ``[]``, ``null``, a folder in its place)."""
     path = Path(dataset_dir) / META_FILE
     try:
-        return json.loads(path.read_text())
-    except (FileNotFoundError, NotADirectoryError, json.JSONDecodeError):
+        meta = json.loads(path.read_bytes())
+    except (OSError, ValueError, RecursionError):
         return None
+    return meta if isinstance(meta, dict) else None
 
 
 def camera_modalities(meta: Mapping[str, Any] | None, domain: int) -> dict[int, str]:
@@ -404,6 +406,11 @@ def generate(root: str | os.PathLike, preset: str = "default", *, name: str | No
     except (NotADirectoryError, FileExistsError):
         raise UsageError(f"cannot create the folder {target.parent}: a file is in its path",
                          f"choose another {param('root')}") from None
+    except OSError as exc:               # read-only mount, no permission, disk full, ...
+        err = output_error(exc, f"{param('root')} {target.parent}")
+        raise (err or OutputError(f"cannot create the folder {target.parent}: "
+                                  f"{exc.strerror or exc}",
+                                  f"choose another {param('root')}")) from None
     plans = plan(params)
     with atomic_folder(target, force=True, option="root") as tmp:
         for p in plans:

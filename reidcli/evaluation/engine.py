@@ -131,6 +131,10 @@ class TrialResult:
     outcomes: QueryOutcomes | None = None
     #: fit index within the trial for models fitted several times per trial, else None
     repeat: int | None = None
+    #: gallery images and identities (junk excluded); ``gallery_size`` above is the full
+    #: curve's length, identities where the protocol de-duplicates the CMC (E4)
+    gallery_images: int | None = None
+    gallery_ids: int | None = None
 
 
 def to_backend(backend, block):
@@ -318,6 +322,9 @@ def summarize_trial(outcomes: QueryOutcomes, labels: TrialLabels, protocol: Prot
         mAP=float(np.mean(outcomes.ap[valid])) if protocol.has_map else None,
         mINP=float(np.mean(outcomes.inp[valid])) if protocol.has_map else None,
         cmc_full=full, outcomes=outcomes)
+    kept = labels.gallery_pids != -1
+    result.gallery_images = int(kept.sum())
+    result.gallery_ids = int(len(np.unique(labels.gallery_ids[kept])))
     if full is not None:
         result.pur = pur(full, length)
         result.auc = cmc_auc(full, options.auc_max_rank)

@@ -16,6 +16,8 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import glob
+import hashlib
+import os
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -69,14 +71,27 @@ def expand_store_patterns(patterns: Sequence[str | Path]) -> list[Path]:
             raise UsageError(f"{param('store', repr(text))} matches no file",
                              "check the pattern (quote it so that reid expands it)")
         stores.extend(Path(m) for m in matches)
-    seen: dict[Path, Path] = {}
+    seen: dict[Any, Path] = {}
     for path in stores:
-        key = path.resolve() if path.exists() else path
+        key = file_key(path)
         if key in seen:
-            raise UsageError(f"store {path} is given twice (also as {seen[key]})",
-                             f"give each store once ({param('store')})")
+            also = "the same file as" if Path(seen[key]).resolve() != path.resolve() \
+                else "also as"
+            raise UsageError(f"store {path} is given twice ({also} {seen[key]})",
+                             f"give each store once ({param('store')}); a second name of one "
+                             "file (hard link, symlink) would count its numbers twice")
         seen[key] = path
     return stores
+
+
+def file_key(path: Path) -> Any:
+    """What identifies a file whatever its name: ``(device, inode)`` (hard links and
+    symlinks share it); the resolved path where it cannot be read."""
+    try:
+        st = os.stat(path)
+        return ("inode", st.st_dev, st.st_ino)
+    except OSError:
+        return ("path", path.resolve() if path.exists() else path)
 
 
 def evaluate_stores(requests: Sequence[StoreEvalRequest]) -> MultiStoreEvaluation:
@@ -110,6 +125,29 @@ class _Setup:
     feature: str | None
     dim: int | None
     metric: str
+    #: the store's content digest (:func:`_identity_of`) and file (:func:`file_key`): never
+    #: compared for agreement, only to find one store given twice
+    identity: str = dataclasses.field(default="", compare=False)
+    file: Any = dataclasses.field(default=None, compare=False)
+
+
+def _identity_of(store) -> str:
+    """A digest of what a store's numbers depend on: its records, up to 256 evenly spaced
+    rows of every feature, and its protocol's query/gallery rows. A copy of a store has the
+    same digest; two stores with other features or trials do not."""
+    from reidcli.store.records_io import records_digest
+
+    h = hashlib.sha256(records_digest(store.records).encode())
+    n = store.num_rows
+    rows = np.unique(np.linspace(0, max(n - 1, 0), min(n, 256)).round().astype(np.int64))
+    for name in store.feature_names:
+        h.update(name.encode())
+        h.update(np.ascontiguousarray(store.features(name, rows)).tobytes())
+    proto = None if store.shard is not None else store.protocol
+    for trial in (proto.trials if proto is not None else []):
+        for key in ("query_idx", "gallery_idx"):
+            h.update(np.asarray(trial[key], dtype=np.int64).tobytes())
+    return h.hexdigest()
 
 
 def _setup_of(request: StoreEvalRequest, models: dict) -> _Setup:
@@ -127,19 +165,33 @@ def _setup_of(request: StoreEvalRequest, models: dict) -> _Setup:
         model = models[key]
     with open_store(request.store) as st:
         plan = plan_evaluation(st, request, model)
+        identity = _identity_of(st)
     metric = plan.info.get("metric") if request.distance == "auto" else request.distance
     return _Setup(protocol=plan.protocol.name, rule=plan.protocol.rule, feature=plan.feature,
-                  dim=plan.info.get("dim"), metric=str(metric))
+                  dim=plan.info.get("dim"), metric=str(metric), identity=identity,
+                  file=file_key(Path(request.store)))
 
 
 def check_stores_agree(requests: Sequence[StoreEvalRequest]) -> None:
     """EvaluationError naming the first store whose protocol (name and rule), evaluated
-    feature, feature dimension or distance differs from the first store's."""
+    feature, feature dimension or distance differs from the first store's, or that is a store
+    given before under another name (hard link, symlink) or a copy of one (same records,
+    sampled features and protocol rows: :func:`_identity_of`)."""
     models: dict = {}
     first, reference = None, None
+    seen: dict[Any, Path] = {}
     for request in requests:
         with _naming_store(request.store, len(requests)):
             setup = _setup_of(request, models)
+        for key, how in ((setup.file, "is the same file as"),
+                         (("content", setup.identity), "holds the same records, features and "
+                          "protocol as")):
+            if key in seen:
+                raise EvaluationError(
+                    f"store {request.store} {how} store {seen[key]}",
+                    "give each store once: a store counted twice makes the mean and std "
+                    "over stores wrong")
+            seen[key] = request.store
         if reference is None:
             first, reference = request.store, setup
             continue
@@ -185,9 +237,11 @@ def aggregate_reports(reports: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
     Returns ``mAP``, ``mINP``, ``cmc`` [R] (shorter curves extended by their last value, R
     the longest), ``pur`` / ``auc`` (where every store has them), ``std`` with the same keys,
-    the averaged query counts of :data:`COUNTS`, ``num_stores`` and ``stores``: one summary per
-    store (its ``store`` path, ``num_trials``, counts and metrics, ``cmc`` [R_i]). A metric is
-    None where any store's is None (e.g. mAP under cuhk03_sgs). Std: population (ddof 0)."""
+    the averaged query counts of :data:`COUNTS`, ``skipped`` (per skip reason: the mean over
+    stores of each store's mean over its trials), ``skipped_total`` (per reason: the queries
+    skipped in all trials of all stores), ``num_stores`` and ``stores``: one summary per
+    store (its ``store`` path, ``num_trials``, counts, ``skipped`` and metrics, ``cmc``
+    [R_i]). A metric is None where any store's is None (e.g. mAP under cuhk03_sgs). Std: population (ddof 0)."""
     if not reports:
         raise UsageError("no store report to aggregate", "evaluate at least one store")
     curves = pad_curves([np.asarray(r["cmc"], dtype=np.float64) for r in reports])
@@ -199,6 +253,12 @@ def aggregate_reports(reports: Sequence[dict[str, Any]]) -> dict[str, Any]:
     out["std"]["cmc"] = curves.std(axis=0).tolist()
     for count in COUNTS:
         out[count] = mean_count([r[count] for r in reports])
+    reasons = sorted({k for r in reports for k in r.get("skipped", {})})
+    out["skipped"] = {k: mean_count([r.get("skipped", {}).get(k, 0) for r in reports])
+                      for k in reasons}
+    out["skipped_total"] = {k: int(sum(t.get("skipped", {}).get(k, 0)
+                                       for r in reports for t in r.get("trials", [])))
+                            for k in reasons}
     out["num_stores"] = len(reports)
     out["stores"] = [_summary(r) for r in reports]
     return out
@@ -208,6 +268,7 @@ def _summary(report: dict[str, Any]) -> dict[str, Any]:
     """One store's line of the aggregate: its path, trial count, counts and mean metrics."""
     row = {"store": report.get("store"), "num_trials": report["num_trials"]}
     row.update({count: report[count] for count in COUNTS})
+    row["skipped"] = dict(report.get("skipped", {}))
     row.update({metric: report[metric] for metric in SCALAR_METRICS if metric in report})
     row["cmc"] = list(report["cmc"])
     return row

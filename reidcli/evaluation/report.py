@@ -58,7 +58,10 @@ def trial_dict(result: TrialResult) -> dict[str, Any]:
                                       else {}), "num_queries": result.num_queries,
            "num_valid_queries": result.num_valid_queries,
            "num_skipped_queries": int(sum(result.skipped.values())),
-           "skipped": dict(result.skipped), "gallery_size": result.gallery_size,
+           "skipped": dict(result.skipped),
+           # images, and identities apart (E4's full curve runs over identities)
+           "gallery_size": result.gallery_size if result.gallery_images is None
+           else result.gallery_images, "gallery_ids": result.gallery_ids,
            "mAP": result.mAP, "mINP": result.mINP, "cmc": result.cmc.tolist()}
     if result.cmc_full is not None:
         out.update(pur=result.pur, auc=result.auc, cmc_full=result.cmc_full.tolist())
@@ -195,7 +198,8 @@ def build_multi_report(reports: Sequence[dict[str, Any]], aggregate: dict[str, A
     report.update(num_stores=aggregate["num_stores"], num_trials=aggregate["num_stores"],
                   num_store_trials=int(sum(r["num_trials"] for r in reports)))
     report.update({k: aggregate[k] for k in ("num_valid_queries", "num_queries",
-                                             "num_skipped_queries")})
+                                             "num_skipped_queries", "skipped",
+                                             "skipped_total") if k in aggregate})
     report.update({k: aggregate[k] for k in ("mAP", "mINP", "cmc", "pur", "auc")
                    if k in aggregate})
     report["std"] = dict(aggregate["std"])
@@ -354,13 +358,14 @@ def render_store_table(report: dict[str, Any], console) -> None:
     for name, _ in metrics:
         table.add_column(name, justify="right", no_wrap=True)
     table.add_column("valid queries", justify="right")
+    table.add_column("skipped queries", justify="right")
     for entry, name in zip(report["trials"], names):
         table.add_row(name, str(entry["num_trials"]),
                       *(value(entry, key) for _, key in metrics),
-                      str(entry["num_valid_queries"]))
+                      str(entry["num_valid_queries"]), skipped_text(entry))
     table.add_row(f"mean ± std over {n} stores", str(report["num_store_trials"]),
                   *(value(report, key, report["std"]) for _, key in metrics),
-                  str(report["num_valid_queries"]), style="bold")
+                  str(report["num_valid_queries"]), skipped_text(report), style="bold")
     # never squeezed into ellipses: a console narrower than the table is widened for it
     from rich.measure import Measurement
     width = Measurement.get(console, console.options.update_width(10_000), table).maximum
@@ -370,6 +375,33 @@ def render_store_table(report: dict[str, Any], console) -> None:
         console.print(table)
     finally:
         console.width = narrow
+    total = report.get("skipped_total")
+    if total is not None:
+        counted = _reasons_text(total)
+        console.print(f"skipped queries in all {report['num_store_trials']} trial(s) of the "
+                      f"{n} stores: {int(sum(total.values()))}"
+                      + (f" ({counted})" if counted else "") + f"; {SKIP_NOTE}",
+                      markup=False, highlight=False, soft_wrap=True)
+
+
+#: how the report's skip reasons (reidcli.evaluation.protocols SKIP_*) read in a table
+SKIP_REASONS = {"junk_or_distractor_query": "pid 0/-1",
+                "no_match": "no gallery match"}
+SKIP_NOTE = ("skipped queries: pid 0/-1 = distractor/junk queries (pid 0 means distractor); "
+             "no gallery match = no true match left once the rule excludes same-camera "
+             "matches")
+
+
+def _reasons_text(reasons: dict[str, Any]) -> str:
+    return ", ".join(f"{SKIP_REASONS.get(k, k.replace('_', ' '))}: {v}"
+                     for k, v in reasons.items() if v)
+
+
+def skipped_text(entry: dict[str, Any]) -> str:
+    """``12 (pid 0/-1: 12)``: an entry's skipped-query count and its reasons (the count
+    alone where it has no ``skipped`` breakdown)."""
+    parts = _reasons_text(entry.get("skipped") or {})
+    return f"{entry.get('num_skipped_queries', 0)}" + (f" ({parts})" if parts else "")
 
 
 def short_store_names(paths: Sequence[str]) -> tuple[list[str], str | None]:

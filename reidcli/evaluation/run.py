@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -109,6 +110,31 @@ def _train_cameras_of(st) -> list[int] | None:
     return None
 
 
+def _training_overlap(st, plan) -> dict[str, int] | None:
+    """Trial → number of its query/gallery identities that the network which wrote the
+    store was trained on (its provenance's ``training_identities``, also through adapt and
+    merge; :mod:`reidcli.models.training_identities`); None when the store records none.
+    Any overlap warns: those scores measure memorisation, not re-identification."""
+    from reidcli.models.training_identities import rows_overlap
+
+    found: dict[str, int] = {}
+    exact = True
+    for k, q, g in plan.trials:
+        result = rows_overlap(st.provenance, plan.records, np.concatenate([q, g]))
+        if result is None:
+            return None
+        found[str(k)] = result[0]
+        exact = exact and result[1]
+    bad = {k: n for k, n in found.items() if n}
+    if bad:
+        counts = ", ".join(f"store trial {k}: {'≥ ' if not exact else ''}{n}"
+                           for k, n in bad.items())
+        warnings.warn(f"store {st.path}: query/gallery identities the network was trained on "
+                      f"({counts}) — these scores measure memorisation, not "
+                      "re-identification; extract the model's own trial instead")
+    return found
+
+
 def evaluate_store(request: StoreEvalRequest) -> StoreEvaluation:
     """Score a store over the chosen protocol's trials (see module doc).
 
@@ -125,6 +151,7 @@ def evaluate_store(request: StoreEvalRequest) -> StoreEvaluation:
     device = resolve_device(request.device)
     with open_store(request.store) as st:
         plan = plan_evaluation(st, request, model)
+        training_overlap = _training_overlap(st, plan)
         options = plan.options
         backend = make_backend(device)
         results: list[TrialResult] = []
@@ -190,6 +217,8 @@ def evaluate_store(request: StoreEvalRequest) -> StoreEvaluation:
                         if plan.protocol.single_gallery_shot else None,
                         "seed": options.seed},
             "nmi": nmi, "store_provenance": st.provenance,
+            # query/gallery identities the store's network was trained on, per trial
+            "training_overlap": training_overlap,
             "seconds": round(time.perf_counter() - started, 3),
         }
     return StoreEvaluation(protocol=plan.protocol, trials=results, meta=meta)

@@ -33,6 +33,7 @@ import numpy as np
 
 from reidcli.errors import InputFileError, ParameterError, UsageError
 from reidcli.naming import param
+from reidcli.params import check_seed
 from reidcli.numeric import l2_normalize_rows
 from reidcli.store.schema import CODEBOOKS
 
@@ -519,6 +520,7 @@ def fit_bow(descriptors: np.ndarray, color_names: ColorNameTable,
     """
     from sklearn.cluster import KMeans
 
+    seed = check_seed("BoW", seed)
     desc = np.asarray(descriptors, dtype=np.float32)
     flat = desc.reshape(-1, desc.shape[-1])
     if flat.shape[0] < params.words:
@@ -547,6 +549,7 @@ def fit_bow_from_batches(batches: Iterable[np.ndarray], color_names: ColorNameTa
                          max_patches: int = 100_000) -> BowCodebook:
     """:func:`fit_bow` on image batches uint8 [b, H, W, 3]: only their patch descriptors
     (float32 [b, P, 11], 22.5 KB per 128×64 image) are kept."""
+    seed = check_seed("BoW", seed)                 # before the descriptors are computed
     parts = [patch_descriptors(batch, color_names, params) for batch in batches]
     if not parts or sum(len(p) for p in parts) == 0:
         raise UsageError("BoW: no training images to learn the codebook from",

@@ -6,7 +6,9 @@ command; torchrun tells each its ``RANK``, ``WORLD_SIZE`` and ``LOCAL_RANK`` (an
 ``MASTER_ADDR``/``MASTER_PORT`` for the rendezvous). Here every rank
 
 1. joins a ``torch.distributed`` process group (``nccl`` when it extracts on a GPU, bound to
-   ``cuda:<LOCAL_RANK>``; ``gloo`` on CPU) with a timeout on every collective;
+   ``cuda:<LOCAL_RANK>``; ``gloo`` on CPU) with a timeout on every collective; the rendezvous
+   is announced on stderr and bounded by ``REIDCLI_DIST_JOIN_TIMEOUT`` (default 300 s,
+   :mod:`reidcli.distributed_env`);
 2. writes shard ``RANK/WORLD_SIZE`` of the rows (the contiguous row range of
    :func:`reidcli.store.writer.shard_rows`) to :func:`shard_path` next to the output;
 3. reports success or its error to every rank (one ``all_gather_object``, which is also the
@@ -21,12 +23,13 @@ raises and no merged store is written; the shards of the ranks that succeeded ar
 from __future__ import annotations
 
 import dataclasses
-import datetime as _dt
 import os
 import socket
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
+from reidcli.distributed_env import (MAX_TIMEOUT_S, Launch, join_process_group,
+                                     native_stderr_held, read_launch, torch_error_line)
 from reidcli.errors import OutputError, UsageError
 from reidcli.naming import param
 
@@ -38,32 +41,19 @@ DEFAULT_TIMEOUT_S = 1800.0
 
 
 @dataclasses.dataclass(frozen=True)
-class DistributedEnv:
+class DistributedEnv(Launch):
     """Where this process sits in a ``torchrun`` launch: ``rank`` of ``world_size`` processes,
-    ``local_rank`` on its machine (the GPU index it uses)."""
-
-    rank: int
-    world_size: int
-    local_rank: int
+    ``local_rank`` on its machine (the GPU index it uses), the rendezvous address
+    (:class:`reidcli.distributed_env.Launch`)."""
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> "DistributedEnv | None":
-        """The launch read from ``WORLD_SIZE``, ``RANK`` and ``LOCAL_RANK``; None when
-        ``WORLD_SIZE`` is unset or 1 (a plain, single-process run)."""
-        env = os.environ if environ is None else environ
-        try:
-            world = int(env.get("WORLD_SIZE", "1") or "1")
-            rank = int(env.get("RANK", "0") or "0")
-            local_rank = int(env.get("LOCAL_RANK", str(rank)) or "0")
-        except ValueError:
-            raise UsageError("WORLD_SIZE, RANK or LOCAL_RANK is not an integer",
-                             "launch with torchrun, which sets them") from None
-        if world <= 1:
-            return None
-        if not 0 <= rank < world or local_rank < 0:
-            raise UsageError(f"RANK={rank} is outside 0..WORLD_SIZE-1={world - 1}",
-                             "launch with torchrun, which sets them")
-        return cls(rank=rank, world_size=world, local_rank=local_rank)
+        """The launch read from ``WORLD_SIZE``, ``RANK``, ``LOCAL_RANK``, ``MASTER_ADDR`` and
+        ``MASTER_PORT`` (:func:`reidcli.distributed_env.read_launch`: each checked, an error
+        names the variable at fault); None when ``WORLD_SIZE`` is unset or 1 (a plain,
+        single-process run)."""
+        launch = read_launch(environ)
+        return None if launch is None else cls(**dataclasses.asdict(launch))
 
     @property
     def shard(self) -> tuple[int, int]:
@@ -133,8 +123,11 @@ class DistributedResult:
 ShardExtractor = Callable[[Path, tuple[int, int], str, Mapping[str, Any]], Path]
 
 
-def _init_group(backend: str, device: str, env: DistributedEnv, timeout_s: float) -> bool:
-    """Join the launch's process group (once); True when this call created it."""
+def _init_group(backend: str, device: str, env: DistributedEnv, timeout_s: float,
+                join_timeout_s: float | None = None) -> bool:
+    """Join the launch's process group (once; :func:`reidcli.distributed_env.join_process_group`:
+    announced on stderr, the rendezvous bounded by ``join_timeout_s`` and ``timeout_s``);
+    True when this call created it."""
     import torch
     import torch.distributed as dist
 
@@ -143,16 +136,7 @@ def _init_group(backend: str, device: str, env: DistributedEnv, timeout_s: float
     if backend == "nccl":
         # NCCL binds a rank to the current device: select it before creating the group
         torch.cuda.set_device(torch.device(device))
-    try:
-        dist.init_process_group(backend, rank=env.rank, world_size=env.world_size,
-                                timeout=_dt.timedelta(seconds=timeout_s))
-    except (RuntimeError, ValueError) as exc:
-        raise OutputError(f"rank {env.rank} could not join the process group of "
-                          f"{env.world_size} ranks ({exc.__class__.__name__}: "
-                          f"{str(exc).splitlines()[0] if str(exc) else ''})",
-                          "check MASTER_ADDR/MASTER_PORT and that every rank started "
-                          "(torchrun sets them)") from None
-    return True
+    return join_process_group(backend, env, timeout_s=timeout_s, join_timeout_s=join_timeout_s)
 
 
 def _exchange(report: RankReport, env: DistributedEnv, timeout_s: float) -> list[RankReport]:
@@ -161,13 +145,15 @@ def _exchange(report: RankReport, env: DistributedEnv, timeout_s: float) -> list
 
     gathered: list[Any] = [None] * env.world_size
     try:
-        dist.all_gather_object(gathered, report.as_dict())
+        with native_stderr_held():                   # torch's C++ log of a failed collective
+            dist.all_gather_object(gathered, report.as_dict())
     except (RuntimeError, ValueError) as exc:        # a rank died or stayed past the timeout
-        raise OutputError(f"rank {env.rank}: not every rank reported within {timeout_s:g} s "
-                          f"({exc.__class__.__name__}: "
-                          f"{str(exc).splitlines()[0] if str(exc) else ''}); no merged store "
-                          "was written", f"see the failing rank's error; raise "
-                          f"{param('timeout')} if a rank is only slower") from None
+        closed = "closed" in str(exc).lower() or "reset by peer" in str(exc).lower()
+        what = (f"rank {env.rank}: another rank stopped or gave up waiting" if closed else
+                f"rank {env.rank}: not every rank reported within {timeout_s:g} s")
+        raise OutputError(f"{what} ({torch_error_line(exc)}); no merged store was written",
+                          f"see the failing rank's error; raise {param('timeout')} if a "
+                          "rank is only slower") from None
     return [RankReport(**g) for g in gathered]
 
 
@@ -210,24 +196,28 @@ def run_sharded(out: str | os.PathLike, extract_shard: ShardExtractor, *,
                 force: bool = False, timeout: float = DEFAULT_TIMEOUT_S,
                 requested_shard: tuple[int, int] | None = None,
                 backend: str | None = None, command: list[str] | None = None,
-                progress: bool | None = None) -> DistributedResult:
+                progress: bool | None = None,
+                join_timeout: float | None = None) -> DistributedResult:
     """Extract this rank's shard with ``extract_shard`` and, on rank 0, join all shards.
 
     ``device``: ``auto`` | ``cpu`` | ``cuda`` (→ ``cuda:<LOCAL_RANK>``); ``backend`` defaults
     to ``nccl`` on CUDA, else ``gloo``. ``timeout`` (seconds) bounds every collective — the
-    wait of a finished rank for the slowest one included. ``requested_shard`` (an explicit
+    wait of a finished rank for the slowest one included; the rendezvous waits at most
+    ``join_timeout`` (default ``REIDCLI_DIST_JOIN_TIMEOUT`` or 300 s) and never longer than
+    ``timeout``. ``requested_shard`` (an explicit
     ``i/n``) must equal ``(RANK, WORLD_SIZE)``. Raises on every rank when any rank failed;
     the merged store is then not written. Errors before the group exists (a malformed
     ``timeout`` or ``device``) are raised at once.
     """
     import torch.distributed as dist
 
-    if not timeout > 0:
-        raise UsageError(f"{param('timeout', timeout)} must be > 0 seconds",
+    if not 0 < timeout <= MAX_TIMEOUT_S:               # NaN and inf included
+        raise UsageError(f"{param('timeout', timeout)} must be a number of seconds in "
+                         f"(0, {MAX_TIMEOUT_S:g}]",
                          f"e.g. {param('timeout', int(DEFAULT_TIMEOUT_S))}")
     dev = rank_device(device, env)
     backend = backend or ("nccl" if dev.startswith("cuda") else "gloo")
-    created = _init_group(backend, dev, env, float(timeout))
+    created = _init_group(backend, dev, env, float(timeout), join_timeout)
     try:
         paths = [shard_path(out, (r, env.world_size)) for r in range(env.world_size)]
         mine = paths[env.rank]
@@ -314,6 +304,7 @@ def distributed_extract_model_store(layout: "StoreLayout | Callable[[], StoreLay
                                     requested_shard: tuple[int, int] | None = None,
                                     force: bool = False, progress: bool | None = True,
                                     command: list[str] | None = None,
+                                    join_timeout: float | None = None,
                                     **extract_options: Any) -> DistributedResult:
     """:func:`reidcli.features.model_extract.extract_model_store` on every rank of a torchrun
     launch (``env`` defaults to the environment's), joined by rank 0 into ``out``.
@@ -323,7 +314,8 @@ def distributed_extract_model_store(layout: "StoreLayout | Callable[[], StoreLay
     every rank fail instead of leaving the others waiting). ``extract_options`` are
     ``extract_model_store``'s (``features``, ``maps``, ``batch_size`` …; ``inputs`` may be a
     function of the layout; not ``shard``: an explicit ``requested_shard`` is only checked
-    against the launch). Only rank 0 shows progress."""
+    against the launch). Only rank 0 shows progress. ``timeout`` and ``join_timeout`` are
+    :func:`run_sharded`'s."""
     from reidcli.features.model_extract import extract_model_store
 
     env = env or DistributedEnv.from_environ()
@@ -347,7 +339,7 @@ def distributed_extract_model_store(layout: "StoreLayout | Callable[[], StoreLay
 
     return run_sharded(out, extract_shard, env=env, device=device, merge=merge, force=force,
                        timeout=timeout, requested_shard=requested_shard, command=command,
-                       progress=progress)
+                       progress=progress, join_timeout=join_timeout)
 
 
 __all__ = ["DistributedEnv", "DistributedResult", "RankReport", "DEFAULT_TIMEOUT_S",

@@ -20,6 +20,7 @@ from PIL import Image
 
 from reidcli.errors import InputFileError, ParameterError, UsageError
 from reidcli.naming import param
+from reidcli.params import check_seed
 from reidcli.features.layout import StoreLayout
 from reidcli.progress import track
 from reidcli.provenance import make_provenance
@@ -267,6 +268,7 @@ def extract_handcrafted_store(layout: StoreLayout, out: str | os.PathLike,
         raise UsageError(f"{param('codebook_from')} is only read by fitted features "
                          f"({', '.join(sorted(FITTED))})",
                          f"add one to {param('features')} or drop {param('codebook_from')}")
+    seed = check_seed("extraction", seed)          # [0, 2³²), before any draw uses it
     options = {"bow_words": bow_words, "seed": seed,
                "color_names": color_names if codebook_from is not None
                else (color_names or "builtin")}

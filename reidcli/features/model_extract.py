@@ -11,8 +11,9 @@ taken from the unflipped image). Rows stream into the store batch by batch.
 from __future__ import annotations
 
 import os
+import warnings
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -26,6 +27,8 @@ from reidcli.features.layout import StoreLayout
 from reidcli.models.backbones import TAP_MODULES, TAPS
 from reidcli.models.checkpoint import (DEFAULT_FEATURES, FEATURE_METRICS, FEATURES, LoadedModel,
                                        feature_dims, load_model, model_features)
+from reidcli.models.training_identities import (TrainingIdentities, overlap_record,
+                                                training_identities, trial_overlaps)
 from reidcli.naming import param
 from reidcli.progress import track
 from reidcli.provenance import make_provenance
@@ -129,8 +132,84 @@ def embed_batch(model: LoadedModel, images: torch.Tensor, maps: Sequence[str],
             {k: v.cpu().numpy() for k, v in pooled.items()})
 
 
+def _trial_list(trials) -> str:
+    return ",".join(str(t) for t in trials)
+
+
+def _overlap_text(overlaps: Mapping[int, set], layout: StoreLayout) -> str:
+    """``regdb trial 8 (8 of its 12 test identities) tests`` / ``regdb trials 1 (…), 3 (…)
+    test``: the trials with an overlap, for a sentence that goes on "on identities …"."""
+    from reidcli.models.training_identities import row_identities, test_rows, trial_numbers
+
+    sizes = {n: len(row_identities(layout.records, test_rows(t)))
+             for n, t in zip(trial_numbers(layout), layout.trials)}
+    bad = [k for k in sorted(overlaps) if overlaps[k]]
+    parts = [f"{k} ({len(overlaps[k])} of {'its ' if i == 0 else ''}{sizes.get(k, '?')}"
+             f"{' test identities' if i == 0 else ''})" for i, k in enumerate(bad[:6])]
+    many = len(bad) > 1
+    return (f"{layout.dataset} trial{'s' if many else ''} {', '.join(parts)}"
+            f"{f' and {len(bad) - 6} more' if len(bad) > 6 else ''} test{'' if many else 's'}")
+
+
+def check_training_overlap(layout: StoreLayout, training: TrainingIdentities | None,
+                           allow_overlap: bool = False) -> dict[int, set]:
+    """Dataset trial → its test identities that the model trained on (empty without a
+    record). An overlap raises :class:`UsageError` naming the trials and counts, unless
+    ``allow_overlap``, which warns instead: such scores measure memorisation."""
+    if training is None:
+        return {}
+    overlaps = trial_overlaps(layout, training)
+    if not any(overlaps.values()):
+        return overlaps
+    own = training.trial if training.dataset == layout.dataset else None
+    what = (f"{_overlap_text(overlaps, layout)} on identities the model {training.model} "
+            f"was trained on" + ("" if own is None else f" (its training trial is {own})"))
+    if not allow_overlap:
+        clean = [k for k in sorted(overlaps) if not overlaps[k]]
+        pick = (f"extract the model's trial ({param('trials', own)})" if own is not None
+                else f"extract {param('trials', _trial_list(clean))} only" if clean
+                else "extract a protocol whose test identities the model has not seen")
+        raise UsageError(what, f"{pick}, or pass {param('allow_overlap', True)} to score "
+                         "them anyway (the store records the overlap)")
+    warnings.warn(f"{what}: their scores measure memorisation, not re-identification "
+                  "(allowed; the store records the overlap)", stacklevel=2)
+    return overlaps
+
+
+def default_model_layout(make_layout: Callable[[str | None], StoreLayout],
+                         training: TrainingIdentities | None
+                         ) -> tuple[StoreLayout, str | None]:
+    """The layout of a model extraction whose trials were not chosen: every trial, unless
+    some test on the model's training identities; then the model's own trial (when trained
+    on one trial of this dataset), else the trials that do not. ``make_layout(trials)``
+    builds a layout (None: all trials). Returns the layout and a note saying what was
+    picked (None when every trial was kept); when no trial is clean, every trial is
+    returned for :func:`check_training_overlap` to refuse."""
+    layout = make_layout(None)
+    if training is None:
+        return layout, None
+    overlaps = trial_overlaps(layout, training)
+    if not any(overlaps.values()):
+        return layout, None
+    clean = [k for k in sorted(overlaps) if not overlaps[k]]
+    if not clean:
+        return layout, None
+    text = _overlap_text(overlaps, layout)
+    if training.dataset == layout.dataset and training.trial in clean:
+        picked = [training.trial]
+        why = f"the model was trained on trial {training.trial} of {layout.dataset}"
+    else:
+        picked = clean
+        why = f"the model was trained on identities of {layout.dataset}"
+    note = (f"{why}: extracting trial{'s' if len(picked) > 1 else ''} "
+            f"{_trial_list(picked)} only ({text} on its training identities; choose "
+            f"with {param('trials')})")
+    return make_layout(_trial_list(picked)), note
+
+
 def extract_model_store(layout: StoreLayout, out: str | os.PathLike,
-                        model_path: str | os.PathLike, *, features: Sequence[str] = (),
+                        model_path: str | os.PathLike | LoadedModel, *,
+                        features: Sequence[str] = (),
                         maps: Sequence[str] = (), map_size: tuple[int, int] = (24, 8),
                         maps_dtype: str = "float16", flip: bool = False, batch_size: int = 64,
                         shard: tuple[int, int] | None = None, device: str = "auto",
@@ -138,15 +217,27 @@ def extract_model_store(layout: StoreLayout, out: str | os.PathLike,
                         force: bool = False, progress: bool = True,
                         command: list[str] | None = None,
                         inputs: Sequence[str | os.PathLike] = (),
-                        provenance_extra: Mapping[str, Any] | None = None) -> Path:
+                        provenance_extra: Mapping[str, Any] | None = None,
+                        allow_overlap: bool = False) -> Path:
     """Run the model of ``model_path`` over the rows of ``layout`` (or shard ``i/n`` of them)
     and write ``/features/<name>`` [N, d], ``/convmaps/<tap>`` [N, C, h, w] and the protocol.
     The provenance hashes the model file and ``inputs`` (e.g. the image folder), plus the
     entries of ``provenance_extra`` (e.g. the rank of a distributed extraction,
-    :mod:`reidcli.features.distributed`).
+    :mod:`reidcli.features.distributed`). ``model_path`` may be a :class:`LoadedModel`
+    (moved to ``device``). A trial whose test identities the model trained on is refused
+    unless ``allow_overlap`` (:func:`check_training_overlap`); the provenance's
+    ``training_identities`` records the model's training identities and the overlap
+    (:func:`reidcli.models.training_identities.overlap_record`).
     """
     dev = resolve_device(device, owner="extraction")
-    model = load_model(model_path, dev)
+    if isinstance(model_path, LoadedModel):
+        model = model_path
+        model.module.to(dev)
+        model.device = dev
+    else:
+        model = load_model(model_path, dev)
+    training = training_identities(model.meta, str(model.path))
+    overlaps = check_training_overlap(layout, training, allow_overlap)
     names = parse_feature_names(features, model.family)
     taps = parse_map_names(maps)
     if taps and model.kind == "dgvae":
@@ -168,9 +259,12 @@ def extract_model_store(layout: StoreLayout, out: str | os.PathLike,
     dataset = ImageRecordDataset(records, model.transform, return_index=False)
     loader = make_loader(dataset, batch_size=batch_size, workers=workers, device=dev)
     input_size = _size_text(model.input_size)
+    extra = dict(provenance_extra or {})
+    if training is not None:
+        extra["training_identities"] = overlap_record(training, overlaps, allow_overlap)
     prov = make_provenance(command=command, inputs=[model.path, *inputs], features=names,
                            maps=taps, protocol=layout.protocol, model=model.spec.as_dict(),
-                           **dict(provenance_extra or {}))
+                           **extra)
     attrs = {"default_feature": names[0], "source_checkpoint": str(model.path),
              "model_kind": model.kind, "input_size": input_size, "flip": bool(flip)}
     if layout.options.get("train_cams"):
@@ -203,5 +297,6 @@ def extract_model_store(layout: StoreLayout, out: str | os.PathLike,
     return Path(out)
 
 
-__all__ = ["extract_model_store", "embed_batch", "parse_feature_names", "parse_map_names",
+__all__ = ["extract_model_store", "embed_batch", "check_training_overlap",
+           "default_model_layout", "parse_feature_names", "parse_map_names",
            "maps_bytes", "check_maps_size", "LARGE_MAPS_BYTES", "LARGE_MAPS_IMAGES"]

@@ -24,6 +24,7 @@ from reidcli.errors import FittedModelError, UsageError
 from reidcli.estimator import Estimator, store_params
 from reidcli.fitted import TrialModel
 from reidcli.metric.kernels import check_features, check_labels, count_pairs, negative_pairs
+from reidcli.metric.constraints import SEED, check_dim
 from reidcli.metric.pca import DIM, VARIANCE, pca_basis
 from reidcli.params import NONE, Interval, Options
 from reidcli.registry import register
@@ -118,7 +119,7 @@ class KISSME(Estimator):
     _parameter_constraints = {"dim": [DIM, NONE], "variance": [VARIANCE, NONE],
                               "neg_ratio": [Interval(float, 0, None)],
                               "psd": [Options(PSD_MODES)], "ridge": [Interval(float, 0, None)],
-                              "seed": [Interval(int, 0, None)]}
+                              "seed": [SEED]}
     _parameter_help = {"dim": "PCA dimension k (default: keep `variance` of the variance).",
                        "variance": "Variance fraction kept by the PCA when dim is not set.",
                        "neg_ratio": "Negative pairs per positive pair (0 = all).",
@@ -139,6 +140,7 @@ class KISSME(Estimator):
         if p["dim"] is None and p["variance"] is None:
             raise UsageError("KISSME needs a PCA dim or a variance fraction",
                              "e.g. variance=0.95")
+        check_dim("KISSME", p["dim"], x.shape[1], "the input features")
         mean, proj, _, _ = pca_basis(x, p["dim"], None if p["dim"] is not None
                                      else p["variance"])
         u = (x - mean) @ proj

@@ -34,15 +34,15 @@ from reidcli.metric.kernels import (BLOCK_ELEMENTS, GAMMA_RULES, KERNEL_PARAMETE
                                     Kernel, KernelProjection, check_features, check_labels,
                                     kernel_arrays, linear_from_dual, projection_model,
                                     resolve_kernel)
-from reidcli.metric.pca import DIM
-from reidcli.params import Interval, Options, TEXT
+from reidcli.metric.constraints import COUNT, DEVICE, DIM, SEED, check_device, check_dim
+from reidcli.params import Interval, Options
 from reidcli.progress import track
 from reidcli.registry import register
 
 SOLVERS = ("auto", "primal", "dual")
 #: constraints shared by LFDA and kernel LFDA (β = the S_w regulariser)
 _COMMON_CONSTRAINTS = {"dim": [DIM], "beta": [Interval(float, 0, 1)],
-                       "knn": [Interval(int, 1, None)]}
+                       "knn": [COUNT]}
 _COMMON_HELP = {"dim": "Output dimension d.",
                 "beta": "LFDA's β: regulariser of S_w, (1 − β) S_w + β tr(S_w)/m I.",
                 "knn": "Neighbour whose distance sets the local scale σ."}
@@ -202,6 +202,7 @@ class LFDA(Estimator):
         p = self._validated_params()
         x, pids = _check_training_set(X, pids, camids, "LFDA")
         dim, beta, knn, solver = p["dim"], p["beta"], p["knn"], p["solver"]
+        check_dim("LFDA", dim, x.shape[1], "the input features")
         if solver == "auto":
             solver = "primal" if x.shape[1] <= len(x) else "dual"
         if solver == "primal":
@@ -251,8 +252,8 @@ class KernelLFDA(Estimator):
                               "gamma": [Options(GAMMA_RULES), Interval(float, 0, None, "neither")],
                               "degree": [Interval(float, 1, None)],
                               "coef0": [Interval(float)],
-                              "max_kernel_n": [Interval(int, 1, None)], "device": [TEXT],
-                              "seed": [Interval(int, 0, None)]}
+                              "max_kernel_n": [COUNT], "device": [DEVICE],
+                              "seed": [SEED]}
     _parameter_help = {**_COMMON_HELP, "kernel": "Kernel: " + " | ".join(KERNELS) + ".",
                        **KERNEL_PARAMETER_HELP,
                        "device": "torch device of the kernel matrices.",
@@ -269,6 +270,9 @@ class KernelLFDA(Estimator):
         p = self._validated_params()
         x, pids = _check_training_set(X, pids, camids, "kernel LFDA")
         _check_kernel_n(len(x), p["max_kernel_n"], "kernel LFDA")
+        check_dim("kernel LFDA", p["dim"], len(x),
+                  "the kernel space (one dimension per training image)")
+        p["device"] = check_device("kernel LFDA", p["device"])
         kernel = resolve_kernel(x, p["kernel"], p["gamma"], p["degree"], p["coef0"], p["seed"])
         K = kernel.matrix(x, device=p["device"])
         values, a = _kernel_solve(0.5 * (K + K.T), pids, p["dim"], p["beta"], p["knn"])

@@ -17,14 +17,13 @@ import scipy.linalg
 
 from reidcli.errors import UsageError
 from reidcli.estimator import Estimator, store_params
+from reidcli.metric.constraints import DIM, check_dim
 from reidcli.metric.kernels import check_features, projection_model
 from reidcli.params import NONE, Interval, check_param
 from reidcli.registry import register
 
 #: a fraction of the total variance
 VARIANCE = Interval(float, 0, 1, "right")
-#: a number of output dimensions
-DIM = Interval(int, 1, None)
 
 
 def pca_basis(x, dim: int | None = 40, variance: float | None = None
@@ -40,6 +39,8 @@ def pca_basis(x, dim: int | None = 40, variance: float | None = None
     if variance is None:
         dim = check_param("PCA", "dim", dim, DIM)
     n, d = x.shape
+    if variance is None:
+        check_dim("PCA", dim, d, "the input features")
     mean = x.mean(0)
     xc = x - mean
     if n >= d:                                           # scatter XcᵀXc [D, D]

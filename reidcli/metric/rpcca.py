@@ -43,8 +43,8 @@ from reidcli.metric.kernels import (GAMMA_RULES, KERNEL_PARAMETER_HELP, KERNELS,
                                     check_features, check_labels, count_pairs, kernel_arrays,
                                     linear_from_dual, negative_pairs, positive_pairs,
                                     projection_model, resolve_kernel)
-from reidcli.metric.pca import DIM
-from reidcli.params import TEXT, Interval, Options
+from reidcli.metric.constraints import COUNT, COUNT_OR_ZERO, DEVICE, DIM, SEED, check_device, check_dim
+from reidcli.params import Interval, Options
 from reidcli.progress import track
 from reidcli.registry import register
 
@@ -264,11 +264,11 @@ class RPCCA(Estimator):
         "beta": [Interval(float, 0, None, "neither")], "lam": [Interval(float, 0, None)],
         "neg_ratio": [Interval(float, 0, None)], "optimizer": [Options(OPTIMIZERS)],
         "lr": [Interval(float, 0, None, "neither")], "tol": [Interval(float, 0, None)],
-        "max_iter": [Interval(int, 1, None)], "batch_size": [Interval(int, 1, None)],
+        "max_iter": [COUNT], "batch_size": [COUNT],
         "adam_bias": [Options(ADAM_BIAS)], "init_std": [Interval(float, 0, None, "neither")],
-        "log_every": [Interval(int, 1, None)], "snapshot_every": [Interval(int, 0, None)],
-        "max_kernel_n": [Interval(int, 1, None)], "device": [TEXT],
-        "seed": [Interval(int, 0, None)]}
+        "log_every": [COUNT], "snapshot_every": [COUNT_OR_ZERO],
+        "max_kernel_n": [COUNT], "device": [DEVICE],
+        "seed": [SEED]}
     _parameter_help = {
         "dim": "Output dimension d.", "kernel": "Kernel: " + " | ".join(KERNELS) + ".",
         **KERNEL_PARAMETER_HELP,
@@ -303,6 +303,8 @@ class RPCCA(Estimator):
             raise UsageError(f"rPCCA: {n} training rows exceed max_kernel_n={h['max_kernel_n']} "
                              f"(the kernel matrix would need {n * n * 8 / 2**30:.1f} GiB)",
                              "train on fewer rows, or raise max_kernel_n")
+        check_dim("rPCCA", h["dim"], n, "the kernel space (one dimension per training image)")
+        h["device"] = check_device("rPCCA", h["device"])
         rng = np.random.default_rng(h["seed"])
         pairs, y = training_pairs(pids, h["neg_ratio"], rng)
         kernel = resolve_kernel(x, h["kernel"], h["gamma"], h["degree"], h["coef0"], h["seed"])

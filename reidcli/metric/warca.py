@@ -20,19 +20,22 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import warnings
 from typing import Any, Mapping
 
 import numpy as np
 
-from reidcli.errors import FittedModelError, UsageError
+from reidcli.errors import FittedModelError, ParameterError, UsageError
 from reidcli.estimator import Estimator, store_params
+from reidcli.metric.constraints import (COUNT, COUNT_OR_ZERO, DEVICE, SEED, check_device,
+                                        check_dim)
 from reidcli.metric.kernels import GAMMA_RULES, KERNEL_PARAMETER_HELP
 from reidcli.metric.warca_kernel import KERNELS, NORMALIZE
 from reidcli.metric.warca_model import WARCAModel
 from reidcli.metric.warca_trainer import WARCATrainer
 from reidcli.naming import param
-from reidcli.params import BOOL, TEXT, FloatList, Interval, Options
+from reidcli.params import BOOL, FloatList, Interval, Options
 from reidcli.registry import register
 
 log = logging.getLogger(__name__)
@@ -59,8 +62,13 @@ class _OptionsOrNone(Options):
         return value is None or super().accepts(value)
 
 
-_INT_POSITIVE = Interval(int, 1, None)
-_INT_NONNEGATIVE = Interval(int, 0, None)
+_INT_POSITIVE = COUNT
+
+
+class Diverged(UsageError):
+    """The iterations left W (A) non-finite: the step size η is too large."""
+
+_INT_NONNEGATIVE = COUNT_OR_ZERO
 
 
 @register("warca", stage="train", paper="Jose & Fleuret, ECCV 2016",
@@ -86,7 +94,7 @@ class WARCA(Estimator):
 
     _parameter_constraints = {
         "dim": [_INT_POSITIVE], "lam": [Interval(float, 0, None)],
-        "lr": [Interval(float, 0, None, "neither")], "margin": [Interval(float)],
+        "lr": [Interval(float, 0, None, "neither")], "margin": [Interval(float, 0, None)],
         "iterations": [_INT_NONNEGATIVE], "batch_size": [_INT_POSITIVE],
         "max_draws": [_INT_POSITIVE], "rank_weight": [Options(RANK_WEIGHTS)],
         "anchor": [Options(ANCHORS)],
@@ -97,7 +105,7 @@ class WARCA(Estimator):
                   Interval(float, 0, None, "neither")],
         "degree": [_INT_POSITIVE], "coef0": [Interval(float)],
         "normalize": [_OptionsOrNone(NORMALIZE)], "positives": [Options(POSITIVES)],
-        "seed": [_INT_NONNEGATIVE], "device": [TEXT], "dtype": [Options(DTYPES)],
+        "seed": [SEED], "device": [DEVICE], "dtype": [Options(DTYPES)],
         "max_kernel_n": [_INT_POSITIVE], "cv": [BOOL],
         "cv_val_frac": [Interval(float, 0, 1, "neither")], "cv_lams": [FloatList()],
         "cv_lrs": [FloatList()], "holdout_check": [Interval(float, 0, 1, "left")],
@@ -153,8 +161,14 @@ class WARCA(Estimator):
 
     def fit(self, X, pids, camids=None) -> "WARCA":
         h = self._validated_params()
+        h["device"] = check_device("warca", h["device"])         # auto → cpu | cuda
         if not h["threads"]:
             return self._fit(X, pids, camids, h)
+        cpus = os.cpu_count() or 1
+        if h["threads"] > cpus:          # thousands of OpenMP threads exhaust memory (abort)
+            raise ParameterError("warca", "threads", h["threads"],
+                                 f"is above this machine's {cpus} CPUs",
+                                 f"use at most {param('threads', cpus)} (0 = torch's setting)")
         import torch
         before = torch.get_num_threads()
         torch.set_num_threads(h["threads"])             # for this fit only
@@ -168,12 +182,22 @@ class WARCA(Estimator):
         pids = np.asarray(pids).reshape(-1)
         camids = None if camids is None else np.asarray(camids).reshape(-1)
         self.cv_ = self.holdout_ = None
+        if x.ndim == 2:                 # before cv / the held-out check fit anything
+            kernel = h["kernel"] != "none"
+            check_dim("warca", h["dim"], int((pids >= 0).sum()) if kernel else x.shape[1],
+                      "the kernel space (one dimension per training row)" if kernel
+                      else "the input features")
         if h["cv"]:
             h = self._cross_validate(x, pids, camids, h)
         elif h["holdout_check"] > 0:
             self.holdout_ = self._holdout_check(x, pids, camids, h)
         trainer = WARCATrainer(x, pids, camids, h)
         result = trainer.run()
+        if not bool(trainer.params.isfinite().all()):      # a step size too large: W blew up
+            raise Diverged(f"warca diverged: W holds NaN or Inf after {trainer.t} iterations "
+                             f"with {param('lr', h['lr'])}",
+                             f"use a smaller {param('lr')} (the paper's grid: 0.001 … 1), or "
+                             f"{param('cv', 'true')} to pick it")
         self.hyper_ = h
         self.log_, self.snapshots_ = result["log"], result["snapshots"]
         self.singular_values_ = trainer.singular_values()
@@ -272,8 +296,12 @@ class WARCA(Estimator):
                        "snapshot_every": 0}
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
-                    model = WARCA(**sub).fit(x[tr], pids[tr],
-                                             None if camids is None else camids[tr]).model_
+                    try:
+                        model = WARCA(**sub).fit(x[tr], pids[tr],
+                                                 None if camids is None else camids[tr]).model_
+                    except Diverged:            # this η is too large: the worst score
+                        scores[a, b] = -1
+                        continue
                 z = model.transform(vx).astype(np.float64)
                 if not np.isfinite(z).all():
                     scores[a, b] = -1

@@ -24,10 +24,11 @@ from reidcli.cameras import camera_index
 from reidcli.errors import FittedModelError, UsageError
 from reidcli.estimator import Estimator, store_params
 from reidcli.fitted import TrialModel
+from reidcli.metric.constraints import COUNT, DEVICE, check_device, check_dim
 from reidcli.metric.pair_covariances import cross_camera_pair_covariances
 from reidcli.naming import param
 from reidcli.numeric import l2_normalize_rows
-from reidcli.params import NONE, TEXT, Interval, Options
+from reidcli.params import NONE, Interval, Options
 from reidcli.registry import register
 
 SOLVERS = ("svd", "eigh")
@@ -151,8 +152,8 @@ class XQDA(Estimator):
     """
 
     _parameter_constraints = {"lam": [Interval(float, 0, None)], "solver": [Options(SOLVERS)],
-                              "max_dims": [Interval(int, 1, None), NONE],
-                              "normalize": [Options(PREPROCESSING)], "device": [TEXT, NONE]}
+                              "max_dims": [COUNT, NONE],
+                              "normalize": [Options(PREPROCESSING)], "device": [DEVICE, NONE]}
     _parameter_help = {"lam": "XQDA's λ: regulariser added to Σ_I (Σ_I′ = Σ_I + λI).",
                        "solver": "svd (public release) | eigh (the paper's generalized "
                                  "eigenproblem).",
@@ -174,6 +175,8 @@ class XQDA(Estimator):
         pids, camids = _check_labels(len(x), pids, camids, "XQDA training set")
         if not np.isfinite(x).all():
             raise UsageError("XQDA training features hold NaN or Inf", "fix the features")
+        check_dim("XQDA", p["max_dims"], x.shape[1], "the input features", name="max_dims")
+        p["device"] = check_device("XQDA", p["device"])
         self.normalize_ = p["normalize"]
         self.mean_ = x.mean(0) if self.normalize_ == "center-l2" else None
         x = preprocess(x, self.normalize_, self.mean_)

@@ -15,7 +15,9 @@ from __future__ import annotations
 import dataclasses
 import os
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
 
 import torch
 from torch import nn
@@ -25,6 +27,7 @@ from reidcli.io import atomic_output
 from reidcli.models.backbones import TAP_CHANNELS, build_backbone
 from reidcli.models.bot import BoT, bot_features
 from reidcli.models.pcb import PCB, pcb_features
+from reidcli.models.safe_load import load_torch_file
 from reidcli.naming import param
 
 MODEL_FORMAT = "reidcli.model"
@@ -122,48 +125,106 @@ def model_logits(kind: str, output: Any) -> list[torch.Tensor]:
     return [] if output.logits is None else [output.logits]
 
 
+def plain(obj: Any) -> Any:
+    """``obj`` with only the types ``torch.load(weights_only=True)`` rebuilds: tensors, dicts,
+    lists, tuples, str, int, float, bool, None. numpy scalars/arrays, paths, sets and other
+    objects are converted (numbers, lists, str), so a model file never needs pickle."""
+    if obj is None or type(obj) in (str, bool, int, float) or isinstance(obj, torch.Tensor):
+        return obj
+    if isinstance(obj, np.generic):              # np.float64 is a float subclass
+        return obj.item()
+    for kind in (bool, int, float, str):         # enums and other subclasses
+        if isinstance(obj, kind):
+            return kind(obj)
+    if isinstance(obj, Mapping):
+        keys = [plain(k) for k in obj]
+        return {k if type(k) in (str, int, bool) else str(k): plain(v)
+                for k, v in zip(keys, obj.values())}
+    if isinstance(obj, (list, tuple)):
+        return [plain(v) for v in obj] if isinstance(obj, list) else tuple(plain(v) for v in obj)
+    if isinstance(obj, (set, frozenset)):
+        return sorted((plain(v) for v in obj), key=repr)
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    if isinstance(obj, os.PathLike):
+        return os.fspath(obj)
+    return str(obj)
+
+
 def save_model(path: str | os.PathLike, model: nn.Module, spec: ModelSpec,
                meta: dict[str, Any] | None = None, extra: dict[str, Any] | None = None) -> Path:
-    """Write the model file atomically (temp file + rename)."""
+    """Write the model file atomically (temp file + rename). ``meta`` and ``extra`` are made
+    :func:`plain`, so the file loads with ``weights_only=True``. ``meta`` of a training run
+    holds ``classes`` (the training identity keys ``[dataset, domain, pid_scope, pid]``,
+    label order), ``dataset`` and ``options`` (with its ``trial``): what
+    :mod:`reidcli.models.training_identities` reads."""
     module = model.module if hasattr(model, "module") else model
-    payload = {"format": MODEL_FORMAT, "spec": spec.as_dict(),
-               "model_state": module.state_dict(), "meta": dict(meta or {})}
-    payload.update(extra or {})
+    payload = {"format": MODEL_FORMAT, "spec": plain(spec.as_dict()),
+               "model_state": module.state_dict(), "meta": plain(dict(meta or {}))}
+    payload.update(plain(dict(extra or {})))
     with atomic_output(path, force=True) as tmp:
         torch.save(payload, tmp)
     return Path(path)
 
 
+def _run_method(run_dir: Path) -> str:
+    """The ``reid train`` method of a run directory (from its config.json), else METHOD."""
+    import json
+
+    try:
+        method = json.loads((run_dir / "config.json").read_text()).get("method")
+    except (OSError, ValueError, AttributeError):
+        method = None
+    return method if isinstance(method, str) and method else "METHOD"
+
+
+def _unfinished(run_dir: Path, given: Path, out: Path) -> InputFileError:
+    """The error for ``given``, an unfinished run whose files are in ``run_dir``, written by
+    ``reid train --out out`` (``--resume out`` continues ``out.partial``, else ``out``)."""
+    where = f" (its folder {run_dir.name} has no model.pt yet)" if run_dir != given else \
+        " (no model.pt: interrupted or still running)"
+    return InputFileError(f"{param('model')} {given}: the training run is not finished{where}",
+                          f"resume it with reid train {_run_method(run_dir)} --resume {out}, "
+                          "then extract from it")
+
+
 def resolve_model_file(path: str | os.PathLike) -> Path:
-    """RUN_DIR → RUN_DIR/model.pt (else its latest checkpoint.pt); a file → itself."""
+    """RUN_DIR → RUN_DIR/model.pt; a file → itself. A run directory without model.pt (an
+    interrupted run: ``checkpoint.pt`` only, or its unfinished ``RUN_DIR.partial`` folder) is
+    refused: its weights are not the trained model's."""
     path = Path(path)
+    partial = path.with_name(path.name + ".partial")
     if path.is_dir():
-        for name in ("model.pt", "checkpoint.pt"):
-            if (path / name).exists():
-                return path / name
-        raise InputFileError(f"{param('model')} {path}: the run directory has no model.pt or "
-                             "checkpoint.pt", "train it first (reid train pcb|bot), or give "
-                             "the model file")
+        if (path / "model.pt").is_file():
+            return path / "model.pt"
+        if path.name.endswith(".partial"):                  # the unfinished run itself
+            raise _unfinished(path, path, path.with_name(path.name[:-len(".partial")]))
+        if (path / "checkpoint.pt").exists():
+            raise _unfinished(path, path, path)
+        raise InputFileError(f"{param('model')} {path}: the folder has no model.pt",
+                             "train it first (reid train pcb|bot), or give the model file")
     if not path.exists():
+        if partial.is_dir():
+            raise _unfinished(partial, path, path)
         raise InputFileError(f"{param('model')} {path}: no such file or directory",
                              "give a run directory of reid train or its model.pt")
     return path
 
 
 def read_model_file(path: str | os.PathLike) -> dict[str, Any]:
-    """The payload dict of a reidcli model file, validated."""
+    """The payload dict of a reidcli model file, validated (read with ``weights_only=True``:
+    a file that needs pickle is refused, :func:`reidcli.models.safe_load.load_torch_file`)."""
     file = resolve_model_file(path)
-    try:
-        payload = torch.load(file, map_location="cpu", weights_only=False)
-    except Exception as exc:  # noqa: BLE001
-        raise InputFileError(f"{param('model')} {file}: not a torch file "
-                             f"({exc.__class__.__name__})",
-                             "give a model.pt written by reid train") from None
+    payload = load_torch_file(file, f"{param('model')} file")
     if not isinstance(payload, dict) or payload.get("format") != MODEL_FORMAT:
         raise InputFileError(f"{param('model')} {file} is not a reidcli model file",
                              "give a run directory or model.pt written by reid train; "
                              f"use {param('init', 'PATH')} to start training from other "
                              "weights")
+    if not isinstance(payload.get("spec"), Mapping) or \
+            not isinstance(payload.get("model_state"), Mapping):
+        raise InputFileError(f"{param('model')} {file} lacks its architecture or weights",
+                             "the file is damaged; write it again with reid train")
     payload["_file"] = str(file)
     return payload
 
@@ -252,5 +313,4 @@ def load_model(path: str | os.PathLike, device: str | torch.device = "cpu") -> L
 __all__ = ["ModelSpec", "LoadedModel", "build_model", "save_model", "load_model",
            "read_model_file", "resolve_model_file", "feature_dims", "feature_family",
            "model_features", "model_logits", "KINDS", "FEATURES", "DEFAULT_FEATURES",
-           "FEATURE_METRICS",
-           "MODEL_FORMAT"]
+           "FEATURE_METRICS", "MODEL_FORMAT", "plain"]

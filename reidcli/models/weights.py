@@ -30,6 +30,7 @@ from torch import nn
 
 from reidcli.errors import InputFileError, OfflineError, UsageError
 from reidcli.io import atomic_output
+from reidcli.models.safe_load import load_torch_file
 from reidcli.naming import param
 
 
@@ -149,11 +150,9 @@ def fetch_imagenet_state(arch: str, *, url: str | None = None,
 
 
 def _read_state(path: Path, option: str) -> dict:
-    try:
-        obj = torch.load(path, map_location="cpu", weights_only=False)
-    except Exception as exc:  # noqa: BLE001 - any unreadable file is a user error
-        raise InputFileError(f"{option} {path}: not a torch state dict ({exc.__class__.__name__})",
-                             "give a .pth/.pt file saved with torch.save") from None
+    """The tensors of the weights file ``path``, read without unpickling code
+    (:func:`reidcli.models.safe_load.load_torch_file`, ``weights_only=True``)."""
+    obj = load_torch_file(path, f"{option} weights")
     return unwrap_state_dict(obj, path, option)
 
 

@@ -14,7 +14,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from reidcli.errors import InputFileError
+from reidcli.errors import InputFileError, UsageError
+from reidcli.naming import param
 from reidcli.params import Interval, check_param
 from reidcli.plotting.common import adapt_label, finish_figure, pyplot, vectors_label
 
@@ -45,6 +46,11 @@ def read_result(path: str | os.PathLike) -> dict:
         raise InputFileError(f"{path} has no CMC curve",
                              "give a JSON evaluation report (as written by reid eval)")
     _check_curve(path, "cmc", report["cmc"])
+    _check_metrics(path, "", report)
+    num_trials = report.get("num_trials", 1)
+    if isinstance(num_trials, bool) or not isinstance(num_trials, int) or num_trials < 1:
+        raise InputFileError(f"{path}: field 'num_trials' is {num_trials!r}, not a count ≥ 1",
+                             "give a JSON evaluation report (as written by reid eval)")
     trials = report.get("trials", [])
     if not isinstance(trials, list):
         raise InputFileError(f"{path}: field 'trials' is not a list",
@@ -55,7 +61,30 @@ def read_result(path: str | os.PathLike) -> dict:
                                  "give a JSON evaluation report (as written by reid eval)")
         if trial.get("cmc") is not None:
             _check_curve(path, f"trials[{i}].cmc", trial["cmc"])
+        _check_metrics(path, f"trials[{i}].", trial)
     return report
+
+
+#: the single-number metrics of a report, each a fraction in [0, 1] or null (undefined)
+METRIC_KEYS = ("mAP", "mINP")
+
+
+def _is_fraction(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) \
+        and math.isfinite(value) and 0.0 <= value <= 1.0
+
+
+def _check_metrics(path: Path, prefix: str, entry: dict) -> None:
+    """InputFileError naming the file and key unless each of :data:`METRIC_KEYS` present in
+    ``entry`` is null or a finite fraction in [0, 1] (a string, a percentage or NaN would
+    print a wrong or empty legend)."""
+    for key in METRIC_KEYS:
+        value = entry.get(key)
+        if value is not None and not _is_fraction(value):
+            raise InputFileError(f"{path}: field '{prefix}{key}' is {value!r}, not a fraction "
+                                 "in [0, 1] or null",
+                                 "re-run reid eval --json for this result (metrics are "
+                                 "numbers, not text or percentages)")
 
 
 def _check_curve(path: Path, field: str, values) -> None:
@@ -65,9 +94,7 @@ def _check_curve(path: Path, field: str, values) -> None:
         raise InputFileError(f"{path}: field '{field}' is not a non-empty list",
                              "give a JSON evaluation report (as written by reid eval)")
     for i, v in enumerate(values):
-        ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) \
-            and 0.0 <= v <= 1.0
-        if not ok:
+        if not _is_fraction(v):
             raise InputFileError(f"{path}: field '{field}[{i}]' is {v!r}, not a fraction in "
                                  "[0, 1]",
                                  "re-run reid eval --json for this result (a CMC value must be "
@@ -181,9 +208,20 @@ def plot_cmc(results: Sequence[str | os.PathLike], out: str | os.PathLike | None
     x %, mAP y %`` with ``name`` from ``labels`` or else :func:`report_label`; clashing
     names are told apart by their file names (:func:`distinct_labels`)."""
     check_param("CMC plot", "max_rank", max_rank, Interval(int, 1))
+    if not results:
+        raise UsageError("no result to plot", "give one or more reid eval --json reports")
+    labels = list(labels or [])
+    if len(labels) > len(results):
+        raise UsageError(f"{len(labels)} {param('labels')} values for {len(results)} "
+                         f"result{'s' * (len(results) != 1)}",
+                         f"give at most one {param('labels')} per result, in order")
+    for label in labels:
+        if not str(label).strip():
+            raise UsageError(f"a {param('labels')} value is empty",
+                             "give each curve a name, or leave its label out for the default")
     plt = pyplot()
     reports = [read_result(p) for p in results]
-    names = list(labels or [])[:len(reports)]
+    names = labels[:len(reports)]
     names += [report_label(r) for r in reports[len(names):]]
     names = distinct_labels(names, results)
     fig, ax = plt.subplots(figsize=(6.4, 4.8), layout="constrained")
@@ -210,7 +248,7 @@ def plot_cmc(results: Sequence[str | os.PathLike], out: str | os.PathLike | None
     ax.legend(loc="lower right", fontsize=7 if len(legend) > 4 else 8)
     first = reports[0]
     ax.set_title(title or f"CMC — {first.get('dataset') or 'dataset'}, protocol "
-                          f"{first.get('protocol', '?')}"
+                          f"{first.get('protocol') or '?'}"
                           + (f", {first.get('num_trials')} trials" if first.get("num_trials", 1) > 1
                              else ""), fontsize=10)
     plot = CMCPlot(curves=curves, labels=legend, names=names, figure=fig)

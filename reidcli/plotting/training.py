@@ -56,7 +56,37 @@ def read_metrics(run_dir: str | os.PathLike) -> pd.DataFrame:
     if "iteration" not in frame or frame.empty:
         raise InputFileError(f"{path} has no logged iterations",
                              "train longer or log more often (a smaller log_every)")
+    numeric = ["iteration", "epoch", "lr", "acc", *LATENT_COLUMNS,
+               *(c for c in frame.columns if str(c).startswith("loss"))]
+    for column in (c for c in numeric if c in frame):
+        _check_numeric(path, frame, column, required=column == "iteration")
     return frame
+
+
+def _check_numeric(path: Path, frame: pd.DataFrame, column: str, required: bool) -> None:
+    """InputFileError naming the file, column and first row whose cell holds text that is
+    not a number (an empty cell is a term not logged at that row, allowed unless
+    ``required``)."""
+    values = pd.to_numeric(frame[column], errors="coerce")
+    bad = values.isna() & (frame[column].notna() | required)
+    if bad.any():
+        i = int(np.flatnonzero(bad.to_numpy())[0])
+        cell = frame[column].iloc[i]
+        raise InputFileError(f"{path}: column {column!r} on line {i + 2} holds "
+                             f"{'nothing' if pd.isna(cell) else repr(cell)}, not a number",
+                             "give the metrics.csv reid train wrote (was it edited?)")
+
+
+def _run_name(run_dir: Path) -> str:
+    """``method on dataset (backbone)`` from the run's config.json; the folder name when
+    that file is missing or not the config reid train writes."""
+    try:
+        cfg = json.loads((run_dir / "config.json").read_text()).get("config", {})
+    except (OSError, ValueError, AttributeError):
+        return run_dir.name
+    if not isinstance(cfg, dict):
+        return run_dir.name
+    return f"{cfg.get('method', '?')} on {cfg.get('dataset', '?')} ({cfg.get('backbone', '?')})"
 
 
 def phase_segments(frame: pd.DataFrame) -> list[tuple[str, float, float]]:
@@ -115,7 +145,7 @@ def plot_training(run_dir: str | os.PathLike, out: str | os.PathLike | None = No
     epoch boundaries dotted; a staged run also gets one panel per loss term and its stage
     boundaries dashed and named."""
     frame = read_metrics(run_dir)
-    x = frame["iteration"].to_numpy()
+    x = _numeric(frame, "iteration")
     stages = phase_segments(frame)
     panels = _panels(frame, staged=bool(stages))
     plt = pyplot()
@@ -147,11 +177,7 @@ def plot_training(run_dir: str | os.PathLike, out: str | os.PathLike | None = No
             ax.legend(fontsize=8)
     for ax in axes.ravel()[len(panels):]:
         ax.set_visible(False)
-    config_path = Path(run_dir) / "config.json"
-    name = Path(run_dir).name
-    if config_path.exists():
-        cfg = json.loads(config_path.read_text()).get("config", {})
-        name = f"{cfg.get('method', '?')} on {cfg.get('dataset', '?')} ({cfg.get('backbone', '?')})"
+    name = _run_name(Path(run_dir))
     fig.suptitle(f"training — {name}", fontsize=10)
     plot = TrainingPlot(series=series, stages=stages, log_panels=log_panels, figure=fig)
     plot.path = finish_figure(fig, out, force=force,

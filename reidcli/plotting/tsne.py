@@ -71,9 +71,35 @@ def choose_rows(records, max_points: int, seed: int, splits: Sequence[str] | Non
     if len(rows) > max_points:
         rows = np.sort(np.random.default_rng(seed).choice(rows, max_points, replace=False))
     if len(rows) < 5:
-        raise UsageError(f"only {len(rows)} rows to embed", "give a store with more rows or "
-                         f"other {param('splits')} values")
+        present = ", ".join(sorted(map(str, records["split"].unique())))
+        raise UsageError(f"only {len(rows)} rows to embed"
+                         + (f" in split(s) {', '.join(splits)} (the store has: {present})"
+                            if splits else ""),
+                         f"give a store with more rows or other {param('splits')} values")
     return rows
+
+
+#: the record columns that must agree row by row between a store and its ``compare`` store
+SAME_ROW_COLUMNS = ("path", "pid", "camid")
+
+
+def check_same_rows(records, other, store: str | os.PathLike,
+                    compare: str | os.PathLike) -> None:
+    """UsageError naming both stores unless ``other`` holds the rows of ``records`` in the
+    same order (equal :data:`SAME_ROW_COLUMNS`): a point of one panel is then the same image
+    in the other."""
+    what = f"{param('compare', compare)} holds other rows than {store}"
+    todo = "compare a store with its adapted copy (same records, same order)"
+    if len(other) != len(records):
+        raise UsageError(f"{what} ({len(other)} rows, not {len(records)})", todo)
+    for column in SAME_ROW_COLUMNS:
+        mine, theirs = records[column].to_numpy(), other[column].to_numpy()
+        differ = np.flatnonzero(mine != theirs)
+        if len(differ):
+            i = int(differ[0])
+            a, b = (getattr(v, "item", lambda v=v: v)() for v in (mine[i], theirs[i]))
+            raise UsageError(f"{what} ({len(differ)} row(s) differ in {column}; first: row "
+                             f"{i}, {a!r} vs {b!r})", todo)
 
 
 def embed_2d(features: np.ndarray, seed: int, perplexity: float = 30.0) -> np.ndarray:
@@ -133,14 +159,11 @@ def plot_tsne(store: str | os.PathLike, out: str | os.PathLike | None = None, *,
         rows = choose_rows(records, max_points, seed, splits)
         colors = records[color_by].to_numpy()[rows]
         markers = records[marker_by].to_numpy()[rows] if marker_by else None
-        paths = records["path"].to_numpy()
     roles = ["before: ", "after: "] if compare is not None else [""]
     for path, role in zip(stores, roles):
         with open_store(path) as st:
-            if st.num_rows != len(records) or not np.array_equal(st.records["path"].to_numpy(),
-                                                                  paths):
-                raise UsageError(f"{param('compare', path)} holds other rows than {store}",
-                                 "compare a store with its adapted copy (same records)")
+            if path is not store:
+                check_same_rows(records, st.records, store, path)
             name, feats = _store_features(st, feature, rows)
             features.append(feats)
             names.append(name)
@@ -196,5 +219,5 @@ def plot_tsne(store: str | os.PathLike, out: str | os.PathLike | None = None, *,
     return plot
 
 
-__all__ = ["plot_tsne", "TSNEPlot", "choose_rows", "embed_2d", "align_2d", "panel_title",
+__all__ = ["plot_tsne", "TSNEPlot", "check_same_rows", "choose_rows", "embed_2d", "align_2d", "panel_title",
            "COLOR_BY"]

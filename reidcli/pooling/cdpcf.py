@@ -21,8 +21,9 @@ from reidcli.cameras import CameraTable, camera_codes, record_camera_columns
 from reidcli.errors import FittedModelError, ParameterError, UsageError
 from reidcli.estimator import Estimator, store_params
 from reidcli.fitted import TrialModel
+from reidcli.metric.constraints import COUNT, COUNT_OR_ZERO, SEED, check_dim
 from reidcli.metric.xqda import XQDA
-from reidcli.params import NONE, TEXT, Interval, Options, validate_params
+from reidcli.params import NONE, TEXT, Options, validate_params
 from reidcli.progress import track
 from reidcli.registry import register
 from reidcli.pooling.geometry import area_positions, position_areas, same_area_mask
@@ -36,12 +37,12 @@ METHODS = ("cdpcf", "dpcf", "avgp", "avgp-pad")
 METRICS = ("xqda", "none")
 CENTERING = ("global", "per-camera")
 #: constraints of the pooling parameters (shared by the config and the estimators)
-CONSTRAINTS = {"K": [Interval(int, 1, None)], "E": [Interval(int, 0, None)],
-               "seed": [Interval(int, 0, None)], "metric": [Options(METRICS)],
+CONSTRAINTS = {"K": [COUNT], "E": [COUNT_OR_ZERO],
+               "seed": [SEED], "metric": [Options(METRICS)],
                "xqda_lambda": XQDA._parameter_constraints["lam"],
                "xqda_solver": XQDA._parameter_constraints["solver"],
                "xqda_dims": XQDA._parameter_constraints["max_dims"],
-               "center": [Options(CENTERING)], "chunk": [Interval(int, 1, None)]}
+               "center": [Options(CENTERING)], "chunk": [COUNT]}
 
 #: ``read(layer, rows) -> maps [len(rows), D', H, W]`` for rows in increasing order
 MapReader = Callable[[str, np.ndarray], np.ndarray]
@@ -216,6 +217,8 @@ def fit_layer(read: MapReader, layer: str, layer_idx: int, rows: np.ndarray,
             xn = _normalized(xk, mean, cam_index)
             if config.method == "avgp-pad":
                 xn = pad_by_camera(xn, cam_index, len(cameras))
+            check_dim("pooling", config.xqda_dims, xn.shape[1], "the pooled vectors",
+                      name="xqda_dims")
             model = XQDA(lam=config.xqda_lambda, solver=config.xqda_solver,
                          max_dims=config.xqda_dims, normalize="none").fit(xn, pids, camids)
             group = {"mean": mean, "proj": model.projection_.astype(np.float32),
@@ -351,7 +354,7 @@ class PoolingEstimator(Estimator):
     reads = "convmaps"
     #: the :data:`METHODS` entry this class fits
     pooling_method: str = ""
-    _parameter_constraints = {**CONSTRAINTS, "G": [Interval(int, 1, None)],
+    _parameter_constraints = {**CONSTRAINTS, "G": [COUNT],
                               "grid": [TEXT, NONE], "layers": [TEXT, NONE]}
     _parameter_help = {"K": "Weight maps per layer (paper: 10).",
                        "E": "Random projection rank (paper: 64; 0 = w/o R).",

@@ -24,6 +24,8 @@ from reidcli import fitted
 from reidcli.cameras import CameraTable, record_cameras
 from reidcli.data.protocols import person_labels
 from reidcli.errors import UsageError
+from reidcli.metric.constraints import MAX_COUNT
+from reidcli.params import Interval, check_param
 from reidcli.pooling.cdpcf import PoolingConfig, fit_layer
 from reidcli.pooling.projection import layer_index
 from reidcli.progress import track
@@ -31,6 +33,10 @@ from reidcli.provenance import make_provenance
 
 #: C-DPCF's reduced-training-id sizes (paper §IV-G)
 TRAIN_ID_LIMITS = (10, 30, 50, 100)
+#: ``train_ids``: at least two persons (the cross-person statistics need them)
+TRAIN_IDS = Interval(int, 2, MAX_COUNT)
+#: ``repeats``: subsets per trial, each a whole fit (paper: 5); more than this is a typo
+REPEATS = Interval(int, 1, 1000)
 
 
 @dataclasses.dataclass
@@ -138,9 +144,10 @@ def fit_pooling_store(store_path: str | Path, out: str | Path, config: PoolingCo
     from reidcli.store import open_store
 
     check_output(Path(out), force, inputs=[store_path])
-    if train_ids_limit is not None and (train_ids_limit < 2 or repeats < 1):
-        raise UsageError(f"train_ids={train_ids_limit} with repeats={repeats} is not usable",
-                         "use train_ids ≥ 2 (paper: 10, 30, 50, 100) and repeats ≥ 1")
+    if train_ids_limit is not None:
+        # ≥ 2 ids for a cross-person statistic; each repeat is a whole fit (paper: 5)
+        train_ids_limit = check_param("pooling", "train_ids", train_ids_limit, TRAIN_IDS)
+        repeats = check_param("pooling", "repeats", repeats, REPEATS)
     started = time.perf_counter()
     with open_store(store_path) as st:
         layers = st.require_convmaps(layers)

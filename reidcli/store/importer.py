@@ -1,12 +1,14 @@
 """Build a store from embeddings made by any other tool (``reid store import``).
 
 Sources: one ``.npz`` with arrays ``features``, ``pid``, ``camid``, ``split`` and optional
-``modality``, ``domain``, ``path``, ``dataset``; or a features ``.npy`` plus labels given as
-``.npy`` arrays or as a CSV with those columns.
+``modality``, ``domain``, ``path``, ``dataset``, ``frame``; one MATLAB ``.mat`` (v5 or v7.3)
+with variables of the same names (:mod:`reidcli.store.matfile`); or a features ``.npy`` plus
+labels given as ``.npy`` arrays or as a CSV with those columns.
 """
 from __future__ import annotations
 
 import os
+import warnings
 import zipfile
 import zlib
 from pathlib import Path
@@ -19,76 +21,77 @@ from reidcli.data.records import validate_frame
 from reidcli.errors import InputFileError, ParameterError, UsageError
 from reidcli.naming import param
 from reidcli.provenance import make_provenance
+from reidcli.store.import_labels import (  # noqa: F401 (OPTIONAL_COLUMNS: re-exported)
+    INT64_MAX, LABEL_COLUMNS, OPTIONAL_COLUMNS, labels_from_arrays, read_label_csv)
+from reidcli.store.matfile import read_mat, sniff
 from reidcli.store.schema import METRICS
 from reidcli.store.writer import StoreWriter
 
-LABEL_COLUMNS = ("pid", "camid", "split")
 #: what numpy raises on a truncated or corrupt .npy/.npz (a zip member is read lazily)
 _NUMPY_READ_ERRORS = (ValueError, OSError, EOFError, zipfile.BadZipFile, zlib.error,
                       KeyError, UnicodeDecodeError)
-OPTIONAL_COLUMNS = ("modality", "domain", "path", "dataset", "frame")
+
+
+def _wrong_kind(path: Path, parameter: str, expected: str) -> InputFileError | None:
+    """A one-line error when ``path`` is plainly another kind of file than ``expected``
+    (``npy`` or ``npz``): a MATLAB file, an .npz given for an .npy, a text file."""
+    try:
+        kind = sniff(path)
+    except OSError:
+        return None
+    what = f"{param(parameter)} {path}"
+    if kind == "empty":
+        saver = "save" if expected == "npy" else "savez"
+        return InputFileError(f"{what} is empty (0 bytes)", f"save it again with numpy.{saver}")
+    if kind in ("mat5", "mat73"):
+        return InputFileError(f"{what} is a MATLAB .mat file, not a numpy .{expected}",
+                              f"import it with {param('mat', path.name)}")
+    if kind == "npz" and expected == "npy":
+        return InputFileError(f"{what} is an .npz archive of named arrays, not one .npy array",
+                              f"pass it as {param('npz', path.name)}")
+    if kind == "npy" and expected == "npz":
+        return None                         # reported below: a single array
+    if kind == "text":
+        return InputFileError(f"{what} is a text file, not a numpy .{expected}",
+                              f"give labels in a CSV with {param('labels_csv', path.name)}, "
+                              "and features saved with numpy")
+    if kind in ("hdf5", "other"):
+        return InputFileError(f"{what} is not a numpy .{expected} file",
+                              f"save it with numpy.{'save' if expected == 'npy' else 'savez'}")
+    return None
 
 
 def _load_array(path: Path, parameter: str) -> np.ndarray:
     if not path.exists():
         raise InputFileError(f"{param(parameter)} {path} does not exist", "check the path")
+    if path.is_dir():
+        raise InputFileError(f"{param(parameter)} {path} is a folder", "give a .npy file")
+    wrong = _wrong_kind(path, parameter, "npy")
+    if wrong is not None:
+        raise wrong
     try:
-        return np.load(path, allow_pickle=False)
+        arr = np.load(path, allow_pickle=False)
     except _NUMPY_READ_ERRORS as exc:
-        raise InputFileError(f"{param(parameter)} {path} is not a readable .npy file ({exc})",
+        why = " ".join(str(exc).split())[:160] or type(exc).__name__
+        if "pickle" in why:
+            raise InputFileError(f"{param(parameter)} {path} holds Python objects (an object "
+                                 "array), which are never unpickled", _OBJECT_HINT) from None
+        raise InputFileError(f"{param(parameter)} {path} is not a readable .npy file ({why})",
                              "save it with numpy.save") from None
+    if not isinstance(arr, np.ndarray):
+        arr.close()
+        raise InputFileError(f"{param(parameter)} {path} is an .npz archive, not one array",
+                             f"pass it as {param('npz', path.name)}")
+    return arr
+
+
+_OBJECT_HINT = ("save numbers as a numeric array and strings as a fixed-width one "
+                "(numpy.asarray(values, dtype=str))")
 
 
 def _label_arrays_hint() -> str:
     """The label arrays a features ``.npy`` needs (``label_arrays`` keys; flags on the CLI)."""
     return "label arrays " + " ".join(param(k, f"{k}.npy") for k in LABEL_COLUMNS)
-
-
-def _text_array(values: np.ndarray) -> list[str]:
-    return [v.decode() if isinstance(v, bytes) else str(v) for v in np.asarray(values).tolist()]
-
-
-def labels_from_arrays(arrays: Mapping[str, np.ndarray], n: int, source: str) -> pd.DataFrame:
-    """Record table from label arrays (each 1-D of length ``n``)."""
-    missing = [c for c in LABEL_COLUMNS if c not in arrays]
-    if missing:
-        raise InputFileError(f"{source} lacks the array(s) {', '.join(missing)}",
-                             "provide pid, camid and split (train|query|gallery|val) per row")
-    cols = {}
-    for key in LABEL_COLUMNS + OPTIONAL_COLUMNS:
-        if key not in arrays:
-            continue
-        arr = np.asarray(arrays[key])
-        if arr.ndim != 1 or len(arr) != n:
-            raise InputFileError(f"{source}: {key} has shape {arr.shape}, expected ({n},)",
-                                 "give one label per feature row")
-        if key in ("pid", "camid", "frame") and arr.dtype.kind in "cmMV":
-            raise InputFileError(f"{source}: {key} has dtype {arr.dtype}",
-                                 f"give {key} as integers")
-        cols[key] = _text_array(arr) if arr.dtype.kind in "USO" else arr
-    return pd.DataFrame(cols)
-
-
-def read_label_csv(path: Path, n: int) -> pd.DataFrame:
-    """Labels from a CSV with header ``pid,camid,split[,modality,domain,path,dataset]``."""
-    what = f"{param('labels_csv')} {path}"
-    if not path.exists():
-        raise InputFileError(f"{what} does not exist", "check the path")
-    try:
-        frame = pd.read_csv(path, dtype={"split": str, "path": str, "modality": str,
-                                         "domain": str, "dataset": str})
-    except (pd.errors.ParserError, UnicodeDecodeError, pd.errors.EmptyDataError) as exc:
-        raise InputFileError(f"{what} is not a readable CSV ({exc})",
-                             "write a header line pid,camid,split,...") from None
-    if len(frame) != n:
-        raise InputFileError(f"{what} has {len(frame)} rows but the features have {n}",
-                             "give one label row per feature row, in the same order")
-    extra = [c for c in frame.columns if c not in LABEL_COLUMNS + OPTIONAL_COLUMNS]
-    if extra:
-        frame = frame.rename(columns={c: f"x_{c}" for c in extra})
-    return labels_from_arrays({c: frame[c].to_numpy() for c in frame.columns
-                               if not c.startswith("x_")}, n, what).join(
-        frame[[c for c in frame.columns if c.startswith("x_")]])
 
 
 def check_feature_name(name: str) -> str:
@@ -128,6 +131,38 @@ def apply_camid_base(records: pd.DataFrame, camid_base: int | None,
     return records
 
 
+def apply_pid_base(records: pd.DataFrame, pid_base: int | None, source: str,
+                   notes: list[str] | None = None) -> pd.DataFrame:
+    """Make pids native (docs/formats.md: pid 0 = distractor, -1 = junk, identities ≥ 1).
+
+    ``pid_base`` 0 adds 1 to every pid ≥ 0 (0-based labels: ``np.arange``, a label encoder),
+    so person 0 becomes 1 (-1 stays junk); 1 keeps them; None (default) keeps them and, when
+    query rows carry pid 0 (which every evaluation skips as distractors), adds a warning line
+    to ``notes`` (warned at once when ``notes`` is None)."""
+    if pid_base not in (None, 0, 1):
+        raise ParameterError("store import", "pid_base", pid_base, "must be 0 or 1",
+                             "give the number the input's first identity has")
+    pids = records["pid"].to_numpy(np.int64)
+    if pid_base == 0:
+        if len(pids) and pids.max() == INT64_MAX:
+            raise InputFileError(f"{source}: pid {INT64_MAX} cannot be shifted by +1",
+                                 f"drop {param('pid_base', 0)} or renumber the pids")
+        records = records.copy()
+        records["pid"] = np.where(pids >= 0, pids + 1, pids)
+        return records
+    if pid_base is None:
+        zero_queries = int(((pids == 0) & (records["split"].to_numpy() == "query")).sum())
+        if zero_queries:
+            note = (f"{source}: {zero_queries} query row(s) carry pid 0, which means "
+                    "distractor: evaluation skips them — if the pids are 0-based, import "
+                    f"with {param('pid_base', 0)}")
+            if notes is None:
+                warnings.warn(note, stacklevel=2)
+            else:
+                notes.append(note)
+    return records
+
+
 def build_import_records(labels: pd.DataFrame, dataset: str, source: str) -> pd.DataFrame:
     """Fill defaults (path "", modality visible, dataset/domain) and validate the table."""
     labels = labels.copy()
@@ -141,57 +176,88 @@ def build_import_records(labels: pd.DataFrame, dataset: str, source: str) -> pd.
 
 
 def import_store(out: str | os.PathLike, *, npz: str | os.PathLike | None = None,
+                 mat: str | os.PathLike | None = None,
+                 mat_names: Mapping[str, str] | None = None,
                  features: str | os.PathLike | None = None,
                  labels_csv: str | os.PathLike | None = None,
                  label_arrays: Mapping[str, str | os.PathLike] | None = None,
                  feature_name: str = "imported", metric: str = "euclidean",
                  normalized: bool | None = None, dataset: str = "", force: bool = False,
-                 camid_base: int | None = None, command: list[str] | None = None) -> Path:
+                 camid_base: int | None = None, pid_base: int | None = None,
+                 command: list[str] | None = None) -> Path:
     """Write a store from external embeddings; returns the output path.
 
-    Exactly one source: ``npz``, or ``features`` with ``labels_csv`` or ``label_arrays``
-    (``{"pid": path.npy, "camid": ..., "split": ...}``). Features must be 2-D [N, D] and
-    finite; float32 input is stored bit-exactly (other float dtypes are cast to float32).
-    ``feature_name`` must be a plain name (:func:`check_feature_name`); ``camid_base``
-    (None, 0 or 1) is how the input numbers cameras (:func:`apply_camid_base`).
+    Exactly one source: ``npz``; ``mat`` (MATLAB v5 or v7.3, variables named as the .npz
+    arrays or as ``mat_names`` maps them: ``{"features": "galFea"}``); or ``features`` with
+    ``labels_csv`` or ``label_arrays`` (``{"pid": path.npy, "camid": ..., "split": ...}``).
+    Features must be 2-D [N, D] and finite (a .mat matrix stored D×N, one column per image,
+    is transposed); float32 input is stored bit-exactly (other float dtypes are cast to
+    float32). Label integers must be exact int64 values. ``feature_name`` must be a plain
+    name (:func:`check_feature_name`); ``camid_base`` / ``pid_base`` (None, 0 or 1) are how
+    the input numbers cameras and identities (:func:`apply_camid_base`,
+    :func:`apply_pid_base`); both are recorded in the provenance.
     """
     check_feature_name(feature_name)
     if metric not in METRICS:
         raise ParameterError("store import", "metric", metric,
                              f"is not one of {', '.join(METRICS)}", "use euclidean or cosine")
+    for name, value in (("camid_base", camid_base), ("pid_base", pid_base)):
+        if value not in (None, 0, 1):
+            raise ParameterError("store import", name, value, "must be 0 or 1",
+                                 "give the number the input's first one has")
+    if mat_names and mat is None:
+        raise UsageError(f"{param('mat_var')} names variables of a .mat file",
+                         f"add {param('mat', 'FILE.mat')} or drop {param('mat_var')}")
     inputs: list[Path] = []
-    if npz is not None:
-        if features is not None or labels_csv is not None or label_arrays:
-            raise UsageError(f"{param('npz')} cannot be combined with {param('features')} or "
-                             "label files", "give either one .npz or separate arrays")
-        npz = Path(npz)
-        source = f"{param('npz')} {npz}"
-        if not npz.exists():
+    extra_prov: dict = {}
+    notes: list[str] = []            # warnings, given once the store is written
+    given = [k for k, v in (("npz", npz), ("mat", mat), ("features", features)) if v is not None]
+    if labels_csv is not None and label_arrays:
+        raise UsageError(f"{param('labels_csv')} cannot be combined with label arrays "
+                         f"({', '.join(param(k) for k in label_arrays)})",
+                         "give the labels either as one CSV or as .npy arrays")
+    if len(given) > 1 or (given and given[0] != "features" and (labels_csv is not None
+                                                                or label_arrays)):
+        raise UsageError(f"{' and '.join(param(k) for k in given)} cannot be combined"
+                         + (" with label files" if len(given) == 1 else ""),
+                         "give either one .npz, one .mat, or a features .npy with labels")
+    if npz is not None or mat is not None:
+        path = Path(npz if npz is not None else mat)
+        source = f"{param('npz' if npz is not None else 'mat')} {path}"
+        if not path.exists():
             raise InputFileError(f"{source} does not exist", "check the path")
-        try:
-            data = np.load(npz, allow_pickle=False)
-            if not isinstance(data, np.lib.npyio.NpzFile):
-                raise ValueError("it holds a single array, not named arrays")
-            with data:
-                arrays = {k: data[k] for k in data.files}
-        except _NUMPY_READ_ERRORS as exc:
-            why = " ".join(str(exc).split())[:160] or type(exc).__name__
-            raise InputFileError(f"{source} is not a readable .npz file ({why})",
-                                 "save it with numpy.savez (the file may be truncated)") from None
+        if path.is_dir():
+            raise InputFileError(f"{source} is a folder", "give a file")
+        arrays = _read_npz(path, source) if npz is not None else \
+            read_mat(path, mat_names, source)
         if "features" not in arrays:
-            raise InputFileError(f"{source} has no array 'features' (has: "
-                                 f"{', '.join(arrays) or 'none'})",
-                                 "save the embeddings as features=...")
-        feats = arrays.pop("features")
-        inputs.append(npz)
+            var = (mat_names or {}).get("features", "features")
+            raise InputFileError(f"{source} has no {'array' if npz is not None else 'variable'}"
+                                 f" {var!r}" + (f" (has: {', '.join(arrays) or 'none'})"
+                                                 if npz is not None else ""),
+                                 "save the embeddings as features=..." if npz is not None else
+                                 f"name the variable with {param('mat_var', 'features=NAME')}")
+        feats = np.asarray(arrays.pop("features"))
+        absent = [k for k in LABEL_COLUMNS if k not in arrays]
+        if mat is not None and absent:
+            names = ", ".join(repr((mat_names or {}).get(k, k)) for k in absent)
+            raise InputFileError(f"{source} has no variable(s) {names} (for "
+                                 f"{', '.join(absent)})",
+                                 f"name them with {param('mat_var', f'{absent[0]}=NAME')}")
+        if mat is not None:
+            feats, transposed = _mat_orientation(feats, arrays, source, notes)
+            if transposed:
+                extra_prov["features_transposed"] = True
+        inputs.append(path)
     elif features is not None:
         features = Path(features)
         feats = _load_array(features, "features")
         inputs.append(features)
-        source = param("features")
+        source = f"{param('features')} {features}"
     else:
         raise UsageError("no input given",
-                         f"pass {param('npz', 'FILE')}, or {param('features', 'X.npy')} with "
+                         f"pass {param('npz', 'FILE')}, {param('mat', 'FILE.mat')}, or "
+                         f"{param('features', 'X.npy')} with "
                          f"{param('labels_csv', 'labels.csv')} or {_label_arrays_hint()}")
     if feats.ndim != 2 or feats.shape[0] == 0 or feats.shape[1] == 0:
         raise InputFileError(f"{source}: features have shape {feats.shape}",
@@ -199,31 +265,78 @@ def import_store(out: str | os.PathLike, *, npz: str | os.PathLike | None = None
     if feats.dtype.kind not in "fiu":
         raise InputFileError(f"{source}: features have dtype {feats.dtype}",
                              "save numeric (float32) features")
-    feats32 = feats.astype(np.float32, copy=False)
+    with np.errstate(over="ignore", invalid="ignore"):
+        feats32 = feats.astype(np.float32, copy=False)
     if not np.isfinite(feats32).all():
-        bad = int((~np.isfinite(feats32)).any(axis=1).sum())
-        raise InputFileError(f"{source}: {bad} feature row(s) hold NaN or Inf",
+        bad_rows = (~np.isfinite(feats32)).any(axis=1)
+        overflow = feats.dtype.kind == "f" and bool(np.isfinite(feats[bad_rows]).all())
+        raise InputFileError(f"{source}: {int(bad_rows.sum())} feature row(s) hold NaN or Inf"
+                             + (" after the cast to float32" if overflow else "")
+                             + f" (first: row {int(np.argmax(bad_rows))})",
                              "fix or drop those rows before importing")
     n = feats32.shape[0]
-    if npz is not None:
+    if npz is not None or mat is not None:
+        labels_source = source
         labels = labels_from_arrays(arrays, n, source)
     elif labels_csv is not None:
+        labels_source = f"{param('labels_csv')} {labels_csv}"
         labels = read_label_csv(Path(labels_csv), n)
         inputs.append(Path(labels_csv))
     elif label_arrays:
         loaded = {k: _load_array(Path(p), k) for k, p in label_arrays.items()}
         inputs.extend(Path(p) for p in label_arrays.values())
-        labels = labels_from_arrays(loaded, n, "label arrays")
+        labels_source = "label arrays"
+        labels = labels_from_arrays(loaded, n, labels_source)
     else:
         raise UsageError(f"{param('features')} needs labels",
                          f"add {param('labels_csv', 'labels.csv')} or {_label_arrays_hint()}")
-    records = apply_camid_base(build_import_records(labels, dataset, source), camid_base,
-                               source)
+    records = build_import_records(labels, dataset, labels_source)
+    records = apply_camid_base(records, camid_base, labels_source)
+    records = apply_pid_base(records, pid_base, labels_source, notes)
     if normalized is None:
         norms = np.linalg.norm(feats32, axis=1)
         normalized = bool(np.allclose(norms, 1.0, atol=1e-4))
-    prov = make_provenance(command=command, inputs=inputs, imported_from=source)
+    prov = make_provenance(command=command, inputs=inputs, imported_from=source,
+                           pid_base=pid_base, camid_base=camid_base,
+                           **({"pid_shift": 1} if pid_base == 0 else {}), **extra_prov)
     with StoreWriter(out, records, dataset=dataset, provenance=prov, force=force,
                      inputs=inputs) as writer:
         writer.set_feature(feature_name, feats32, metric=metric, normalized=normalized)
+    for note in notes:
+        warnings.warn(note, stacklevel=2)
     return Path(out)
+
+
+def _read_npz(path: Path, source: str) -> dict[str, np.ndarray]:
+    """The named arrays of an ``.npz`` (InputFileError naming ``source`` otherwise)."""
+    wrong = _wrong_kind(path, "npz", "npz")
+    if wrong is not None:
+        raise wrong
+    try:
+        data = np.load(path, allow_pickle=False)
+        if not isinstance(data, np.lib.npyio.NpzFile):
+            raise ValueError("it holds a single array, not named arrays")
+        with data:
+            return {k: data[k] for k in data.files}
+    except _NUMPY_READ_ERRORS as exc:
+        why = " ".join(str(exc).split())[:160] or type(exc).__name__
+        if "pickle" in why:
+            raise InputFileError(f"{source} holds an array of Python objects (an object "
+                                 "array), which is never unpickled", _OBJECT_HINT) from None
+        raise InputFileError(f"{source} is not a readable .npz file ({why})",
+                             "save it with numpy.savez (the file may be truncated)") from None
+
+
+def _mat_orientation(feats: np.ndarray, arrays: Mapping[str, np.ndarray], source: str,
+                     notes: list[str]) -> tuple[np.ndarray, bool]:
+    """Features of a .mat as [N, D]: a matrix whose columns, not rows, match the N labels
+    (MATLAB code often keeps one image per column) is transposed, with a note in ``notes``."""
+    pid = arrays.get("pid")
+    if feats.ndim != 2 or pid is None:
+        return feats, False
+    n = int(np.asarray(pid).size)
+    if feats.shape[0] != n and feats.shape[1] == n:
+        notes.append(f"{source}: features are {feats.shape[0]}×{feats.shape[1]}, one column "
+                     f"per label; read as {n} rows of dimension {feats.shape[0]}")
+        return np.ascontiguousarray(feats.T), True
+    return feats, False

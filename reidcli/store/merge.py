@@ -47,6 +47,85 @@ def _carried_attrs(store: FeatureStore) -> dict:
     return {k: store.h5.attrs[k] for k in _CARRIED_ROOT_ATTRS if k in store.h5.attrs}
 
 
+#: provenance entries that describe the extraction (make_provenance extras of reid extract)
+_CARRIED_PROVENANCE = ("features", "maps", "protocol", "model", "seed", "fitted")
+
+
+def _text(value: Any) -> Any:
+    if isinstance(value, bytes):
+        return value.decode(errors="replace")
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    return value
+
+
+def _extraction(store: FeatureStore) -> list[tuple[str, Any]]:
+    """``(attribute, value)`` pairs that every shard of one extraction shares: the dataset
+    and the record table the shards were cut from, the model (file digest, kind, spec) and the
+    extraction settings (flip, input size, training cameras, features, maps and their
+    attributes, protocol, seed)."""
+    attrs = store.h5.attrs
+    prov = store.provenance
+    source = json.loads(_text(attrs.get("shard_source", "{}")) or "{}")
+    inputs = [i for i in prov.get("inputs", []) if isinstance(i, dict)]
+    checkpoint = _text(attrs.get("source_checkpoint"))
+    digest = next((i.get("sha256") for i in inputs
+                   if checkpoint is not None and i.get("path") == checkpoint), None)
+    pairs: list[tuple[str, Any]] = [
+        ("dataset", store.dataset),
+        ("source record table (rows)", source.get("num_rows")),
+        ("source record table (records_sha256)", source.get("records_sha256")),
+        ("model file (sha256)" if digest else "model file", digest or checkpoint),
+    ]
+    pairs += [(key, _text(attrs[key]) if key in attrs else None)
+              for key in _CARRIED_ROOT_ATTRS if key != "source_checkpoint"]
+    pairs += [(f"provenance {key}", prov.get(key)) for key in _CARRIED_PROVENANCE]
+    pairs += [(f"/features/{n} attribute {k}", _text(v))
+              for n in store.feature_names
+              for k, v in sorted(_extra_attrs(store.h5["features"][n]).items())]
+    pairs += [(f"/convmaps/{l} attribute {k}", _text(v))
+              for l in store.convmap_layers
+              for k, v in sorted(_extra_attrs(store.h5["convmaps"][l]).items())
+              if k != "source_checkpoint" or not digest]
+    pairs.append(("input digests", [i.get("sha256") or i.get("listing_sha256")
+                                    for i in inputs[1:]] if digest else None))
+    return pairs
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, str) and len(value) == 64 and all(c in "0123456789abcdef"
+                                                           for c in value):
+        return value[:12] + "…"                    # a sha256: its head tells them apart
+    text = repr(value)
+    return text if len(text) <= 60 else text[:59] + "…"
+
+
+def check_same_extraction(stores: Sequence[FeatureStore]) -> None:
+    """StoreError naming the first shard (and attribute) that differs from the first shard in
+    dataset, source record table, model or extraction settings (:func:`_extraction`)."""
+    reference = dict(_extraction(stores[0]))
+    for store in stores[1:]:
+        for key, value in _extraction(store):
+            if key not in reference:
+                raise StoreError(f"shard {store.path} has {key} {_shown(value)}, shard "
+                                 f"{stores[0].path} has none",
+                                 "merge shards of one extraction only (same model, settings "
+                                 "and dataset)")
+            if value != reference[key]:
+                cut = " (another dataset, root or dataset options)" \
+                    if key.startswith("source record table") else ""
+                raise StoreError(f"shard {store.path} differs from shard {stores[0].path} in "
+                                 f"{key}: {_shown(value)} vs {_shown(reference[key])}{cut}",
+                                 "merge shards of one extraction only (same model, settings "
+                                 "and dataset)")
+        if len(dict(_extraction(store))) != len(reference):
+            missing = sorted(set(reference) - set(dict(_extraction(store))))
+            raise StoreError(f"shard {store.path} lacks {missing[0]} that shard "
+                             f"{stores[0].path} has",
+                             "merge shards of one extraction only (same model, settings "
+                             "and dataset)")
+
+
 def _extra_attrs(ds) -> dict:
     """Dataset attributes other than the ones StoreWriter sets itself."""
     return {k: v for k, v in ds.attrs.items() if k not in ("metric", "normalized")}
@@ -58,9 +137,11 @@ def merge_shards(out: str | os.PathLike, shards: Sequence[str | os.PathLike], *,
                  progress: bool | None = None) -> Path:
     """Concatenate shards 0..n-1 (given in any order) into ``out``.
 
-    Checks that every shard of the same ``n`` is present once, that they share features,
-    conv-map layers and record columns, and (when recorded) that the joined record table has
-    the row count and sha256 of the table the shards were cut from. The protocol of shard 0 is
+    Checks that the shards come from one extraction (:func:`check_same_extraction`: same
+    dataset and source record table, model and settings), that every shard of the same ``n``
+    is present once, that they share features, conv-map layers and record columns, and (when
+    recorded) that the joined record table has the row count and sha256 of the table the
+    shards were cut from. The protocol of shard 0 is
     kept (shards of one extraction share it). ``provenance_extra`` entries are added to the
     merged store's provenance (e.g. the ranks of a distributed extraction); ``progress``
     False hides the progress line (None: :mod:`reidcli.progress`'s default).
@@ -70,6 +151,7 @@ def merge_shards(out: str | os.PathLike, shards: Sequence[str | os.PathLike], *,
     stores = [open_store(p) for p in shards]
     try:
         metas = [_shard_meta(s) for s in stores]
+        check_same_extraction(stores)
         counts = {n for _, n, _ in metas}
         if len(counts) != 1:
             raise StoreError(f"shards disagree on the shard count ({sorted(counts)})",

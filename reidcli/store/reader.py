@@ -86,7 +86,7 @@ class FeatureStore:
     raises :class:`StoreError` naming the store.
     """
 
-    def __init__(self, path: str | os.PathLike):
+    def __init__(self, path: str | os.PathLike, *, locking: bool | None = None):
         self.path = Path(path)
         if not self.path.exists():
             raise StoreError(f"store {self.path} does not exist",
@@ -95,7 +95,8 @@ class FeatureStore:
             raise StoreError(f"store {self.path} is a directory",
                              "give the store's .h5 file")
         try:
-            self.h5 = h5py.File(self.path, "r")
+            self.h5 = h5py.File(self.path, "r") if locking is None else \
+                h5py.File(self.path, "r", locking=locking)
         except OSError as exc:
             text = str(exc).lower()
             if "unable to lock file" in text or "file locking" in text \

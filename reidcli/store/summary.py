@@ -7,10 +7,15 @@ from reidcli.cameras import record_cameras
 from reidcli.data.records import SPLITS
 from reidcli.store.reader import FeatureStore
 
+#: pids that are no identity (docs/formats.md, ``pid``): 0 distractor, -1 junk
+DISTRACTOR_PID, JUNK_PID = 0, -1
+
 
 def store_summary(store: FeatureStore) -> dict[str, Any]:
     """JSON-able summary: rows per split (images/ids/cams), features, conv maps, protocol,
-    adaptation groups and provenance."""
+    adaptation groups and provenance. ``ids`` counts identities (pid ≥ 1); rows of pid 0
+    (distractors) and pid -1 (junk) are counted apart as ``distractors`` and ``junk``
+    (docs/formats.md, ``pid``)."""
     rec = store.records
     splits = {}
     for split in SPLITS + tuple(sorted(set(rec["split"]) - set(SPLITS))):
@@ -18,10 +23,13 @@ def store_summary(store: FeatureStore) -> dict[str, Any]:
         if len(part) == 0:
             continue
         scope = part["x_pid_scope"].fillna("all") if "x_pid_scope" in part else "all"
-        ids = part.assign(_scope=scope)[["dataset", "domain", "_scope", "pid"]].drop_duplicates()
+        people = part.assign(_scope=scope)[part["pid"].to_numpy() > DISTRACTOR_PID]
+        ids = people[["dataset", "domain", "_scope", "pid"]].drop_duplicates()
         splits[split] = {
             "images": int(len(part)),
             "ids": int(len(ids)),
+            "distractors": int((part["pid"] == DISTRACTOR_PID).sum()),
+            "junk": int((part["pid"] == JUNK_PID).sum()),
             "cams": record_cameras(part)[1].num_cameras,     # a camera is (domain, camid)
             "modalities": sorted(set(part["modality"])),
             "domains": sorted(set(part["domain"])),

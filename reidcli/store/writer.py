@@ -76,6 +76,18 @@ def write_adapt_group(h5: h5py.File, method: str, arrays: Mapping[str, Any],
     return group
 
 
+def verify_store(path: Path) -> None:
+    """The ``verify`` of a store's :class:`reidcli.io.AtomicOutput`: the written file opens
+    with h5py and passes every check of the reader (:class:`reidcli.store.reader.FeatureStore`,
+    docs/formats.md "What the reader checks"), so no store is renamed onto its path that
+    every reader would refuse."""
+    from reidcli.store.reader import FeatureStore
+
+    verify_hdf5(RECORDS, FEATURES, format=STORE_FORMAT)(path)
+    # locking=False: see reidcli.io.verify_hdf5 (this process wrote the file)
+    FeatureStore(path, locking=False).close()
+
+
 def shard_rows(num_rows: int, shard: tuple[int, int]) -> slice:
     """The contiguous row range of shard ``i`` of ``n`` over ``num_rows`` records."""
     i, n = shard
@@ -105,7 +117,7 @@ class StoreWriter:
                  attrs: Mapping[str, Any] | None = None, option: str = "out",
                  inputs: Sequence[str | os.PathLike] = ()):
         self._out = AtomicOutput(path, force=force, option=option, inputs=inputs,
-                                 verify=verify_hdf5(RECORDS, FEATURES, format=STORE_FORMAT))
+                                 verify=verify_store)
         self.path = self._out.final
         self.tmp = self._out.tmp
         self.num_rows = len(records)

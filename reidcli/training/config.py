@@ -9,6 +9,7 @@ from typing import Any
 from reidcli.device import AMP_CHOICES, CHANNELS_LAST_CHOICES
 from reidcli.errors import ParameterError
 from reidcli.naming import param
+from reidcli.params import NONE, SEED, Interval, Options, check_param
 
 
 @dataclasses.dataclass
@@ -187,25 +188,92 @@ def _pk_batch(values: dict[str, Any], given: dict[str, Any]) -> None:
     values["batch_size"] = values["p"] * k
 
 
+#: one constraint per numeric or choice option (:mod:`reidcli.params`): ranges, finiteness,
+#: integer-ness, seeds in [0, 2³²). Epoch and iteration counts are bounded so that schedule
+#: arithmetic stays in int64; counts of images per batch so that a batch fits any memory.
+_EPOCHS = Interval(int, 1, 100_000)
+_EPOCHS_OR_NONE = Interval(int, 0, 100_000)
+_POSITIVE = Interval(float, 0, None, closed="right")         # a finite number > 0
+_NON_NEGATIVE = Interval(float, 0, None)                     # a finite number ≥ 0
+_FRACTION = Interval(float, 0, 1, closed="left")             # [0, 1)
+FIELD_CONSTRAINTS: dict[str, tuple] = {
+    "max_images": (NONE, Interval(int, 1, None)),
+    "subsample_seed": (SEED,),
+    "last_stride": (Interval(int, 1, 2),),
+    "parts": (Interval(int, 1, 64),),
+    "reduced_dim": (Interval(int, 1, 65_536),),
+    "dropout": (_FRACTION,),
+    "epochs": (_EPOCHS,),
+    "batch_size": (Interval(int, 1, 100_000),),
+    # a batch-hard triplet (BoT, DMG-Net, DG-VAE) needs negatives: ≥ 2 identities per batch
+    "p": (Interval(int, 2, 10_000),),
+    "k": (Interval(int, 1, 10_000),),
+    "optimizer": (Options(("sgd", "adam")),),
+    "lr": (_POSITIVE,),
+    "backbone_lr_mult": (_NON_NEGATIVE,),
+    "momentum": (_FRACTION,),
+    "weight_decay": (_NON_NEGATIVE,),
+    "lr_gamma": (_POSITIVE,),
+    "warmup_epochs": (_EPOCHS_OR_NONE,),
+    "warmup_factor": (Interval(float, 0, 1, closed="right"),),
+    "label_smooth": (_FRACTION,),
+    "triplet_margin": (_NON_NEGATIVE,),
+    "random_erasing": (Interval(float, 0, 1),),
+    "rpp_classifier_epochs": (_EPOCHS_OR_NONE,),
+    "rpp_finetune_epochs": (_EPOCHS_OR_NONE,),
+    "rpp_lr": (_POSITIVE,),
+    "iters_per_epoch": (NONE, Interval(int, 1, 10**9)),
+    "meta_order": (Interval(int, 1, 2),),
+    "inner_opt": (Options(("sgd", "adam1")),),
+    "inner_lr": (NONE, _NON_NEGATIVE),
+    "md_weight": (_NON_NEGATIVE,),
+    "md_scale": (_POSITIVE,),
+    "md_features": (Options(("theta", "adapted")),),
+    "outer_base_weight": (_NON_NEGATIVE,),
+    "resplit": (Options(("epoch", "iter")),),
+    "lr_decay": (Options(("constant", "linear")),),
+    "amp": (Options(AMP_CHOICES),),
+    "channels_last": (Options(CHANNELS_LAST_CHOICES),),
+    "workers": (NONE, Interval(int, 0, 1024)),
+    "seed": (SEED,),
+    "checkpoint_every": (Interval(int, 1, 100_000),),
+    "log_every": (Interval(int, 1, 10**9),),
+    "max_iters": (NONE, Interval(int, 1, 10**12)),
+}
+#: constraint of each item of a list option (``input_size``: each side, in pixels)
+ITEM_CONSTRAINTS: dict[str, object] = {
+    "input_size": Interval(int, 16, 4096),
+    "lr_steps": _EPOCHS,
+    "stage_epochs": _EPOCHS_OR_NONE,
+    "stage_lrs": _NON_NEGATIVE,
+    "classifier_lrs": _NON_NEGATIVE,
+    "train_cams": Interval(int, 0, 10_000),
+    "stages": Interval(int, 1, 3),
+}
+
+
 def validate_config(cfg: TrainConfig) -> None:
-    """One-line ParameterErrors naming the parameter for impossible values."""
-    checks = [("epochs", cfg.epochs >= 1, "must be ≥ 1"),
-              ("batch_size", cfg.batch_size >= 1, "must be ≥ 1"),
-              ("p", cfg.p >= 1, "must be ≥ 1"),
-              ("k", cfg.k >= 1, "must be ≥ 1"),
-              ("lr", cfg.lr > 0, "must be > 0"),
-              ("amp", cfg.amp in AMP_CHOICES, f"is not one of {', '.join(AMP_CHOICES)}"),
-              ("channels_last", cfg.channels_last in CHANNELS_LAST_CHOICES,
-               f"is not one of {', '.join(CHANNELS_LAST_CHOICES)}"),
-              ("optimizer", cfg.optimizer in ("sgd", "adam"), "is not one of sgd, adam"),
-              ("checkpoint_every", cfg.checkpoint_every >= 1, "must be ≥ 1"),
-              ("log_every", cfg.log_every >= 1, "must be ≥ 1"),
-              ("max_iters", cfg.max_iters is None or cfg.max_iters >= 1, "must be ≥ 1"),
-              ("dropout", 0.0 <= cfg.dropout < 1.0, "must be in [0, 1)"),
-              ("parts", cfg.parts >= 1, "must be ≥ 1")]
-    for name, ok, requirement in checks:
-        if not ok:
-            raise ParameterError("training", name, getattr(cfg, name), requirement)
+    """One-line ParameterErrors naming the parameter for impossible values (every option of
+    :data:`FIELD_CONSTRAINTS` / :data:`ITEM_CONSTRAINTS`, in the order of the dataclass);
+    accepted values are stored in canonical form (``3.0`` epochs → 3)."""
+    for field in dataclasses.fields(cfg):
+        name, value = field.name, getattr(cfg, field.name)
+        if name in FIELD_CONSTRAINTS:
+            setattr(cfg, name, check_param("training", name, value, *FIELD_CONSTRAINTS[name]))
+        elif name in ITEM_CONSTRAINTS and value is not None:
+            items = list(value) if isinstance(value, (list, tuple)) else [value]
+            shown = ",".join(map(str, items)) if name != "input_size" else \
+                "x".join(map(str, items))
+            if name == "input_size" and len(items) != 2:
+                raise ParameterError("training", name, shown, "is not HxW", "e.g. 384x128")
+            constraint = ITEM_CONSTRAINTS[name]
+            bad = [v for v in items if not constraint.accepts(v)]
+            if bad:
+                raise ParameterError("training", name, shown, f"has {bad[0]!r}: each "
+                                     f"{'side' if name == 'input_size' else 'value'} must "
+                                     f"be {constraint.describe()}")
+            items = [constraint.convert(v) for v in items]
+            setattr(cfg, name, tuple(items) if isinstance(value, tuple) else items)
     if cfg.method == "pcb" and cfg.input_size[0] // 16 < cfg.parts:
         raise ParameterError("training", "input_size",
                              f"{cfg.input_size[0]}x{cfg.input_size[1]}",
@@ -214,4 +282,5 @@ def validate_config(cfg: TrainConfig) -> None:
                              f"use an input height ≥ {16 * cfg.parts}")
 
 
-__all__ = ["TrainConfig", "make_config", "method_defaults", "method_info", "validate_config"]
+__all__ = ["TrainConfig", "make_config", "method_defaults", "method_info", "validate_config",
+           "FIELD_CONSTRAINTS", "ITEM_CONSTRAINTS"]

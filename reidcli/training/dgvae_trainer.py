@@ -264,6 +264,7 @@ class DGVAETrainer:
 
 
 def _validate(cfg: TrainConfig) -> None:
+    # each value's range and finiteness: reidcli.training.config.validate_config
     for name, values in (("stage_epochs", cfg.stage_epochs), ("stage_lrs", cfg.stage_lrs),
                          ("classifier_lrs", cfg.classifier_lrs)):
         if len(values) != 3 or any(v < 0 for v in values):
@@ -271,10 +272,6 @@ def _validate(cfg: TrainConfig) -> None:
                                  "needs three non-negative values, one per stage",
                                  f"e.g. {param(name, '100,50,100')}" if name == "stage_epochs"
                                  else "e.g. 2e-4,2e-4,2e-5")
-    if cfg.lr_decay not in ("constant", "linear"):
-        raise ParameterError("training", "lr_decay", cfg.lr_decay, "is not constant or linear")
-    if cfg.iters_per_epoch is not None and cfg.iters_per_epoch < 1:
-        raise ParameterError("training", "iters_per_epoch", cfg.iters_per_epoch, "must be ≥ 1")
     stages = run_stages(cfg)
     empty = [s for s in stages if int(cfg.stage_epochs[s - 1]) < 1]
     if empty:

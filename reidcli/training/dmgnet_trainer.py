@@ -91,7 +91,7 @@ class DMGNetTrainer(BoTTrainer):
     bar_terms = ("loss_b", "loss_g", "loss_md")
 
     def training_records(self, cfg: TrainConfig) -> pd.DataFrame:
-        from reidcli.training.sources import multi_source_records
+        from reidcli.training.sources import check_target_domains, multi_source_records
 
         if not cfg.sources:
             raise UsageError("DMG-Net needs source datasets",
@@ -101,6 +101,7 @@ class DMGNetTrainer(BoTTrainer):
             cfg.sources, cfg.root, source_options=cfg.source_options,
             source_split=cfg.train_split, domains=cfg.domains, seed=cfg.seed,
             max_images=cfg.max_images, subsample_seed=cfg.subsample_seed)
+        check_target_domains(cfg.targets, loaded.source_domains)
         check_targets(loaded.records, cfg.targets)
         return loaded.records.sort_values("path", kind="stable").reset_index(drop=True)
 
@@ -132,17 +133,8 @@ class DMGNetTrainer(BoTTrainer):
 
 
 def _validate(cfg: TrainConfig) -> None:
-    checks = [("meta_order", cfg.meta_order in (1, 2), "is not 1 or 2"),
-              ("inner_opt", cfg.inner_opt in ("sgd", "adam1"), "is not sgd or adam1"),
-              ("md_features", cfg.md_features in ("theta", "adapted"),
-               "is not theta or adapted"),
-              ("md_weight", cfg.md_weight >= 0, "must be ≥ 0"),
-              ("md_scale", cfg.md_scale > 0, "must be > 0"),
-              ("resplit", cfg.resplit in ("epoch", "iter"), "is not epoch or iter"),
-              ("inner_lr", cfg.inner_lr is None or cfg.inner_lr >= 0, "must be ≥ 0")]
-    for name, ok, requirement in checks:
-        if not ok:
-            raise ParameterError("training", name, getattr(cfg, name), requirement)
+    """DMG-Net's cross-option check; every option's own range (meta_order, md_weight, …) is
+    checked with the others' in :func:`reidcli.training.config.validate_config`."""
     if cfg.amp != "off" and cfg.meta_order == 2 and not cfg.no_meta:
         raise ParameterError("training", "amp", cfg.amp,
                              "is not supported with the second-order meta-gradient",

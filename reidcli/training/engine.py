@@ -10,11 +10,15 @@ initialises the trunk (``--init``), and runs the method's phases epoch by epoch:
 * reproducibility: the sampler is seeded per (seed, epoch), augmentations per
   (seed, epoch, image) and dropout per (seed, epoch), so ``--resume`` from an epoch
   checkpoint continues bit for bit on CPU;
-* files in the run directory: ``config.json`` (the full config + provenance),
+* files in the run directory: ``config.json`` (the full config + provenance, the data
+  trained on, ``"format": "reidcli.run"``),
   ``metrics.csv`` (one row per logged iteration: epoch, iteration, lr, loss, images_per_s,
   seconds, and the method's extra columns), ``train_records.csv`` (audit of the training
   rows and labels), ``checkpoint.pt`` every ``checkpoint_every`` epochs and ``model.pt`` at
-  the end — each written atomically;
+  the end — each written atomically, into ``RUN_DIR.partial`` which is renamed onto
+  ``RUN_DIR`` when the run is complete (:mod:`reidcli.training.run_dir`: lock, ``--force``
+  replaces an older run only then; ``--resume`` checks method, data and options,
+  :mod:`reidcli.training.resume`);
 * DDP when launched by ``torchrun`` (WORLD_SIZE > 1): one process per GPU, rank-0 logging
   and checkpointing, rank-aware samplers.
 """
@@ -22,6 +26,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import io as _io
 import os
 import time
 from pathlib import Path
@@ -33,8 +38,8 @@ import torch
 from reidcli.data.image_dataset import ImageRecordDataset, make_loader
 from reidcli.data.samplers import EpochTaggedSampler
 from reidcli.device import amp_dtype, autocast, resolve_device, use_channels_last
-from reidcli.errors import InputFileError, OutputExistsError, UsageError
-from reidcli.io import write_json_atomic
+from reidcli.errors import InputFileError, UsageError
+from reidcli.io import output_errors, write_json_atomic
 from reidcli.models.checkpoint import build_model, save_model
 from reidcli.models.weights import initialize_trunk
 from reidcli.naming import param
@@ -42,8 +47,10 @@ from reidcli.progress import StepBar
 from reidcli.provenance import make_provenance
 from reidcli.training.config import TrainConfig, method_info
 from reidcli.training.data import SeededAugmentDataset, training_options, training_records
+from reidcli.training.resume import (check_data, check_records, data_root_of, load_checkpoint,
+                                     records_digest, resumed_config)
+from reidcli.training.run_dir import RUN_FILES, RUN_FORMAT, RunDirectory, resume_source
 
-RUN_FILES = ("config.json", "metrics.csv", "checkpoint.pt", "model.pt", "train_records.csv")
 BASE_COLUMNS = ["epoch", "iteration", "lr", "loss", "images_per_s", "seconds"]
 
 
@@ -78,9 +85,12 @@ class _Distributed:
     """torchrun environment: world size, rank, local rank; process group set up on demand."""
 
     def __init__(self) -> None:
-        self.world = int(os.environ.get("WORLD_SIZE", "1"))
-        self.rank = int(os.environ.get("RANK", "0"))
-        self.local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+        from reidcli.distributed_env import read_launch
+
+        launch = read_launch()              # each variable checked; an error names it
+        self.world = launch.world_size if launch else 1
+        self.rank = launch.rank if launch else 0
+        self.local_rank = launch.local_rank if launch else 0
         self.active = self.world > 1
 
     def setup(self, device: torch.device) -> None:
@@ -102,23 +112,6 @@ class _Distributed:
             torch.distributed.barrier()
 
 
-def prepare_run_dir(run_dir: Path, force: bool, resume: bool) -> None:
-    """Refuse to mix runs: an existing run needs ``force`` (start over) or ``resume``."""
-    if resume:
-        if not (run_dir / "checkpoint.pt").exists():
-            raise InputFileError(f"run directory {run_dir} has no checkpoint.pt to resume from",
-                                 "give the run directory of an interrupted training run")
-        return
-    if run_dir.exists() and any((run_dir / f).exists() for f in RUN_FILES):
-        if not force:
-            raise OutputExistsError(f"run directory {run_dir} already holds a training run",
-                                    f"start over ({param('force')}) or continue it "
-                                    f"({param('resume')})")
-        for name in RUN_FILES:
-            (run_dir / name).unlink(missing_ok=True)
-    run_dir.mkdir(parents=True, exist_ok=True)
-
-
 class _MetricsLog:
     """``metrics.csv``: header on creation, one flushed row per logged iteration."""
 
@@ -126,31 +119,57 @@ class _MetricsLog:
         self.path, self.columns = path, columns
         rows: list[dict] = []
         if keep_until is not None and path.exists():         # resume: drop rows after ckpt
-            with path.open(newline="") as f:
-                rows = [r for r in csv.DictReader(f) if int(r["iteration"]) <= keep_until]
-        self.file = path.open("w", newline="")
-        self.writer = csv.DictWriter(self.file, fieldnames=columns, extrasaction="ignore")
-        self.writer.writeheader()
-        self.writer.writerows(rows)
-        self.file.flush()
+            rows = _logged_rows(path, keep_until)
+        with output_errors(f"{path}"):
+            self.file = path.open("w", newline="")
+            self.writer = csv.DictWriter(self.file, fieldnames=columns, extrasaction="ignore")
+            self.writer.writeheader()
+            self.writer.writerows(rows)
+            self.file.flush()
 
     def write(self, row: dict) -> None:
-        self.writer.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v)
-                              for k, v in row.items()})
-        self.file.flush()
+        with output_errors(f"{self.path}"):
+            self.writer.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v)
+                                  for k, v in row.items()})
+            self.file.flush()
 
     def close(self) -> None:
         self.file.close()
 
 
-def _records_csv(path: Path, records, labels: np.ndarray) -> None:
+def _logged_rows(path: Path, keep_until: int) -> list[dict]:
+    """The rows of a resumed run's ``metrics.csv`` up to iteration ``keep_until``."""
+    try:
+        with path.open(newline="", encoding="utf-8") as f:
+            reader = csv.DictReader(f)
+            if not set(BASE_COLUMNS) <= set(reader.fieldnames or ()):
+                raise ValueError("header")
+            return [r for r in reader if int(r["iteration"]) <= keep_until]
+    except (ValueError, TypeError, KeyError, UnicodeDecodeError, csv.Error):
+        raise InputFileError(f"{path} is damaged (not the metrics log reid train writes)",
+                             "restore it, or delete it to resume without the earlier rows")
+    except OSError as exc:
+        raise InputFileError(f"{path} cannot be read ({exc.strerror or exc})",
+                             "check its permissions") from None
+
+
+def _records_text(records, labels: np.ndarray) -> str:
+    """``train_records.csv``: the training rows and their labels (the audit of the run)."""
     # the audit columns a trainer added (DMG-Net: dataset, global camera cam, domain dom)
     extra = [c for c in ("dataset", "cam", "dom") if c in records.columns]
     frame = records[["path", "pid", "camid", "domain", *extra]].copy()
     frame["label"] = labels
+    buffer = _io.StringIO()
+    frame.to_csv(buffer, index=False)
+    return buffer.getvalue()
+
+
+def _records_csv(path: Path, text: str) -> None:
     tmp = path.with_name(path.name + ".partial")
-    frame.to_csv(tmp, index=False)
-    os.replace(tmp, path)
+    with output_errors(f"{path}"):
+        with open(tmp, "w", encoding="utf-8", newline="") as f:
+            f.write(text)
+        os.replace(tmp, path)
 
 
 def _class_keys(classes: list) -> list:
@@ -161,28 +180,60 @@ def _class_keys(classes: list) -> list:
 def train_model(cfg: TrainConfig, run_dir: str | os.PathLike, *, resume: bool = False,
                 force: bool = False, progress: bool = True, command: list[str] | None = None,
                 echo: Callable[[str], None] | None = None,
-                on_epoch_end: Callable[[int], None] | None = None) -> TrainResult:
+                on_epoch_end: Callable[[int], None] | None = None,
+                given: dict | None = None) -> TrainResult:
     """Train ``cfg.method`` into ``run_dir`` (see the module docstring); returns a summary.
 
-    ``resume`` continues from ``run_dir/checkpoint.pt`` with the saved config (the given
-    ``cfg`` is ignored except for ``device``/``workers``). ``on_epoch_end(epoch)`` is called
-    after each epoch's checkpoint (tests use it to simulate an interruption).
+    The run is written into ``run_dir.partial`` and renamed onto ``run_dir`` when complete
+    (:class:`~reidcli.training.run_dir.RunDirectory`); an existing run there is replaced only
+    then, and only with ``force``. ``resume`` continues the interrupted ``run_dir.partial``
+    (else ``run_dir``'s last checkpoint) with the recorded config: ``cfg`` must be of the same
+    method and gives only ``device``/``workers``; ``given`` (the options given again, None =
+    not given) may change only :data:`~reidcli.training.resume.RESUME_CHANGES`, which are
+    applied and recorded. ``on_epoch_end(epoch)`` is called after each epoch's checkpoint
+    (tests use it to simulate an interruption).
     """
-    run_dir = Path(run_dir)
+    out = Path(run_dir)
     echo = echo or (lambda text: None)
     dist = _Distributed()
-    checkpoint = None
+    run = None
+    try:
+        if dist.main:
+            if not resume:            # bad device/amp: refused before anything is written
+                amp_dtype(cfg.amp, resolve_device(cfg.device, dist.local_rank if dist.active
+                                                  else None, owner="training"),
+                          owner="training")
+            run = RunDirectory(out, force=force, resume=resume)
+        result = _train(cfg, out, run, dist, resume=resume, progress=progress,
+                        command=command, echo=echo, on_epoch_end=on_epoch_end, given=given)
+    except BaseException:
+        if run is not None:
+            run.abort()
+        raise
+    return result
+
+
+def _train(cfg: TrainConfig, out: Path, run: RunDirectory | None, dist: _Distributed, *,
+           resume: bool, progress: bool, command, echo, on_epoch_end,
+           given: dict | None) -> TrainResult:
+    """The run of :func:`train_model`; rank 0 writes into ``run.work`` (other ranks: run
+    is None)."""
+    work = run.work if run is not None else None
+    checkpoint, changes, recorded_data, source = None, {}, None, None
     if resume:
-        prepare_run_dir(run_dir, force, resume=True)
-        checkpoint = torch.load(run_dir / "checkpoint.pt", map_location="cpu", weights_only=False)
-        saved = TrainConfig.from_dict(checkpoint["config"])
-        saved.device, saved.workers = cfg.device, cfg.workers
-        cfg = saved
+        source = run.source if run is not None else resume_source(out)
+        if source is None:
+            raise InputFileError(f"run directory {out} has no checkpoint.pt to resume from",
+                                 "give the run directory of an interrupted training run")
+        checkpoint = load_checkpoint(source)
+        cfg, changes = resumed_config(cfg, checkpoint, out, given)
+        recorded_data = checkpoint.get("data") or _config_json(source).get("data")
+        check_data(recorded_data, (given or {}).get("root"), out)
+        if recorded_data and recorded_data.get("root"):
+            cfg.root = recorded_data["root"]        # the data it trained on, from any folder
     device = resolve_device(cfg.device, dist.local_rank if dist.active else None,
                             owner="training")
-    autocast_dtype = amp_dtype(cfg.amp, device, owner="training")   # bad device/amp: no run dir
-    if not resume and dist.main:
-        prepare_run_dir(run_dir, force, resume=False)
+    autocast_dtype = amp_dtype(cfg.amp, device, owner="training")
     trainer = method_info(cfg.method).extras["trainer"]()
     dist.setup(device)
     _seed_all(cfg.seed)
@@ -202,6 +253,13 @@ def train_model(cfg: TrainConfig, run_dir: str | os.PathLike, *, resume: bool = 
         raise UsageError(f"dataset {cfg.dataset}: {base.num_classes} training identity",
                          "training needs at least 2 identities; check "
                          f"{param('train_cams')}/{param('max_images')}")
+    records_text = _records_text(records, base.labels)
+    data = {"root": data_root_of(cfg.root), "images": len(base)}
+    data["records_sha256"] = records_digest(records, base.labels, data["root"])
+    if resume:
+        check_records(recorded_data, len(base), data["records_sha256"], out)
+        if run is not None:
+            run.copy_source()
     sampler = EpochTaggedSampler(trainer.batch_sampler(cfg, base.labels, dist.world, dist.rank,
                                                        records=records), len(base))
     loader = make_loader(SeededAugmentDataset(base, cfg.seed), batch_sampler=sampler,
@@ -226,22 +284,38 @@ def train_model(cfg: TrainConfig, run_dir: str | os.PathLike, *, resume: bool = 
         for idx, phase in enumerate(phases):             # rebuild RPP etc. before loading
             if bounds[idx] <= min(start_epoch, total_epochs - 1):
                 phase.prepare(model)
-        model.load_state_dict(checkpoint["model_state"])
+        try:
+            model.load_state_dict(checkpoint["model_state"])
+        except (RuntimeError, TypeError, AttributeError) as exc:
+            raise InputFileError(f"checkpoint {source / 'checkpoint.pt'} does not fit the "
+                                 f"recorded model ({str(exc).splitlines()[0][:120]})",
+                                 f"start over ({param('force')})") from None
     channels_last = use_channels_last(cfg.channels_last, device)
     model.to(device, memory_format=torch.channels_last if channels_last else
              torch.preserve_format)
     scaler = torch.amp.GradScaler("cuda", enabled=autocast_dtype == torch.float16)
 
     if dist.main:
-        write_json_atomic(run_dir / "config.json", {
+        resumes = list(_config_json(source).get("resumes", [])) if resume else []
+        if resume:                  # each resume and the options it changed, in order
+            resumes.append({"after_epoch": start_epoch - 1, "iteration": iteration,
+                            "changes": changes,
+                            "command": make_provenance(command=command)["command"]})
+        run_config = {
+            "format": RUN_FORMAT, "status": "running",
             "method": cfg.method, "config": cfg.as_dict(own_fields_only=True),
             "model": spec.as_dict(),
             "num_classes": base.num_classes, "num_images": len(base),
-            "dataset_options": dataset_options,
+            "dataset_options": dataset_options, "data": data,
             "init": init_report, "device": str(device), "world_size": dist.world,
-            "provenance": make_provenance(command=command, seed=cfg.seed)}, force=True)
+            "provenance": make_provenance(command=command, seed=cfg.seed),
+            **({"resumes": resumes} if resumes else {})}
+        write_json_atomic(work / "config.json", run_config, force=True)
         if not resume:
-            _records_csv(run_dir / "train_records.csv", records, base.labels)
+            _records_csv(work / "train_records.csv", records_text)
+        if changes:
+            echo("resumed with " + ", ".join(f"{param(k, v[1])} (was {v[0]})"
+                                             for k, v in changes.items()))
         echo(f"{cfg.method}: {len(base)} images, {base.num_classes} identities, "
              f"{cfg.backbone} {cfg.input_size[0]}x{cfg.input_size[1]}, device {device}"
              + (f", amp {autocast_dtype}".replace("torch.", "") if autocast_dtype else "")
@@ -251,7 +325,7 @@ def train_model(cfg: TrainConfig, run_dir: str | os.PathLike, *, resume: bool = 
             echo(init.summary())             # loaded / missing / unexpected keys
 
     extra_columns = list(getattr(trainer, "log_columns", ["acc"]))
-    log = _MetricsLog(run_dir / "metrics.csv", BASE_COLUMNS + extra_columns + ["phase"],
+    log = _MetricsLog(work / "metrics.csv", BASE_COLUMNS + extra_columns + ["phase"],
                       keep_until=iteration if resume else None) if dist.main else None
     meta = {"classes": _class_keys(base.classes), "train_cams": cfg.train_cams,
             "dataset": cfg.dataset, "options": dataset_options,
@@ -360,10 +434,11 @@ def train_model(cfg: TrainConfig, run_dir: str | os.PathLike, *, resume: bool = 
                          f"lr {optimizer.param_groups[-1]['lr']:.3g}")
                     if (epoch + 1) % cfg.checkpoint_every == 0 or epoch + 1 == total_epochs:
                         spec.rpp = model.rpp is not None if hasattr(model, "rpp") else False
-                        save_model(run_dir / "checkpoint.pt", model, spec, meta, extra={
+                        save_model(work / "checkpoint.pt", model, spec, meta, extra={
                             "config": cfg.as_dict(), "epoch": epoch, "iteration": iteration,
                             "phase": idx, "optimizer_state": optimizer.state_dict(),
-                            "scaler_state": scaler.state_dict()})
+                            "scaler_state": scaler.state_dict(), "data": data})
+                        run.checkpointed()
                 dist.barrier()
                 if on_epoch_end is not None:
                     on_epoch_end(epoch)
@@ -375,12 +450,28 @@ def train_model(cfg: TrainConfig, run_dir: str | os.PathLike, *, resume: bool = 
         spec.rpp = getattr(model, "rpp", None) is not None
         meta.update(iterations=iteration, seconds=seconds, stopped_early=stop,
                     epochs_done=epoch + 1 if total_epochs > start_epoch else start_epoch)
-        save_model(run_dir / "model.pt", model, spec, meta)
+        save_model(work / "model.pt", model, spec, meta)
+        write_json_atomic(work / "config.json", {**run_config, "status": "complete"},
+                          force=True)
+        run.commit()
     dist.barrier()
-    return TrainResult(run_dir=run_dir, model_path=run_dir / "model.pt",
+    return TrainResult(run_dir=out, model_path=out / "model.pt",
                        epochs=total_epochs, iterations=iteration, first_loss=first_loss,
                        last_loss=last_loss, seconds=seconds,
                        images_per_s=images_seen / max(seconds, 1e-9), init=init_report)
 
 
-__all__ = ["train_model", "TrainResult", "prepare_run_dir"]
+def _config_json(folder: Path | None) -> dict:
+    """``folder/config.json`` as a dict ({} when absent or unreadable)."""
+    import json
+
+    if folder is None:
+        return {}
+    try:
+        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError, UnicodeDecodeError):
+        return {}
+    return config if isinstance(config, dict) else {}
+
+
+__all__ = ["train_model", "TrainResult", "RUN_FILES"]

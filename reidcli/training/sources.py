@@ -54,7 +54,10 @@ class SourceRecords:
     (0..C−1), ``dom`` (0..D−1) and the bool column ``pseudo_camera`` (True where ``camid`` is
     a pseudo-camera). ``label_keys[label]`` is the identity key ``(dataset, domain,
     pid_scope, pid)``; ``cam_keys[cam]`` the ``(domain, camid)`` pair; ``dom_names[dom]`` the
-    domain string; ``pseudo_camera_sources`` the datasets that got pseudo-cameras.
+    domain string; ``pseudo_camera_sources`` the datasets that got pseudo-cameras;
+    ``source_domains[dataset]`` every domain of a source dataset's loaded records, before
+    ``domains`` chose among them (what :func:`check_target_domains` checks targets against;
+    absent for a source loaded with its own ``domains`` option).
     """
 
     records: pd.DataFrame
@@ -62,6 +65,7 @@ class SourceRecords:
     cam_keys: list[tuple[str, int]]
     dom_names: list[str]
     pseudo_camera_sources: list[str]
+    source_domains: dict[str, list[str]] = dataclasses.field(default_factory=dict)
 
     @property
     def num_ids(self) -> int:
@@ -110,6 +114,11 @@ def multi_source_records(sources: Sequence[str] | str, root=None, *,
     composed = compose_sources(specs, root, source_split=source_split)
     frame = composed.train
     frame = frame[frame["pid"].to_numpy() > 0]
+    # every domain of each source loaded whole (a loader option ``domains`` loads a subset)
+    partial = {s.dataset for s in specs if dict(s.options).get("domains") is not None}
+    source_domains = {str(name): sorted(set(map(str, group["domain"])))
+                      for name, group in frame.groupby("dataset", sort=True)
+                      if str(name) not in partial}
     if domains is not None:
         frame = frame[frame["domain"].isin(select_domains(domains, frame["domain"]))]
     if frame.empty:
@@ -136,7 +145,32 @@ def multi_source_records(sources: Sequence[str] | str, root=None, *,
     frame["dom"] = frame["domain"].map(dom_index).astype(np.int64)
     return SourceRecords(records=frame, label_keys=[_plain_key(k) for k in classes],
                          cam_keys=[(str(d), int(c)) for d, c in cam_keys], dom_names=dom_names,
-                         pseudo_camera_sources=pseudo_sources)
+                         pseudo_camera_sources=pseudo_sources,
+                         source_domains=source_domains)
+
+
+def check_target_domains(targets: Sequence[str] | str | None,
+                         source_domains: dict[str, list[str]]) -> None:
+    """Refuse a target ``dataset/domain`` whose dataset is a training source but which names
+    none of that dataset's domains (``synthetic/d9`` when the sources hold d0..d4): a
+    :class:`ParameterError` on ``targets`` listing the known domains. Targets of datasets that
+    are not sources are not loaded here, so they are not checked."""
+    for text in _split_names(targets):
+        dataset, _, domain = text.partition("/")
+        if not domain:
+            continue
+        try:
+            dataset = canonical_name(dataset)
+        except UsageError:
+            continue                      # the trainer's own check names unknown datasets
+        known = source_domains.get(dataset)
+        if not known:
+            continue
+        want = domain.casefold()
+        if not any(want in (d.casefold(), d.rsplit("/", 1)[-1].casefold()) for d in known):
+            raise ParameterError("training", "targets", text,
+                                 f"names no domain of the source {dataset}",
+                                 f"its domains are {', '.join(known)}")
 
 
 def source_specs(sources: Sequence[str] | str,
@@ -286,5 +320,6 @@ def _plain_key(key: tuple) -> tuple:
 
 
 __all__ = ["SourceRecords", "multi_source_records", "source_specs", "select_domains",
+           "check_target_domains",
            "sources_without_cameras", "assign_pseudo_cameras", "write_train_manifest",
            "read_train_manifest", "MANIFEST_COLUMNS", "PSEUDO_CAMERAS"]

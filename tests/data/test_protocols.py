@@ -142,7 +142,7 @@ def test_train_ids_limit_subsets(cdpcf_root):
             == limit
     with pytest.raises(UsageError, match="exceeds the 100 training ids"):
         _ssh(cdpcf_root, train_ids_limit=101)
-    with pytest.raises(DatasetError, match="trials 0..49, not 50"):
+    with pytest.raises(UsageError, match="trial=50 is outside the trials 0..49"):
         protocols.single_shot_half(records, trial=50, seed=0, domain="synthetic/d1",
                                    dataset_root=cdpcf_root / "synthetic" / "cdpcf",
                                    train_ids_limit=10)
@@ -162,7 +162,7 @@ def test_train_ids_limit_on_any_dataset(tmp_path):
 def test_protocol_errors(cdpcf_root):
     with pytest.raises(UsageError, match="unknown protocol 'nope'.*camera_holdout"):
         data.load("synthetic", cdpcf_root, name="cdpcf", protocol="nope")
-    with pytest.raises(DatasetError, match="trials 0..9, not 10"):
+    with pytest.raises(UsageError, match="trial=10 is outside the trials 0..9"):
         _ssh(cdpcf_root, trial=10)
     with pytest.raises(DatasetError, match="asked 300 test ids"):
         _ssh(cdpcf_root, n_test_ids=300)

@@ -28,6 +28,29 @@ def reid(*args, env: dict | None = None, timeout: float = 300, cwd=None,
                           cwd=cwd, input=input)
 
 
+def reid_in_process(*args, capsys) -> tuple[int, str, str]:
+    """Run ``reid ARGS`` in this interpreter (no torch import cost per case); returns
+    ``(exit code, stdout, stderr)``. Use for faults that need no fresh process (no signals,
+    no environment variables read at import)."""
+    from reidcli.cli.main import main
+
+    capsys.readouterr()
+    try:
+        code = main([str(a) for a in args])
+    except SystemExit as done:
+        code = done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def assert_one_line_error_in_process(result: tuple[int, str, str], *needles: str,
+                                     code: int = 2) -> str:
+    """Like :func:`assert_one_line_error` for a :func:`reid_in_process` result."""
+    got, out, err = result
+    assert got == code, (got, out[-2000:], err[-2000:])
+    return one_error_line(err, *needles)
+
+
 def default_sigint() -> None:
     """In a child before exec: SIGINT back to its default disposition. A shell running the
     suite in the background (``cmd &``) ignores SIGINT, and children inherit that; `reid`

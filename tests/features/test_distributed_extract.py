@@ -88,8 +88,10 @@ def _run_ranks(tmp_path, world, kwargs_of_rank):
 def test_launch_environment_and_shard_names(tmp_path):
     assert DistributedEnv.from_environ({}) is None
     assert DistributedEnv.from_environ({"WORLD_SIZE": "1", "RANK": "0"}) is None
-    env = DistributedEnv.from_environ({"WORLD_SIZE": "4", "RANK": "3", "LOCAL_RANK": "1"})
+    env = DistributedEnv.from_environ({"WORLD_SIZE": "4", "RANK": "3", "LOCAL_RANK": "1",
+                                       "MASTER_ADDR": "::1", "MASTER_PORT": "29500"})
     assert (env.rank, env.world_size, env.local_rank, env.shard) == (3, 4, 1, (3, 4))
+    assert env.endpoint == "[::1]:29500"
     with pytest.raises(UsageError, match="RANK=4"):
         DistributedEnv.from_environ({"WORLD_SIZE": "4", "RANK": "4"})
     assert shard_path(tmp_path / "m.h5", (1, 4)) == tmp_path / "m.shard-1-of-4.h5"
@@ -220,6 +222,8 @@ def test_cli_refuses_what_a_launch_cannot_do(capsys, monkeypatch, tiny_synthetic
     assert code == 2 and "--no-merge" in err and "torchrun" in err
     monkeypatch.setenv("WORLD_SIZE", "2")
     monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
+    monkeypatch.setenv("MASTER_PORT", "29500")
     code, _, err = run_cli(capsys, "extract", *_cli_data(tiny_synthetic_root), "--out",
                            tmp_path / "b.h5")
     assert code == 2 and "needs --model" in err

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from reidcli import fitted
-from reidcli.errors import FittedModelError, UsageError
+from reidcli.errors import FittedModelError, ParameterError, UsageError
 from reidcli.metric import kernels
 from reidcli.metric.lfda import (LFDA, KernelLFDA, lfda_scatters, local_scales, regularise,
                                  top_generalized_eigenvectors)
@@ -107,7 +107,10 @@ def test_translation_invariance_and_shapes():
     b = KernelLFDA(dim=4, kernel="rbf").fit(xtr - 2.0, ptr)
     np.testing.assert_allclose(b.A_, a.A_, rtol=1e-6, atol=1e-9)
     assert a.transform(q[:3]).shape == (3, 4)
-    assert LFDA(dim=500).fit(xtr, ptr).projection_.shape == (60, 60)      # capped at D
+    assert LFDA(dim=60).fit(xtr, ptr).projection_.shape == (60, 60)       # D itself
+    with pytest.raises(ParameterError, match=r"dim=500 is above the dimension of the input "
+                                             r"features \(60\)"):
+        LFDA(dim=500).fit(xtr, ptr)                                        # never capped silently
 
 
 # -- kernels ---------------------------------------------------------------------------------

@@ -56,7 +56,7 @@ def test_wrong_architecture_and_bad_files(tmp_path, resnet18_state):
         load_trunk_state(build_backbone("tiny"), resnet18_state, str(path))
     junk = tmp_path / "junk.pth"
     junk.write_text("not torch")
-    with pytest.raises(InputFileError, match="not a torch state dict"):
+    with pytest.raises(InputFileError, match="init weights .*junk.pth is not a torch file"):
         initialize_trunk(build_backbone("resnet18"), str(junk))
     with pytest.raises(InputFileError, match="init=imagenet .* or init=scratch"):
         initialize_trunk(build_backbone("resnet18"), str(tmp_path / "missing.pth"))

@@ -31,8 +31,8 @@ def assert_resume_reproduces(cfg, tmp_path: Path, interrupt_after_epoch: int) ->
         train_model(cfg, tmp_path / "cut", progress=False, on_epoch_end=interrupt)
     assert not (tmp_path / "cut" / "model.pt").exists()       # no half-finished model
     train_model(cfg, tmp_path / "cut", resume=True, progress=False)
-    a = torch.load(tmp_path / "straight" / "model.pt", weights_only=False)["model_state"]
-    b = torch.load(tmp_path / "cut" / "model.pt", weights_only=False)["model_state"]
+    a = torch.load(tmp_path / "straight" / "model.pt", weights_only=True)["model_state"]
+    b = torch.load(tmp_path / "cut" / "model.pt", weights_only=True)["model_state"]
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
     losses = [[r["loss"] for r in metrics_rows(tmp_path / run)] for run in ("straight", "cut")]
     assert losses[0] == losses[1]

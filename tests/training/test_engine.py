@@ -85,8 +85,8 @@ def test_resume_reproduces_the_uninterrupted_run(tiny_synthetic_root, tmp_path, 
     with pytest.raises(OutputExistsError, match=r"continue it \(resume\)"):
         train_model(cfg, tmp_path / "cut", progress=False)
     train_model(cfg, tmp_path / "cut", resume=True, progress=False)
-    a = torch.load(tmp_path / "straight" / "model.pt", weights_only=False)["model_state"]
-    b = torch.load(tmp_path / "cut" / "model.pt", weights_only=False)["model_state"]
+    a = torch.load(tmp_path / "straight" / "model.pt", weights_only=True)["model_state"]
+    b = torch.load(tmp_path / "cut" / "model.pt", weights_only=True)["model_state"]
     assert a.keys() == b.keys()
     assert all(torch.equal(a[k], b[k]) for k in a)
     losses = lambda run: [r["loss"] for r in _rows(run)]              # noqa: E731
@@ -115,8 +115,8 @@ def test_rpp_induced_training_freezes_all_but_the_part_classifier(tiny_synthetic
     train_model(_cfg(tiny_synthetic_root, epochs=1), base, progress=False)
     run = tmp_path / "rpp"
     train_model(cfg, run, progress=False)
-    pcb_state = torch.load(base / "model.pt", weights_only=False)["model_state"]
-    rpp_state = torch.load(run / "model.pt", weights_only=False)["model_state"]
+    pcb_state = torch.load(base / "model.pt", weights_only=True)["model_state"]
+    rpp_state = torch.load(run / "model.pt", weights_only=True)["model_state"]
     assert any(k.startswith("rpp.") for k in rpp_state)
     # the PCB phase is identical (same seed); the classifier-only phase moved nothing else
     for key, value in pcb_state.items():

@@ -29,8 +29,8 @@ from pathlib import Path
 import pandas as pd
 
 from reidcli.data.datasets.common import rows_to_frame, scan_folder
-from reidcli.data.datasets.single_shot import (Pool, check_choice, check_int, check_test_ids,
-                                               load_warca, two_view_trials)
+from reidcli.data.datasets.single_shot import (Pool, check_choice, check_int, check_seed,
+                                               check_test_ids, load_warca, two_view_trials)
 from reidcli.data.records import DatasetSplit
 from reidcli.data.registry import DatasetInfo, register, resolve_dataset_dir
 from reidcli.errors import DatasetError
@@ -137,7 +137,7 @@ def load_cuhk01(root=None, trial: int = 0, protocol: str = "single_shot", seed: 
                 warca_draw: str = "probe_single", same_camera: str = "drop") -> DatasetSplit:
     """Load CUHK01 trial ``trial`` of ``protocol`` (single_shot | multi_shot | warca)."""
     protocol = check_choice("cuhk01", "protocol", protocol, PROTOCOLS)
-    seed = check_int("cuhk01", "seed", seed, minimum=0)
+    seed = check_seed("cuhk01", seed)
     test_ids = check_int("cuhk01", "test_ids", test_ids)
     folder = resolve_dataset_dir("cuhk01", root)
     pool = Pool.of("cuhk01", folder, read_cuhk01(folder))

@@ -19,6 +19,7 @@ from reidcli.data.datasets.common import require_dir, rows_to_frame, scan_folder
 from reidcli.data.datasets.single_shot import check_choice
 from reidcli.data.records import DatasetSplit, empty_frame, normalize_frame
 from reidcli.data.registry import DatasetInfo, register, resolve_dataset_dir
+from reidcli.data.splits import check_trial
 from reidcli.errors import DatasetError
 
 NAME = re.compile(r"^(\d+)_[^/]*\.png$")
@@ -77,9 +78,7 @@ def _part(records: pd.DataFrame, mask, split: str) -> pd.DataFrame:
 def load_cuhk02(root=None, trial: int = 0, protocol: str = "p5_test") -> DatasetSplit:
     """Load CUHK02 (``p5_test`` | ``all_train``; one trial, 0)."""
     protocol = check_choice("cuhk02", "protocol", protocol, PROTOCOLS)
-    if trial != 0:
-        raise DatasetError(f"cuhk02 protocol {protocol!r} has one trial (0), not {trial}",
-                           "pass trial 0")
+    check_trial("cuhk02", trial, 1, f"protocol {protocol!r}")
     folder = resolve_dataset_dir("cuhk02", root)
     records = read_cuhk02(folder)
     pair = records["x_pair"].to_numpy()

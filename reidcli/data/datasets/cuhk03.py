@@ -31,7 +31,7 @@ import pandas as pd
 from reidcli.data.datasets.common import require_file, rows_to_frame
 from reidcli.data.records import DatasetSplit, normalize_frame
 from reidcli.data.registry import DatasetInfo, register, resolve_dataset_dir
-from reidcli.data.splits import relative_paths, split_from_trial
+from reidcli.data.splits import check_trial, relative_paths, split_from_trial
 from reidcli.errors import DatasetError, UsageError
 
 RELEASE = Path("cuhk03_release") / "cuhk-03.mat"
@@ -242,12 +242,13 @@ def _column(mat: dict, key: str) -> np.ndarray:
 def read_new_config(folder: Path, subset: str) -> dict:
     """Validated content of ``cuhk03_new_protocol_config_{subset}.mat`` (1-based indices)."""
     import scipy.io
+    from scipy.io.matlab import MatReadError
 
     path = require_file(folder / f"cuhk03_new_protocol_config_{subset}.mat", "cuhk03")
     todo = "use the new-protocol files of zhunzhong07/person-re-ranking (evaluation/data/CUHK03)"
     try:
         mat = scipy.io.loadmat(path)
-    except (ValueError, NotImplementedError, OSError, TypeError) as exc:
+    except (MatReadError, ValueError, NotImplementedError, OSError, TypeError) as exc:
         raise DatasetError(f"cuhk03: cannot read {path} as a MATLAB v5 file ({exc})",
                            todo) from None
     missing = [k for k in NEW_KEYS if k not in mat]
@@ -258,13 +259,22 @@ def read_new_config(folder: Path, subset: str) -> dict:
         value = np.asarray(cell).ravel()
         names.append(str(value[0]).strip() if value.size else "")
     labels, cams = _column(mat, "labels"), _column(mat, "camId")
+    for key, values in (("labels", labels), ("camId", cams)):
+        if values.dtype.kind not in "uif" or not np.all(np.isfinite(values)) or values.size \
+                and (values.min() < 0 or values.max() > 2**31 - 1
+                     or not np.array_equal(values, np.round(values))):
+            raise DatasetError(f"cuhk03: {path}: {key} holds something other than integers "
+                               f"in [0, 2**31)", todo)
     if not len(labels) == len(cams) == len(names):
         raise DatasetError(f"cuhk03: {path}: filelist, labels and camId differ in length "
                            f"({len(names)}, {len(labels)}, {len(cams)})", todo)
     config = {"path": path, "names": names, "labels": labels.astype(np.int64),
               "cams": cams.astype(np.int64)}
     for split in ("train", "query", "gallery"):
-        idx = _column(mat, f"{split}_idx").astype(np.int64)
+        raw = _column(mat, f"{split}_idx")
+        if raw.dtype.kind not in "uif" or not np.all(np.isfinite(raw)):
+            raise DatasetError(f"cuhk03: {path}: {split}_idx is not a list of indices", todo)
+        idx = raw.astype(np.int64)
         if idx.size and (idx.min() < 1 or idx.max() > len(names)):
             raise DatasetError(f"cuhk03: {path}: {split}_idx holds indices outside "
                                f"1..{len(names)}", todo)
@@ -337,6 +347,7 @@ def load_cuhk03(root=None, trial: int = 0, subset: str = "detected",
     _check_options(subset, protocol)
     folder = resolve_dataset_dir("cuhk03", root)
     if protocol == "new":
+        check_trial("cuhk03", trial, 1, "protocol 'new'")
         config = read_new_config(folder, subset)      # validated before any extraction
         return new_protocol(folder, subset, config, read_images(folder, subset))
     testsets = read_testsets(require_file(folder / RELEASE, "cuhk03"))

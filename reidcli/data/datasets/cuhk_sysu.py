@@ -23,6 +23,7 @@ import pandas as pd
 from reidcli.data.datasets.common import require_dir, rows_to_frame, scan_folder
 from reidcli.data.records import DatasetSplit, empty_frame
 from reidcli.data.registry import DatasetInfo, register, resolve_dataset_dir
+from reidcli.data.splits import check_trial
 from reidcli.errors import DatasetError
 
 #: folder of the person crops inside the dataset folder
@@ -83,8 +84,7 @@ def read_cuhk_sysu(folder: Path) -> pd.DataFrame:
 
 def load_cuhk_sysu(root=None, trial: int = 0) -> DatasetSplit:
     """Load the CUHK-SYSU crops: every image is ``train`` (one trial, 0)."""
-    if trial != 0:
-        raise DatasetError(f"cuhksysu has one trial (0), not {trial}", "pass trial 0")
+    check_trial("cuhksysu", trial, 1, "dataset")
     folder = resolve_dataset_dir("cuhksysu", root)
     return DatasetSplit(name="cuhksysu", train=read_cuhk_sysu(folder), query=empty_frame(),
                         gallery=empty_frame(), eval_rule="market", trial=0, num_trials=1,

@@ -5,6 +5,7 @@ from pathlib import Path
 
 from reidcli.data.datasets.market_folder import DUKE_NAME, load_market_layout
 from reidcli.data.registry import DatasetInfo, register, resolve_dataset_dir
+from reidcli.data.splits import check_trial
 
 INFO = DatasetInfo(
     name="dukemtmc",
@@ -28,6 +29,7 @@ def _looks_like_duke(path: Path) -> bool:
 
 def load_dukemtmc(root=None, trial: int = 0):
     """Load DukeMTMC-reID from the data root; see docs/datasets.md."""
+    check_trial("dukemtmc", trial, 1, "standard split")
     folder = resolve_dataset_dir("dukemtmc", root)
     return load_market_layout(folder, dataset="dukemtmc", pattern=DUKE_NAME, cam_range=(1, 8))
 

@@ -24,7 +24,7 @@ import pandas as pd
 
 from reidcli.data.datasets.common import rows_to_frame, scan_folder
 from reidcli.data.datasets.single_shot import (NUM_SPLITS, Pool, check_choice, check_int,
-                                               check_test_ids, load_warca)
+                                               check_seed, check_test_ids, load_warca)
 from reidcli.data.records import DatasetSplit
 from reidcli.data.registry import DatasetInfo, register, resolve_dataset_dir
 from reidcli.data.splits import Trial, choose_ids, protocol_rng
@@ -100,7 +100,7 @@ def load_ilids(root=None, trial: int = 0, protocol: str = "dg", seed: int = 0,
                warca_draw: str = "probe_single", same_camera: str = "drop") -> DatasetSplit:
     """Load iLIDS trial ``trial`` of ``protocol`` (``dg`` 0..9, ``warca`` 0..10·draws−1)."""
     protocol = check_choice("ilids", "protocol", protocol, PROTOCOLS)
-    seed = check_int("ilids", "seed", seed, minimum=0)
+    seed = check_seed("ilids", seed)
     test_ids = check_int("ilids", "test_ids", test_ids)
     folder = resolve_dataset_dir("ilids", root)
     pool = Pool.of("ilids", folder, read_ilids(folder))

@@ -7,6 +7,7 @@ import pandas as pd
 
 from reidcli.data.datasets.market_folder import MARKET_NAME, load_market_layout, parse_market_folder
 from reidcli.data.records import normalize_frame
+from reidcli.data.splits import check_trial
 from reidcli.data.registry import DatasetInfo, register, resolve_dataset_dir
 
 INFO = DatasetInfo(
@@ -36,6 +37,7 @@ def _looks_like_market(path: Path) -> bool:
 def load_market1501(root=None, trial: int = 0, keep_junk: bool = False,
                     with_500k: bool = False):
     """Load Market-1501 from the data root; see docs/datasets.md."""
+    check_trial("market1501", trial, 1, "standard split")
     folder = resolve_dataset_dir("market1501", root)
     split = load_market_layout(folder, dataset="market1501", pattern=MARKET_NAME,
                                cam_range=(1, 6), max_pid=1501, keep_junk=keep_junk,

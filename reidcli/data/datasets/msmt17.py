@@ -20,6 +20,7 @@ import pandas as pd
 from reidcli.data.datasets.common import require_dir, require_file, rows_to_frame
 from reidcli.data.records import DatasetSplit, empty_frame, normalize_frame
 from reidcli.data.registry import DatasetInfo, data_root, register, resolve_dataset_dir
+from reidcli.data.splits import check_trial
 from reidcli.errors import DatasetError, UsageError
 
 #: PPPP_NNN_CC_DDDDtod_FFFF_K.jpg (K may carry a suffix such as ``_ex`` in some V2 copies)
@@ -152,12 +153,15 @@ def read_list(list_path: Path, image_dir: Path, split: str, scope: str) -> pd.Da
         rows.append({"path": path, "pid": label + 1, "camid": cam - 1, "split": split,
                      "frame": int(match.group(5)), "x_native_pid": label,
                      "x_pid_scope": scope, "x_date_time": match.group(4)})
+    if not rows:
+        raise DatasetError(f"msmt17: {list_path} lists no image", bad_line)
     return rows_to_frame(rows, "msmt17")
 
 
 def load_msmt17(root=None, trial: int = 0, version: str = "auto",
                 train_includes_val: bool = False) -> DatasetSplit:
     """Load MSMT17 (one fixed split; eval rule E1)."""
+    check_trial("msmt17", trial, 1, "standard split")
     folder, version = find_folder(root, version)
     dirs = [require_dir(folder / d, "msmt17") for d in FOLDERS[version]]
     parts = {split: read_list(folder / name, dirs[side], split, ("train", "test")[side])

@@ -21,6 +21,7 @@ import pandas as pd
 from reidcli.data.datasets.common import require_file
 from reidcli.data.records import DatasetSplit, normalize_frame
 from reidcli.data.registry import DatasetInfo, register, resolve_dataset_dir
+from reidcli.data.splits import check_trial
 from reidcli.errors import DatasetError, UsageError
 
 MANIFEST = "manifest.csv"
@@ -151,8 +152,7 @@ def load_person30k(root=None, trial: int = 0, test_subset: str = "A") -> Dataset
     if key not in SUBSETS:
         raise UsageError(f"person30k option test_subset={test_subset!r} is unknown",
                          "use test_subset=A, B or C")
-    if trial != 0:
-        raise DatasetError(f"person30k has one trial (0), not {trial}", "pass trial 0")
+    check_trial("person30k", trial, 1, "dataset")
     folder = resolve_dataset_dir("person30k", root)
     manifest = folder / MANIFEST
     records = read_manifest(manifest)

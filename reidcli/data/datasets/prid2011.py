@@ -25,8 +25,8 @@ from pathlib import Path
 import pandas as pd
 
 from reidcli.data.datasets.common import rows_to_frame, scan_folder
-from reidcli.data.datasets.single_shot import (Pool, check_choice, check_int, check_test_ids,
-                                               two_view_trials)
+from reidcli.data.datasets.single_shot import (Pool, check_choice, check_int, check_seed,
+                                               check_test_ids, two_view_trials)
 from reidcli.data.records import DatasetSplit
 from reidcli.data.registry import DatasetInfo, register, resolve_dataset_dir
 from reidcli.errors import DatasetError
@@ -108,7 +108,7 @@ def load_prid2011(root=None, trial: int = 0, protocol: str = "dg", seed: int = 0
                   test_ids: int = TEST_IDS, shared_ids: int = SHARED_IDS) -> DatasetSplit:
     """Load PRID2011 trial ``trial`` (0..9) of ``protocol`` (``dg`` | ``half``)."""
     protocol = check_choice("prid2011", "protocol", protocol, PROTOCOLS)
-    seed = check_int("prid2011", "seed", seed, minimum=0)
+    seed = check_seed("prid2011", seed)
     test_ids = check_int("prid2011", "test_ids", test_ids)
     shared_ids = check_int("prid2011", "shared_ids", shared_ids)
     folder = resolve_dataset_dir("prid2011", root)

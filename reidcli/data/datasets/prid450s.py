@@ -15,8 +15,9 @@ from pathlib import Path
 import pandas as pd
 
 from reidcli.data.datasets.common import rows_to_frame, scan_folder
-from reidcli.data.datasets.single_shot import (Pool, check_choice, check_int, check_test_ids,
-                                               load_warca, require_pairs, two_view_trials)
+from reidcli.data.datasets.single_shot import (Pool, check_choice, check_int, check_seed,
+                                               check_test_ids, load_warca, require_pairs,
+                                               two_view_trials)
 from reidcli.data.records import DatasetSplit
 from reidcli.data.registry import DatasetInfo, register, resolve_dataset_dir
 
@@ -71,7 +72,7 @@ def load_prid450s(root=None, trial: int = 0, protocol: str = "half", seed: int =
                   warca_draw: str = "probe_single", same_camera: str = "drop") -> DatasetSplit:
     """Load PRID450S trial ``trial`` of ``protocol`` (``half`` 0..9, ``warca`` 0..10·draws−1)."""
     protocol = check_choice("prid450s", "protocol", protocol, PROTOCOLS)
-    seed = check_int("prid450s", "seed", seed, minimum=0)
+    seed = check_seed("prid450s", seed)
     test_ids = check_int("prid450s", "test_ids", test_ids)
     folder = resolve_dataset_dir("prid450s", root)
     pool = Pool.of("prid450s", folder, read_prid450s(folder))

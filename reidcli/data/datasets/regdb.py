@@ -16,10 +16,12 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from reidcli.data.datasets.common import require_file, rows_to_frame
+from reidcli.data.datasets.common import read_text, rows_to_frame
+from reidcli.data.datasets.single_shot import check_choice
 from reidcli.data.records import DatasetSplit
 from reidcli.data.registry import DatasetInfo, register, resolve_dataset_dir
-from reidcli.errors import DatasetError, UsageError
+from reidcli.data.splits import check_trial
+from reidcli.errors import DatasetError
 
 NAME = re.compile(r"^(female|male)_(front|back)_([vt])_(\d{5})_(\d+)\.bmp$")
 NUM_TRIALS = 10
@@ -55,19 +57,19 @@ def looks_like_regdb(path: Path) -> bool:
 def read_index(path: Path, folder: Path, split: str, modality: str) -> list[dict]:
     """Record rows of one idx file (``modality`` visible | thermal); every listed image must
     exist inside the modality's folder, named by its person folder."""
-    require_file(path, "regdb")
     sub, camid, record_modality = MODALITIES[modality]
     rows = []
-    for number, line in enumerate(path.read_text().splitlines(), start=1):
+    for number, line in enumerate(read_text(path, "regdb", "idx file").splitlines(), start=1):
         parts = line.split()
         if not parts:
             continue
         where = f"regdb: {path} line {number}"
-        if len(parts) != 2 or not parts[1].lstrip("-").isdigit():
+        if len(parts) != 2 or not parts[1].lstrip("-").isdigit() or len(parts[1]) > 18:
             raise DatasetError(f"{where} is not '<relpath> <label>': {line.strip()!r}",
                                "restore the idx files of the release")
         rel = Path(parts[0].replace("\\", "/"))
-        if len(rel.parts) != 3 or rel.parts[0] != sub or not rel.parts[1].isdigit():
+        if len(rel.parts) != 3 or rel.parts[0] != sub or not rel.parts[1].isdigit() \
+                or not rel.parts[1].isascii() or len(rel.parts[1]) > 9:
             raise DatasetError(f"{where}: {parts[0]} is not {sub}/<pid>/<name>.bmp",
                                f"{path.name} lists {modality} images only; restore the idx "
                                "files")
@@ -87,14 +89,10 @@ def read_index(path: Path, folder: Path, split: str, modality: str) -> list[dict
 
 def load_regdb(root=None, trial: int = 0, direction: str = "v2t") -> DatasetSplit:
     """Load RegDB trial ``trial`` (0..9 → idx files 1..10) in ``direction`` v2t | t2v."""
-    if direction not in DIRECTIONS:
-        raise UsageError(f"regdb option direction={direction!r} is unknown",
-                         "use direction=v2t or direction=t2v")
-    if not 0 <= int(trial) < NUM_TRIALS:
-        raise DatasetError(f"regdb has trials 0..{NUM_TRIALS - 1} (idx files 1..10), not "
-                           f"{trial}", "pass a trial index in that range")
+    direction = check_choice("regdb", "direction", direction, DIRECTIONS)
+    trial = check_trial("regdb", trial, NUM_TRIALS, "RegDB protocol (idx files 1..10)")
     folder = resolve_dataset_dir("regdb", root)
-    t = int(trial) + 1
+    t = trial + 1
     idx = folder / "idx"
     train = read_index(idx / f"train_visible_{t}.txt", folder, "train", "visible") + \
         read_index(idx / f"train_thermal_{t}.txt", folder, "train", "thermal")

@@ -32,6 +32,8 @@ from reidcli.data.splits import (Trial, cached_trials, choose_ids, protocol_rng,
                                  relative_paths, split_from_trial)
 from reidcli.errors import DatasetError, ParameterError
 from reidcli.naming import param
+from reidcli.params import Interval, Options, check_param
+from reidcli.params import check_seed as params_check_seed
 
 #: seeded trials (half/half splits, WARCA splits, DG draws) of every protocol here
 NUM_SPLITS = 10
@@ -44,29 +46,34 @@ WARCA_DRAWS_PER_SPLIT = 10
 #: ``keep`` (any other image of the person is a match — Xiong et al.'s protocol, which has no
 #: camera labels; docs/datasets.md)
 WARCA_SAME_CAMERA = ("drop", "keep")
+#: most WARCA draws per split: every trial (splits × draws) is built and cached at once
+MAX_DRAWS = 100
+#: most persons a count option (test_ids, shared_ids, ...) may name: above every dataset
+MAX_COUNT = 1_000_000
 
 
 # -- option checks ----------------------------------------------------------------------------
 def check_choice(dataset: str, option: str, value: Any, allowed: tuple[str, ...]) -> str:
-    """``value`` if it is one of ``allowed``, else a UsageError naming the option."""
-    if value not in allowed:
+    """``value`` if it is one of ``allowed`` (any case), else a ParameterError naming the
+    option (a :class:`~reidcli.params.Options` constraint)."""
+    constraint = Options(allowed)
+    if not constraint.accepts(value):
         raise ParameterError(dataset, option, value, "is unknown",
                              "use " + " or ".join(param(option, a) for a in allowed))
-    return str(value)
+    return next(a for a in allowed if a.lower() == constraint.convert(value))
 
 
-def check_int(dataset: str, option: str, value: Any, minimum: int = 1) -> int:
-    """``value`` as an int ≥ ``minimum``, else a UsageError naming the option."""
-    if isinstance(value, bool) or isinstance(value, float) and not value.is_integer():
-        value = None
-    try:
-        number = int(value)
-    except (TypeError, ValueError):
-        number = None
-    if number is None or number < minimum:
-        raise ParameterError(dataset, option, value, f"is not an integer ≥ {minimum}",
-                             f"pass e.g. {param(option, max(minimum, 1))}")
-    return number
+def check_int(dataset: str, option: str, value: Any, minimum: int = 1,
+              maximum: int = MAX_COUNT) -> int:
+    """``value`` as an int in [minimum, maximum], else a ParameterError naming the option (an
+    :class:`~reidcli.params.Interval` constraint). The upper bound keeps a typo such as
+    ``draws=100000000`` from building trials until memory runs out."""
+    return check_param(dataset, option, value, Interval(int, minimum, maximum))
+
+
+def check_seed(dataset: str, value: Any) -> int:
+    """A seed option: an integer in [0, 2³²) (:data:`reidcli.params.SEED`)."""
+    return params_check_seed(dataset, value)
 
 
 # -- the pool of all images -------------------------------------------------------------------
@@ -211,7 +218,7 @@ def load_warca(pool: Pool, trial: int, *, seed: int, test_ids: Any, draws: Any,
     ``options`` (the loader's own) gain the checked ``test_ids``, ``draws``, ``warca_draw``,
     ``same_camera``. ``test_sets`` (one id array per split, ``test_sets_name`` naming their
     source in the cache key) replace the random choice of ``test_ids`` persons."""
-    draws = check_int(pool.dataset, "draws", draws)
+    draws = check_int(pool.dataset, "draws", draws, maximum=MAX_DRAWS)
     warca_draw = check_choice(pool.dataset, "warca_draw", warca_draw, WARCA_DRAWS)
     same_camera = check_choice(pool.dataset, "same_camera", same_camera, WARCA_SAME_CAMERA)
     eligible = pool.ids_with_images(2)
@@ -258,7 +265,7 @@ def load_warca_only(dataset: str, read: Callable[[Path], pd.DataFrame], root, tr
     from reidcli.data.registry import resolve_dataset_dir
 
     protocol = check_choice(dataset, "protocol", protocol, ("warca",))
-    seed = check_int(dataset, "seed", seed, minimum=0)
+    seed = check_seed(dataset, seed)
     folder = resolve_dataset_dir(dataset, root)
     pool = Pool.of(dataset, folder, read(folder))
     return load_warca(pool, trial, seed=seed, test_ids=test_ids, draws=draws,

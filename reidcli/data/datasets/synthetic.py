@@ -10,11 +10,13 @@ import pandas as pd
 from reidcli.data.datasets.market_folder import MARKET_SPLIT_FOLDERS, parse_market_folder
 from reidcli.data.records import DatasetSplit, empty_frame, normalize_frame
 from reidcli.data.registry import DatasetInfo, data_root, register, resolve_dataset_dir
+from reidcli.data.splits import check_trial
 from reidcli.data.synthetic import (META_FILE, PRESETS, camera_modalities, make_params,
                                     read_meta, same_parameters)
 from reidcli.data.synthetic import generate as generate_dataset
-from reidcli.errors import DatasetError, OutputExistsError, UsageError
+from reidcli.errors import DatasetError, OutputExistsError, ReidError, UsageError
 from reidcli.naming import param
+from reidcli.params import check_seed
 
 DATASET = "synthetic"
 
@@ -77,6 +79,17 @@ def _domain_indices(folder: Path, meta: dict | None) -> list[int]:
     return sorted(found)
 
 
+def _from_meta(folder: Path, fn, *args):
+    """``fn(*args)`` on values read from ``meta.json``; a damaged file (wrong types or
+    values) is a one-line DatasetError naming it."""
+    try:
+        return fn(*args)
+    except (TypeError, ValueError, KeyError, AttributeError, ReidError) as exc:
+        raise DatasetError(f"synthetic: {folder / META_FILE} is damaged ({exc})",
+                           "regenerate the dataset (`reid data synth` with the same preset, "
+                           "overwriting), or restore the file") from None
+
+
 def _select_domains(available: list[int], domains: Any) -> list[int]:
     if domains is None:
         return available
@@ -125,10 +138,12 @@ def load_synthetic(root=None, trial: int = 0, name: str = "default", preset: str
                 f"use another {param('name')}, or regenerate it (preset {chosen!r}, "
                 f"name {name!r}, overwriting)")
     meta = read_meta(folder)
-    indices = _select_domains(_domain_indices(folder, meta), domains)
+    indices = _select_domains(_from_meta(folder, _domain_indices, folder, meta), domains)
+    if protocol == "standard":
+        check_trial(DATASET, trial, 1, "standard protocol")
     parts: dict[str, list[pd.DataFrame]] = {split: [] for split in MARKET_SPLIT_FOLDERS.values()}
     for d in indices:
-        modalities = camera_modalities(meta, d)
+        modalities = _from_meta(folder, camera_modalities, meta, d)
         for sub, split in MARKET_SPLIT_FOLDERS.items():
             parts[split].append(parse_market_folder(
                 folder / f"d{d}" / sub, split, dataset=DATASET, domain=f"synthetic/d{d}",
@@ -139,7 +154,8 @@ def load_synthetic(root=None, trial: int = 0, name: str = "default", preset: str
     if protocol != "standard":
         from reidcli.data.protocols import apply_protocol
         records = _concat(list(frames.values()))
-        dataset_seed = int(meta["seed"]) if meta and "seed" in meta else int(seed or 0)
+        dataset_seed = _from_meta(folder, lambda: check_seed(
+            "synthetic", meta["seed"] if meta and "seed" in meta else seed or 0))
         return apply_protocol(records, protocol, trial=trial, seed=dataset_seed,
                               dataset_root=folder, **protocol_options)
     return DatasetSplit(name=DATASET, train=frames["train"], query=frames["query"],

@@ -10,9 +10,11 @@ Protocol: train = every image of the train ids (+ val ids by default), all six c
 query = every IR image (cams 3, 6) of the test ids, in both modes; gallery of trial t (0..9)
 = for each test id and gallery camera (all-search 1, 2, 4, 5; indoor-search 1, 2) ``shots``
 images of that person in that camera (all of them when fewer exist). Which images is decided
-by one of three draw families, option ``draws`` (docs/datasets.md, "SYSU-MM01 gallery draws"):
+by one of three draw families, option ``draws`` (docs/datasets.md, "SYSU-MM01 gallery draws");
+the default (``draws=auto``) is ``official`` when the permutation file is present
+(``exp/rand_perm_cam.mat``, or ``perm_file``), else ``seeded``:
 
-* ``seeded`` (default) — reidcli's own generator seeded from ``seed``;
+* ``seeded`` — reidcli's own generator seeded from ``seed``;
 * ``official`` — the fixed permutations ``rand_perm_cam.mat`` of the dataset's official
   MATLAB evaluation (Wu et al., ICCV 2017): variable ``rand_perm_cam``, a 6 × 1 cell (one per
   camera) of per-person cells indexed by the person id, each a 10 × n matrix whose row r is a
@@ -41,14 +43,15 @@ import pandas as pd
 import scipy.io
 from scipy.io.matlab import MatReadError
 
-from reidcli.data.datasets.common import require_dir, require_file, rows_to_frame
+from reidcli.data.datasets.common import parse_number, read_text, require_dir, rows_to_frame
 from reidcli.data.datasets.market_folder import list_images
 from reidcli.data.records import DatasetSplit
 from reidcli.data.registry import DatasetInfo, register, resolve_dataset_dir
 from reidcli.data.splits import (Trial, cached_trials, protocol_rng, relative_paths,
                                  split_from_trial)
-from reidcli.errors import DatasetError, UsageError
+from reidcli.errors import DatasetError, ParameterError, UsageError
 from reidcli.naming import param
+from reidcli.params import Interval, check_param, check_seed
 
 IMAGE = re.compile(r"^(\d+)\.jpg$")
 CAMERAS = (1, 2, 3, 4, 5, 6)
@@ -60,6 +63,10 @@ ID_FILES = ("train_id.txt", "val_id.txt", "test_id.txt")
 NUM_TRIALS = 10
 #: gallery draw families (module doc)
 DRAWS = ("seeded", "official", "agw")
+#: the default: official when the permutation file is present, else seeded
+AUTO_DRAWS = "auto"
+#: most gallery images drawn per test id and camera (the protocols use 1 and 10)
+MAX_SHOTS = 1000
 #: where draws=official looks for the permutations inside the dataset folder by default
 PERM_FILE = Path("exp") / "rand_perm_cam.mat"
 #: the MATLAB variable holding them
@@ -81,15 +88,25 @@ INFO = DatasetInfo(
     candidates=("SYSU-MM01", "sysu-mm01", "SYSU-MM01/ori_data", "sysu_mm01", "."),
     cameras="6 (4 visible, 2 infrared)",
     counts={"train": (34167, 395), "query": (3803, 96), "gallery": (301, 96)},
+    # indoor-search galleries hold the 56 test ids seen by cams 1, 2; multi-shot = 10 images
+    # per id and camera (docs/datasets.md); the train ids alone are not documented
+    count_variants=(({"mode": "indoor"}, {"gallery": (112, 56)}),
+                    ({"shots": 10}, {"gallery": (3010, 96)}),
+                    ({"mode": "indoor", "shots": 10}, {"gallery": (1120, 56)}),
+                    ({"train_includes_val": False}, {"train": None})),
+    count_options=("mode", "shots", "train_includes_val"),
     options={"mode": "all", "shots": 1, "train_includes_val": True, "seed": 0,
-             "draws": "seeded", "perm_file": None},
+             "draws": AUTO_DRAWS, "perm_file": None},
     protocol="all-search single-shot: query = 3,803 IR images of the 96 test ids, gallery "
-             "re-drawn in each of 10 trials (draws=seeded | official | agw)",
+             "re-drawn in each of 10 trials (draws=official when exp/rand_perm_cam.mat is "
+             "present, else seeded; or agw)",
     eval_rule="sysu",
     notes=("train (default, train + val ids) = 22,258 visible + 11,909 infrared images",
            "mode=indoor uses gallery cams 1, 2 (112 images single-shot); shots=10 is "
            "multi-shot",
-           "draws=seeded (default): reidcli's own seeded gallery draws (seed=N), cached in "
+           "draws=auto (default): official when exp/rand_perm_cam.mat (or perm_file=PATH) "
+           "exists, else seeded",
+           "draws=seeded: reidcli's own seeded gallery draws (seed=N), cached in "
            "reidcli_splits/",
            "draws=official: the official evaluation's fixed permutations, trial t = row t+1 "
            "of exp/rand_perm_cam.mat (or perm_file=PATH); from " + OFFICIAL_SOURCE,
@@ -107,15 +124,17 @@ def looks_like_sysu(path: Path) -> bool:
 
 def read_ids(path: Path) -> np.ndarray:
     """Sorted ids of an ``exp/*_id.txt`` file (integers separated by commas/whitespace)."""
-    text = require_file(path, "sysu_mm01").read_text()
+    text = read_text(path, "sysu_mm01", "id file")
     tokens = [t for t in re.split(r"[,\s]+", text) if t]
-    bad = [t for t in tokens if not t.isdigit()]
+    bad = [t for t in tokens if not (t.isdigit() and t.isascii())]
     if bad or not tokens:
-        found = f"found {bad[0]!r}" if bad else "found no id"
+        found = f"found {bad[0][:40]!r}" if bad else "found no id"
         raise DatasetError(f"sysu_mm01: {path} holds something other than integer ids "
                            f"({found}; expected one comma-separated line)",
                            "restore the exp/ files of the release")
-    return np.array(sorted({int(t) for t in tokens}), dtype=np.int64)
+    # person folders are named PPPP: ids above 9999 cannot name one
+    return np.array(sorted({parse_number(t, "sysu_mm01", str(path), "id", 1, 9999)
+                            for t in tokens}), dtype=np.int64)
 
 
 def read_images(folder: Path, ids: np.ndarray) -> list[dict]:
@@ -133,8 +152,10 @@ def read_images(folder: Path, ids: np.ndarray) -> list[dict]:
                 if match is None:
                     raise DatasetError(f"sysu_mm01: malformed image name {person / name}",
                                        "expected NNNN.jpg inside cam<k>/<PPPP>/")
+                frame = parse_number(match.group(1), "sysu_mm01", str(person / name),
+                                     "image number")
                 rows.append({"path": person / name, "pid": int(pid), "camid": cam - 1,
-                             "frame": int(match.group(1)), "modality": modality,
+                             "frame": frame, "modality": modality,
                              "x_location": LOCATION[cam]})
     return rows
 
@@ -310,40 +331,60 @@ def agw_draws(rel: np.ndarray, listings: dict[tuple[int, int], list[str]], test_
     return out
 
 
-def check_options(mode, shots, draws, seed, perm_file) -> None:
-    """:class:`UsageError` for an unknown mode/draw family, a bad ``shots`` and options that
-    do not apply to the chosen draw family."""
+def resolve_draws(draws, folder: Path, perm_file, seed) -> str:
+    """The draw family of ``draws=auto``: ``official`` when ``perm_file`` is given or
+    ``<folder>/exp/rand_perm_cam.mat`` exists (unless a non-zero ``seed`` asks for the
+    seeded draws), else ``seeded``; other values unchanged."""
+    if draws != AUTO_DRAWS:
+        return draws
+    if perm_file is not None or (folder / PERM_FILE).is_file():
+        if seed != 0 and perm_file is None:
+            raise UsageError(f"sysu_mm01: {param('seed', seed)} applies to "
+                             f"{param('draws', 'seeded')} only, and the default draws are the "
+                             f"official ones since {folder / PERM_FILE} exists",
+                             f"add {param('draws', 'seeded')}, or drop {param('seed')}")
+        return "official"
+    return "seeded"
+
+
+def check_options(mode, shots, draws, seed, perm_file) -> tuple[int, int]:
+    """``(shots, seed)`` as ints after checking every option: :class:`UsageError` for an
+    unknown mode/draw family, a bad ``shots`` or ``seed`` and options that do not apply to
+    the chosen draw family (``draws`` may still be ``auto``)."""
     if mode not in GALLERY_CAMERAS:
-        raise UsageError(f"sysu_mm01 option mode={mode!r} is unknown",
-                         "use mode=all or mode=indoor")
-    if isinstance(shots, bool) or not isinstance(shots, (int, np.integer)) or shots < 1:
-        raise UsageError(f"sysu_mm01 option shots={shots!r}",
-                         "use shots=1 (single-shot) or shots=10 (multi-shot)")
-    if draws not in DRAWS:
-        raise UsageError(f"sysu_mm01 option draws={draws!r} is unknown",
-                         "use " + ", ".join(param("draws", d) for d in DRAWS))
+        raise ParameterError("sysu_mm01", "mode", mode, "is unknown",
+                             "use " + " or ".join(param("mode", m) for m in GALLERY_CAMERAS))
+    shots = check_param("sysu_mm01", "shots", shots, Interval(int, 1, MAX_SHOTS))
+    seed = check_seed("sysu_mm01", seed)
+    if draws not in DRAWS + (AUTO_DRAWS,):
+        raise ParameterError("sysu_mm01", "draws", draws, "is unknown",
+                             "use " + ", ".join(param("draws", d)
+                                                for d in (AUTO_DRAWS,) + DRAWS))
     if draws == "agw" and shots != 1:
         raise UsageError(f"sysu_mm01: AGW's draws are single-shot only (one random.choice per "
                          f"id and camera), not {param('shots', shots)}",
                          f"use {param('shots', 1)}, or {param('draws', 'official')} / "
                          f"{param('draws', 'seeded')} for multi-shot")
-    if draws != "seeded" and seed != 0:
+    if draws not in ("seeded", AUTO_DRAWS) and seed != 0:
         raise UsageError(f"sysu_mm01: {param('seed', seed)} applies to "
                          f"{param('draws', 'seeded')} only; {param('draws', draws)} is fixed",
                          f"drop {param('seed')}")
-    if draws != "official" and perm_file is not None:
+    if draws not in ("official", AUTO_DRAWS) and perm_file is not None:
         raise UsageError(f"sysu_mm01: {param('perm_file')} applies to "
                          f"{param('draws', 'official')} only",
                          f"add {param('draws', 'official')} or drop {param('perm_file')}")
+    return int(shots), int(seed)
 
 
 def load_sysu_mm01(root=None, trial: int = 0, mode: str = "all", shots: int = 1,
-                   train_includes_val: bool = True, seed: int = 0, draws: str = "seeded",
+                   train_includes_val: bool = True, seed: int = 0, draws: str = AUTO_DRAWS,
                    perm_file=None) -> DatasetSplit:
-    """Load one SYSU-MM01 trial (gallery draw ``trial`` of 10, family ``draws``)."""
-    check_options(mode, shots, draws, seed, perm_file)
-    shots, seed, train_includes_val = int(shots), int(seed), bool(train_includes_val)
+    """Load one SYSU-MM01 trial (gallery draw ``trial`` of 10, family ``draws``; ``auto``:
+    official when the permutation file is present, else seeded)."""
+    shots, seed = check_options(mode, shots, draws, seed, perm_file)
+    train_includes_val = bool(train_includes_val)
     folder = resolve_dataset_dir("sysu_mm01", root)
+    draws = resolve_draws(draws, folder, perm_file, seed)
     records, train_ids, test_ids = read_sysu(folder, train_includes_val)
     rel = np.asarray(relative_paths(records, folder), dtype=object)
     pids = records["pid"].to_numpy(np.int64)

@@ -23,8 +23,9 @@ from pathlib import Path
 import pandas as pd
 
 from reidcli.data.datasets.common import rows_to_frame, scan_folder
-from reidcli.data.datasets.single_shot import (Pool, check_choice, check_int, check_test_ids,
-                                               load_warca, require_pairs, two_view_trials)
+from reidcli.data.datasets.single_shot import (Pool, check_choice, check_int, check_seed,
+                                               check_test_ids, load_warca, require_pairs,
+                                               two_view_trials)
 from reidcli.data.records import DatasetSplit
 from reidcli.data.registry import DatasetInfo, register, resolve_dataset_dir
 
@@ -81,7 +82,7 @@ def load_viper(root=None, trial: int = 0, protocol: str = "half", probe_cam: str
     """Load VIPeR trial ``trial`` of ``protocol`` (``half`` 0..9, ``warca`` 0..10·draws−1)."""
     protocol = check_choice("viper", "protocol", protocol, PROTOCOLS)
     probe_cam = check_choice("viper", "probe_cam", probe_cam, ("a", "b"))
-    seed = check_int("viper", "seed", seed, minimum=0)
+    seed = check_seed("viper", seed)
     test_ids = check_int("viper", "test_ids", test_ids)
     folder = resolve_dataset_dir("viper", root)
     pool = Pool.of("viper", folder, read_viper(folder))

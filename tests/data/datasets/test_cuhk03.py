@@ -80,7 +80,7 @@ def test_classic_protocol_trials(tmp_path):
     assert set(split.query["frame"]) == set(range(1, 11)) and set(split.query["camid"]) == {0, 1}
     again = data.load("cuhk03", folder, protocol="classic", subset="labeled", trial=1)
     assert again.train["path"].tolist() == split.train["path"].tolist()
-    with pytest.raises(DatasetError, match="trials 0..1"):
+    with pytest.raises(UsageError, match="trial=2 is outside the trials 0..1"):
         data.load("cuhk03", tmp_path, protocol="classic", trial=2)
 
 

@@ -9,7 +9,7 @@ import pytest
 import reidcli.data as data
 from reidcli.data.datasets.cuhk_sysu import NO_CAMERA_COLUMN, read_cuhk_sysu
 from reidcli.data.records import validate_frame
-from reidcli.errors import DatasetError
+from reidcli.errors import DatasetError, UsageError
 from tests.cli.helpers import run_cli
 from tests.data.fake_trees import cuhk_sysu as fake
 
@@ -59,7 +59,7 @@ def test_errors_and_cli(tmp_path, capsys):
     with pytest.raises(DatasetError, match=r"no cuhksysu dataset under .*tried"):
         data.load("cuhksysu", tmp_path)
     folder = fake.build(tmp_path)
-    with pytest.raises(DatasetError, match="one trial"):
+    with pytest.raises(UsageError, match="trial=1 is outside the one trial"):
         data.load("cuhksysu", tmp_path, trial=1)
     code, out, err = run_cli(capsys, "data", "check", "cuhk-sysu", "--root", tmp_path)
     assert code == 0, err

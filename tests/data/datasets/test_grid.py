@@ -126,7 +126,7 @@ def test_partition_errors(tmp_path):
     assert len(data.load("grid", tmp_path, protocol="random", expected_train_ids=3).query) == 3
     with pytest.raises(UsageError, match="protocol"):
         data.load("grid", tmp_path, protocol="half")
-    with pytest.raises(DatasetError, match="trials 0..9"):
+    with pytest.raises(UsageError, match="trial=10 is outside the trials 0..9"):
         data.load("grid", tmp_path, protocol="random", expected_train_ids=3, trial=10)
 
 

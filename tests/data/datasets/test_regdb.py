@@ -78,7 +78,7 @@ def test_missing_or_broken_idx(tmp_path):
     folder = fake.build(tmp_path)
     with pytest.raises(DatasetError, match=r"missing file .*idx[/\\]train_visible_3\.txt"):
         data.load("regdb", tmp_path, trial=2)
-    with pytest.raises(DatasetError, match=r"trials 0\.\.9"):
+    with pytest.raises(UsageError, match=r"trial=10 is outside the trials 0\.\.9"):
         data.load("regdb", tmp_path, trial=10)
     with pytest.raises(UsageError, match="direction"):
         data.load("regdb", tmp_path, direction="both")

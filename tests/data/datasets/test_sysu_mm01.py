@@ -79,7 +79,7 @@ def test_modes_shots_and_val(tmp_path):
         data.load("sysu", tmp_path, mode="outdoor")
     with pytest.raises(UsageError, match="shots"):
         data.load("sysu", tmp_path, shots=0)
-    with pytest.raises(DatasetError, match="trials 0..9"):
+    with pytest.raises(UsageError, match="trial=10 is outside the trials 0..9"):
         data.load("sysu", tmp_path, trial=10)
 
 
@@ -356,14 +356,24 @@ def test_draw_family_in_protocol_options_cache_and_store_layout(tmp_path):
     with pytest.raises(UsageError, match="seed=1 applies to draws=seeded only"):
         data.load("sysu", tmp_path, draws="agw", seed=1)
     with pytest.raises(UsageError, match="perm_file applies to draws=official only"):
-        data.load("sysu", tmp_path, perm_file="x.mat")
+        data.load("sysu", tmp_path, draws="seeded", perm_file="x.mat")
+    # the default draws are the official ones when the permutation file is present
+    default = data.load("sysu", tmp_path, mode="indoor")
+    assert default.protocol == "indoor_search_1shot_official"
+    assert default.options["draws"] == "official"
+    with pytest.raises(UsageError, match="seed=1 applies to draws=seeded only.*official"):
+        data.load("sysu", tmp_path, seed=1)
+    with pytest.raises(DatasetError, match="x.mat, which does not exist"):
+        data.load("sysu", tmp_path, perm_file="x.mat")       # perm_file implies official
+    (folder / "exp" / "rand_perm_cam.mat").unlink()
+    assert data.load("sysu", tmp_path).protocol == "all_search_1shot_seeded"
 
 
 def test_reid_data_info_and_check_name_the_draws(capsys, tmp_path):
     code, out, err = run_cli(capsys, "data", "info", "sysu")
     assert code == 0, err
     flat = " ".join(out.split())
-    assert "draws='seeded'" in flat and "perm_file=None" in flat
+    assert "draws='auto'" in flat and "perm_file=None" in flat
     assert "draws=official" in flat and "draws=agw" in flat and "rand_perm_cam.mat" in flat
     fake.build(tmp_path)
     code, out, err = run_cli(capsys, "data", "check", "sysu", "--root", tmp_path,

@@ -136,7 +136,7 @@ def test_errors_name_the_wrong_path_or_option(tmp_path):
         data.load("viper", tmp_path, test_ids=4, protocol="warca", warca_draw="both")
     with pytest.raises(UsageError, match="test_ids=0"):
         data.load("viper", tmp_path, test_ids=0)
-    with pytest.raises(DatasetError, match="trials 0..9, not 10"):
+    with pytest.raises(UsageError, match="trial=10 is outside the trials 0..9"):
         data.load("viper", tmp_path, test_ids=4, trial=10)
     (folder / "cam_b" / "014_x.bmp").write_bytes(b"x")
     with pytest.raises(DatasetError, match=r"malformed image name .*cam_b/014_x\.bmp"):
