@@ -231,7 +231,11 @@ def join_process_group(backend: str, launch: Launch, *, timeout_s: float | None 
         announce(f"rank {launch.rank}: waiting for {others} other rank{'s' * (others != 1)} at "
                  f"{launch.endpoint} (giving up after {join_s:g} s; {JOIN_TIMEOUT_ENV})")
     join_td = _dt.timedelta(seconds=join_s)
-    url = f"tcp://{launch.endpoint}"
+    # env:// when the launch is this process's environment: torch then recognises torchrun's
+    # agent store by the very strings torchrun exported (a tcp:// URL lower-cases the host)
+    from_environ = os.environ.get("MASTER_ADDR") == launch.master_addr and \
+        (os.environ.get("MASTER_PORT") or "").strip() == str(launch.master_port)
+    url = "env://" if from_environ else f"tcp://{launch.endpoint}"
     held: list[str] = []
     try:
         with native_stderr_held() as held:

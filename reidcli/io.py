@@ -14,9 +14,10 @@ Rules every output follows (docs/formats.md "Outputs"):
   process writing the same output is refused with one line
   (:class:`~reidcli.errors.OutputError`) instead of sharing the temporary file. The lock file
   is removed when the writer finishes, fails or is interrupted; a lock left by a killed
-  process is released by the operating system, so a stale ``<out>.lock`` never blocks anyone. Because the lock makes the writer exclusive, its
-  temporary file is the fixed name ``<out>.partial``; a leftover from a killed writer
-  (readers refuse it: ``complete`` is false) is removed by the next writer holding the lock.
+  process is released by the operating system, so a stale ``<out>.lock`` never blocks
+  anyone. Because the lock makes the writer exclusive, its temporary file is the fixed name
+  ``<out>.partial``; a leftover from a killed writer (readers refuse it: ``complete`` is
+  false) is removed by the next writer holding the lock.
 * **Complete means durable.** On success the temporary file is flushed and ``fsync``-ed, an
   optional ``verify(tmp)`` callback re-opens it (HDF5: format attribute and top-level
   groups; JSON: parses), then it is renamed onto the output and the folder is ``fsync``-ed.

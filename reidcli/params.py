@@ -91,15 +91,16 @@ class Interval(Constraint):
 
     def describe(self) -> str:
         kind = "an integer" if self.kind is int else "a finite number"
+        num = (lambda v: str(int(v))) if self.kind is int else (lambda v: f"{v:g}")  # exact ints
         left = "[" if self.closed in ("both", "left") else "("
         right = "]" if self.closed in ("both", "right") else ")"
         if self.low is None and self.high is None:
             return kind
         if self.high is None:
-            return f"{kind} {'≥' if left == '[' else '>'} {self.low:g}"
+            return f"{kind} {'≥' if left == '[' else '>'} {num(self.low)}"
         if self.low is None:
-            return f"{kind} {'≤' if right == ']' else '<'} {self.high:g}"
-        return f"{kind} in {left}{self.low:g}, {self.high:g}{right}"
+            return f"{kind} {'≤' if right == ']' else '<'} {num(self.high)}"
+        return f"{kind} in {left}{num(self.low)}, {num(self.high)}{right}"
 
     @property
     def cli_type(self) -> type:  # type: ignore[override]

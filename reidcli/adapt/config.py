@@ -7,17 +7,103 @@ method's default", declared by the method's own module in the registry
 from __future__ import annotations
 
 import dataclasses
-import math
+import re
 from typing import Any, Sequence
 
 from reidcli.errors import ParameterError, UsageError
 from reidcli.naming import param
+from reidcli.params import BOOL, NONE, SEED, Constraint, Interval, Options, check_param
 
 #: who the parameters below belong to, in error messages
 OWNER = "adaptation"
 
 #: most optimisation steps per batch (the loss history is a [batches, steps] array)
 MAX_STEPS = 10_000
+#: largest count (batch size, k, rows …) passed on to torch/numpy as a 32-bit index
+MAX_COUNT = 2**31 - 1
+#: the range of τ: 1/τ and D/τ must stay finite in float32 (the losses run in float32)
+TAU_RANGE = (1e-6, 1e6)
+#: the largest learning rate / regularisation weight (torch takes them as float32)
+MAX_FLOAT = 1e30
+
+
+class _Text(Constraint):
+    """A non-empty string (a feature name, a store split)."""
+
+    def accepts(self, value: Any) -> bool:
+        return isinstance(value, str) and bool(value.strip())
+
+    def describe(self) -> str:
+        return "a non-empty name"
+
+
+class _Device(Constraint):
+    """``auto``, ``cpu``, ``cuda`` or ``cuda:N`` (checked against the machine when used)."""
+
+    def accepts(self, value: Any) -> bool:
+        return isinstance(value, str) and re.fullmatch(r"auto|cpu|cuda(:\d+)?",
+                                                       value.lower()) is not None
+
+    def convert(self, value: Any) -> Any:
+        return value.lower()
+
+    def describe(self) -> str:
+        return "auto, cpu, cuda or cuda:N"
+
+
+def _count(low: int, high: int = MAX_COUNT) -> Interval:
+    return Interval(int, low, high)
+
+
+#: every field's allowed values (:mod:`reidcli.params` constraints, docs/methods/dart3.md);
+#: :meth:`AdaptConfig.resolved` checks each value against them and converts it (``"3"`` → 3,
+#: ``"yes"`` → True). ``method`` (the registry), ``order`` (also an explicit permutation)
+#: and ``query_cams`` (:func:`reidcli.cameras.parse_cameras`) are checked on their own.
+CONSTRAINTS: dict[str, tuple[Constraint, ...]] = {
+    "mode": (Options(("lite", "full")),),
+    "feature": (NONE, _Text()),
+    "trial": (_count(0),),
+    "batch_size": (_count(1),),
+    "steps": (_count(1, MAX_STEPS),),
+    "lr": (Interval(float, 0.0),),
+    "optimizer": (Options(("adam", "sgd")),),
+    "tau": (Interval(float, *TAU_RANGE),),
+    "topk": (_count(1),),
+    "distance": (Options(("euclidean", "cosine")),),
+    "external": (BOOL,),
+    "episodic": (BOOL,),
+    "split_by_query_camera": (BOOL,),
+    "emit": (Options(("pre", "post")),),
+    "seed": (SEED,),
+    "stats": (Options(("pooled", "separate")),),
+    "std_ddof": (Interval(int, 0, 1),),
+    "eps": (Interval(float, 0.0, 1.0, closed="right"),),
+    "stats_max_per_camera": (NONE, _count(1)),
+    "grounding": (_count(0),),
+    "grounding_split": (_Text(),),
+    "bn_mode": (NONE, Options(("batch", "running"))),
+    "tent_logits": (Options(("classifier", "features")),),
+    "temp_k": (_count(1),),
+    "temp_gallery_sample": (_count(1),),
+    "temp_reg": (Interval(float, 0.0),),
+    "precision": (Options(("fp32", "bf16")),),
+    "device": (_Device(),),
+    "workers": (NONE, _count(0, 1024)),
+}
+
+#: what to do, per field, when its value is refused
+HINTS = {
+    "seed": "give an integer seed in [0, 2³²)",
+    "std_ddof": "0 = population std (the paper's formula), 1 = unbiased",
+    "steps": "the paper uses 1 step per batch (docs/methods/dart3.md)",
+    "lr": "give a small positive learning rate (dart3 1e-4, tent/temp 3.5e-4)",
+    "tau": "the paper uses 100 with Euclidean distances (docs/methods/dart3.md)",
+    "eps": "the floor of the scales; the default is 1e-6",
+    "external": "give true or false (also yes/no, 1/0)",
+    "episodic": "give true or false (also yes/no, 1/0)",
+    "split_by_query_camera": "give true or false (also yes/no, 1/0)",
+    "workers": "give 0 (load in this process) or a few loader workers",
+}
 
 
 def adapt_method(name: str):
@@ -98,47 +184,38 @@ class AdaptConfig:
             batch_size=defaults["batch_size"] if self.batch_size is None else self.batch_size,
             lr=defaults["lr"] if self.lr is None else self.lr,
             bn_mode=defaults["bn_mode"] if self.bn_mode is None else self.bn_mode)
+        cfg = dataclasses.replace(cfg, **cfg._checked_values())
         cfg._validate()
         return cfg
 
-    def _validate(self) -> None:
-        _choice("mode", self.mode, ("lite", "full"))
-        _choice("optimizer", self.optimizer, ("adam", "sgd"))
-        _choice("distance", self.distance, ("euclidean", "cosine"))
-        _choice("emit", self.emit, ("pre", "post"))
-        _choice("stats", self.stats, ("pooled", "separate"))
-        _choice("tent_logits", self.tent_logits, ("classifier", "features"))
-        _choice("precision", self.precision, ("fp32", "bf16"))
-        if self.bn_mode is not None:
-            _choice("bn_mode", self.bn_mode, ("batch", "running"))
-        if isinstance(self.order, str):
+    def _checked_values(self) -> dict[str, Any]:
+        """Every field checked against :data:`CONSTRAINTS` and converted (a ParameterError
+        naming the first field refused); ``order`` and ``query_cams`` likewise."""
+        from reidcli.cameras import parse_cameras
+
+        out: dict[str, Any] = {}
+        for name, constraints in CONSTRAINTS.items():
+            value = getattr(self, name)
+            try:
+                out[name] = check_param(OWNER, name, value, *constraints)
+            except ParameterError as refused:
+                options = [c.values for c in constraints if isinstance(c, Options)]
+                if options:
+                    _choice(name, value, options[0])
+                raise ParameterError(OWNER, name, value, refused.requirement,
+                                     HINTS.get(name, f"see {param(name)} in docs/methods/"
+                                                     "dart3.md")) from None
+        if isinstance(self.order, str) or self.order is None:
             _choice("order", self.order, ("shuffle", "stored"))
-        _positive("batch_size", self.batch_size)
-        _positive("steps", self.steps)
-        _positive("topk", self.topk)
-        _positive("temp_k", self.temp_k)
-        _positive("temp_gallery_sample", self.temp_gallery_sample)
-        if int(self.seed) < 0:
-            raise ParameterError(OWNER, "seed", self.seed, "must be ≥ 0",
-                                 "give a non-negative integer seed")
-        if self.std_ddof not in (0, 1):
-            raise ParameterError(OWNER, "std_ddof", self.std_ddof, "must be 0 or 1",
-                                 "0 = population std (the paper's formula), 1 = unbiased")
-        if self.steps > MAX_STEPS:
-            raise ParameterError(OWNER, "steps", self.steps, f"must be ≤ {MAX_STEPS}",
-                                 "the paper uses 1 step per batch (docs/methods/dart3.md)")
-        for name, value in (("tau", self.tau), ("eps", self.eps)):
-            if not (math.isfinite(float(value)) and value > 0):
-                raise ParameterError(OWNER, name, value, "must be a finite number > 0",
-                                     "give a positive number")
-        for name, value in (("lr", self.lr), ("temp_reg", self.temp_reg),
-                            ("grounding", self.grounding)):
-            if not (math.isfinite(float(value)) and value >= 0):
-                raise ParameterError(OWNER, name, value, "must be a finite number ≥ 0",
-                                     "give 0 or more" if name != "lr" else
-                                     "give a small positive learning rate (dart3 1e-4)")
-        if self.stats_max_per_camera is not None:
-            _positive("stats_max_per_camera", self.stats_max_per_camera)
+        out["query_cams"] = parse_cameras(self.query_cams, "query_cams", owner=OWNER)
+        return out
+
+    def _validate(self) -> None:
+        """The checks between fields (each field's own range: :meth:`_checked_values`)."""
+        for name in ("lr", "temp_reg"):
+            if getattr(self, name) > MAX_FLOAT:
+                raise ParameterError(OWNER, name, getattr(self, name), f"must be ≤ {MAX_FLOAT:g}",
+                                     HINTS.get(name, "give a small weight (default 1e-4)"))
         if self.method == "dart3" and not self.external and self.mode == "lite":
             raise UsageError(f"{param('external', False)} with {param('mode', 'lite')} leaves "
                              "nothing to learn",
@@ -174,19 +251,19 @@ def canonical_method(method: str, mode: str = "lite") -> tuple[str, str]:
         raise UsageError(f"adaptation method {method!r} is unknown",
                          f"use one of {', '.join(m.name for m in methods)}")
     if "alias_of" in info.extras:
-        name, mode = info.extras["alias_of"]
+        name, alias_mode = info.extras["alias_of"]
+        if str(mode).lower() != alias_mode:         # e.g. dart3-lite with mode=full
+            raise ParameterError(OWNER, "mode", mode,
+                                 f"contradicts {info.name} (= {name} {param('mode', alias_mode)})",
+                                 f"drop {param('mode')} (or adapt with {name} and it)")
+        mode = alias_mode
     return name, mode
 
 
-def _choice(name: str, value: str, allowed: Sequence[str]) -> None:
+def _choice(name: str, value: Any, allowed: Sequence[str]) -> None:
     if value not in allowed:
         raise ParameterError(OWNER, name, value, f"is not one of {', '.join(allowed)}",
                              f"use {param(name, allowed[0])}")
-
-
-def _positive(name: str, value: int) -> None:
-    if value is None or int(value) < 1:
-        raise ParameterError(OWNER, name, value, "must be ≥ 1", "give a positive integer")
 
 
 __all__ = ["AdaptConfig", "adapt_method", "canonical_method", "method_defaults", "method_names"]

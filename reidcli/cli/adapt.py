@@ -41,7 +41,9 @@ OPTIONS: dict[str, tuple] = {
                      "0-based camids (in every domain)."),
     "mode": _o(str, "lite", "--mode", "lite (stored embeddings) | full (also the backbone's "
                "BN γ/β; needs --model)."),
-    "model": _o(Optional[Path], None, "--model", "Run directory / model.pt of reid train."),
+    "model": _o(Optional[Path], None, "--model", "Run directory / model.pt of reid train, "
+                "or a fast-reid / torchreid / reid-strong-baseline / layumi checkpoint "
+                "recognised from its keys (docs/models.md)."),
     "images_root": _o(Optional[Path], None, "--images-root", "Folder the store's relative "
                       "image paths are read under."),
     "save_model": _o(Optional[Path], None, "--save-model", "Write the adapted model (BN "

@@ -152,7 +152,12 @@ def synth(
     set_flag_names({"root": "--out"})
     path = generate(out, preset=preset, name=name, seed=seed,
                     overrides=parse_key_values(option, "--option"), force=force)
-    images = pd.read_csv(path / "images.csv")
-    counts = images.groupby("split").size().to_dict()
+    try:
+        images = pd.read_csv(path / "images.csv")
+        counts = images.groupby("split").size().to_dict()
+    except (OSError, ValueError, KeyError) as exc:    # an existing folder, damaged since
+        reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise DatasetError(f"synthetic dataset {path}: images.csv is damaged ({reason})",
+                           "regenerate it (--force)") from None
     typer.echo(f"wrote {path}: {len(images)} images ("
                + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) + ")")

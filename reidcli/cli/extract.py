@@ -5,7 +5,9 @@ its codebook from the training rows first, or reuses one with ``--codebook-from`
 spatial maps (``--maps color-grid``). With ``--model RUN_DIR``: the network's embeddings
 (``--features pcb_g,pcb_h`` | ``rpp_g,rpp_h`` | ``bnneck,pool5`` | ``dgvae_idi,dgvae_iai``)
 and pooled conv maps (``--maps conv2_x,…,conv5_x``; not for DG-VAE, whose rows go through
-the visible or infrared trunk by their ``modality``). Started by ``torchrun`` (``WORLD_SIZE`` >
+the visible or infrared trunk by their ``modality``). ``--model`` also takes a fast-reid,
+torchreid, reid-strong-baseline or layumi checkpoint (``--arch``, ``--allow-partial``;
+docs/models.md). Started by ``torchrun`` (``WORLD_SIZE`` >
 1), ``--model`` extraction splits the rows over the ranks and rank 0 joins their shards into
 ``--out`` (:mod:`reidcli.features.distributed`; docs/formats.md, "Distributed extraction").
 """
@@ -42,7 +44,16 @@ def extract(
                                              "conv2_x,conv3_x,conv4_x,conv5_x."),
     maps_dtype: str = typer.Option("float16", "--maps-dtype", help="float16 | float32."),
     model: Optional[Path] = typer.Option(None, "--model", help="Trained network: a reid "
-                                         "train run directory or its model.pt."),
+                                         "train run directory or its model.pt, or a "
+                                         "fast-reid / torchreid / reid-strong-baseline / "
+                                         "layumi checkpoint (docs/models.md)."),
+    arch: Optional[str] = typer.Option(None, "--arch", help="--model: the architecture of a "
+                                       "foreign checkpoint when its keys do not tell "
+                                       "(e.g. fastreid-sbs-r50-ibn, torchreid-osnet_x1_0; "
+                                       "docs/models.md lists them)."),
+    allow_partial: bool = typer.Option(False, "--allow-partial", help="--model: load a "
+                                       "foreign checkpoint with missing or unexpected "
+                                       "tensors anyway (warns; missing ones stay random)."),
     map_size: str = typer.Option("24x8", "--map-size", help="--model maps: pooled HxW."),
     flip: bool = typer.Option(False, "--flip", help="--model: average each embedding with "
                               "the mirrored image's."),
@@ -110,10 +121,17 @@ def extract(
     if model is None and allow_overlap:
         raise UsageError("--allow-overlap applies to --model only",
                          "drop it: hand-crafted features learn no identities")
+    if model is None and (arch is not None or allow_partial):
+        raise UsageError(f"{'--arch' if arch is not None else '--allow-partial'} applies to "
+                         "--model only", "drop it, or pass the foreign checkpoint with --model")
+    foreign = {"arch": arch, "allow_partial": allow_partial}
     if model is not None and (codebook_from is not None or color_names is not None):
         raise UsageError("--codebook-from and --color-names are bow options",
                          "drop them with --model")
     if launch is not None:
+        if arch is not None or allow_partial:        # every rank loads the same way
+            from reidcli.models.checkpoint import load_model
+            model = load_model(model, "cpu", **foreign)
         _extract_distributed(launch, model, dataset, out, root, names, map_names, maps_dtype,
                              map_size, flip, shard, allow_large, device, amp, workers, option,
                              trials, batch_size, force, not no_merge, dist_timeout,
@@ -122,7 +140,7 @@ def extract(
     if model is not None:
         _extract_with_model(model, dataset, out, root, names, map_names, maps_dtype, map_size,
                             flip, shard, allow_large, device, amp, workers, option, trials,
-                            batch_size, force, allow_overlap)
+                            batch_size, force, allow_overlap, foreign)
         return
     if shard is not None:
         raise UsageError("--shard needs --model", "hand-crafted extraction is not sharded")
@@ -145,16 +163,24 @@ def extract(
                + (f", maps {', '.join(map_names)}" if map_names else ""), err=True)
 
 
-def _model_layout(model, dataset, root, option, trials, progress, show_note=True):
+def _model_layout(model, dataset, root, option, trials, progress, show_note=True,
+                  foreign=None):
     """(layout, loaded model or None): the trials given, else
-    :func:`~reidcli.features.model_extract.default_model_layout` (its note on stderr)."""
+    :func:`~reidcli.features.model_extract.default_model_layout` (its note on stderr).
+    ``model`` is a path (loaded with ``foreign`` = {arch, allow_partial}) or a loaded model;
+    a foreign checkpoint's load report goes to stderr when ``show_note``."""
     from reidcli.cli.data import parse_key_values
     from reidcli.features.layout import dataset_layout
     from reidcli.features.model_extract import default_model_layout
-    from reidcli.models.checkpoint import load_model
+    from reidcli.models.checkpoint import LoadedModel, load_model
     from reidcli.models.training_identities import training_identities
 
-    loaded = load_model(model, "cpu")
+    loaded = model if isinstance(model, LoadedModel) else \
+        load_model(model, "cpu", **(foreign or {}))
+    if loaded.kind == "foreign" and show_note:
+        for key in ("foreign_summary", "foreign_describe"):
+            if loaded.meta.get(key):
+                typer.echo(f"model: {loaded.meta[key]}", err=True)
     loader_options = parse_key_values(option, "--option")
 
     def make_layout(chosen):
@@ -172,7 +198,7 @@ def _model_layout(model, dataset, root, option, trials, progress, show_note=True
 
 def _extract_with_model(model, dataset, out, root, names, map_names, maps_dtype, map_size,
                         flip, shard, allow_large, device, amp, workers, option, trials,
-                        batch_size, force, allow_overlap) -> None:
+                        batch_size, force, allow_overlap, foreign=None) -> None:
     from reidcli.cli.context import invoked_command
     from reidcli.data.transforms import parse_size
     from reidcli.features.model_extract import extract_model_store
@@ -183,7 +209,8 @@ def _extract_with_model(model, dataset, out, root, names, map_names, maps_dtype,
     size = parse_size(map_size)
     part = parse_shard(shard) if shard else None
     check_output(out, force)
-    layout, loaded = _model_layout(model, dataset, root, option, trials, ENABLED)
+    layout, loaded = _model_layout(model, dataset, root, option, trials, ENABLED,
+                                   foreign=foreign)
     path = extract_model_store(layout, out, loaded, features=names, maps=map_names,
                                map_size=size, maps_dtype=maps_dtype, flip=flip,
                                batch_size=batch_size, shard=part, device=device, amp=amp,

@@ -141,6 +141,7 @@ STAGES: dict[str, tuple[str, str, str | None]] = {
     "adapt": ("adapt", "app", "Test-time adaptation of a store's features."),
     "eval": ("eval", "evaluate", None),
     "plot": ("plot", "app", None),
+    "export": ("export", "app", None),
     "demo": ("demo", "demo", None),
     "methods": ("methods", "methods", None),
 }

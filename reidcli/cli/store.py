@@ -91,7 +91,7 @@ def import_(
                                        "split [, modality, domain, path, dataset, frame]."),
     mat: Optional[Path] = typer.Option(None, "--mat", help="MATLAB .mat (v5 or v7.3) with "
                                        "variables named as the --npz arrays."),
-    mat_var: List[str] = typer.Option([], "--mat-var", help="KEY=VAR: read array KEY "
+    mat_var: List[str] = typer.Option([], "--mat-var", metavar="KEY=VAR", help="KEY=VAR: read array KEY "
                                       "(features, pid, camid, split, ...) from the .mat "
                                       "variable VAR. Repeatable."),
     features: Optional[Path] = typer.Option(None, "--features", help="Features .npy [N, D]."),
@@ -132,7 +132,8 @@ def import_(
                         pid_base=pid_base, command=invoked_command())
     with open_store(path) as st:
         n, d = st.num_rows, st.feature_info(name)["dim"]
-    typer.echo(f"wrote {path}: {n} rows, feature {name!r} of dimension {d}")
+    typer.echo(f"wrote {path}: {n} rows, feature {name!r} of dimension {d}"
+               + ("; pids shifted by +1 (--pid-base 0)" if pid_base == 0 else ""))
 
 
 @app.command("merge")

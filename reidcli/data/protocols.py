@@ -33,6 +33,7 @@ import numpy as np
 import pandas as pd
 
 from reidcli.cameras import parse_cameras
+from reidcli.data.datasets.common import MAX_NUMBER
 from reidcli.data.datasets.single_shot import (MAX_DRAWS, WARCA_DRAWS,
                                                WARCA_DRAWS_PER_SPLIT, WARCA_SAME_CAMERA,
                                                Pool, check_choice,
@@ -42,6 +43,9 @@ from reidcli.data.splits import (Trial, cached_trials, check_trial, choose_ids, 
                                  relative_paths, split_from_trial)
 from reidcli.errors import DatasetError, ParameterError, UsageError
 
+#: most seeded trials (or splits, or repeats) a protocol option may ask for: every trial is
+#: drawn and cached at once, so ``num_trials=100000000`` would exhaust memory
+MAX_TRIALS = 100
 #: C-DPCF's reduced-training-id sizes (docs/methods/cdpcf.md, Fig. 7); other positive sizes are accepted
 PAPER_TRAIN_IDS_LIMITS = (10, 30, 50, 100)
 #: cameras trained on by default in camera_holdout: the paper's usual count (MSMT17 5/10,
@@ -170,6 +174,12 @@ def single_shot_half(records: pd.DataFrame, *, trial: int, seed: int, dataset_ro
     the probe camera join every gallery, PRID2011's 549 extra persons),
     ``all_probe_images``/``all_gallery_images`` (multi-shot: every image of the view).
     """
+    owner = name or protocol
+    num_trials = check_int(owner, "num_trials", num_trials, maximum=MAX_TRIALS)
+    probe_cam = check_int(owner, "probe_cam", probe_cam, minimum=0, maximum=MAX_NUMBER)
+    gallery_cam = check_int(owner, "gallery_cam", gallery_cam, minimum=0, maximum=MAX_NUMBER)
+    if n_test_ids is not None:
+        n_test_ids = check_int(owner, "n_test_ids", n_test_ids)
     if train_ids_limit is not None:
         repeats = check_train_ids_limit(train_ids_limit, repeats)
         _check_trial(trial, num_trials * repeats,
@@ -205,16 +215,10 @@ def single_shot_half(records: pd.DataFrame, *, trial: int, seed: int, dataset_ro
 
 
 def check_train_ids_limit(train_ids_limit: Any, repeats: Any) -> int:
-    """``repeats`` as an int after checking both are integers ≥ 1 (UsageError otherwise)."""
-    try:
-        limit, repeats = int(train_ids_limit), int(repeats)
-    except (TypeError, ValueError):
-        raise UsageError(f"train_ids_limit={train_ids_limit!r} repeats={repeats!r} are not "
-                         "integers", "pass e.g. train_ids_limit=10 repeats=5") from None
-    if limit < 1 or repeats < 1:
-        raise UsageError(f"train_ids_limit={limit} repeats={repeats} must both be ≥ 1",
-                         f"C-DPCF uses train_ids_limit in {PAPER_TRAIN_IDS_LIMITS}, repeats=5")
-    return repeats
+    """``repeats`` as an int after checking that ``train_ids_limit`` is an integer ≥ 1 and
+    ``repeats`` one in [1, :data:`MAX_TRIALS`] (ParameterError otherwise)."""
+    check_int("reduced training ids", "train_ids_limit", train_ids_limit)
+    return check_int("reduced training ids", "repeats", repeats, maximum=MAX_TRIALS)
 
 
 def reduced_id_subset(ids: np.ndarray, limit: int, *, seed: int, trial: int, repeat: int,
@@ -300,10 +304,11 @@ def warca_protocol(records: pd.DataFrame, *, trial: int, seed: int, dataset_root
     warca_draw = check_choice(pool.dataset, "warca_draw", warca_draw, WARCA_DRAWS)
     same_camera = check_choice(pool.dataset, "same_camera", same_camera, WARCA_SAME_CAMERA)
     draws = check_int(pool.dataset, "draws", draws, maximum=MAX_DRAWS)
+    num_splits = check_int(pool.dataset, "num_splits", num_splits, maximum=MAX_TRIALS)
     eligible = pool.ids_with_images(2)
     if test_ids is None:
         test_ids = len(eligible) // 2
-    test_ids = int(test_ids)
+    test_ids = check_int(pool.dataset, "test_ids", test_ids)
     if not 1 <= test_ids <= len(eligible):
         raise DatasetError(f"the WARCA protocol asks {test_ids} test ids but only "
                            f"{len(eligible)} persons have ≥ 2 images",
@@ -327,6 +332,8 @@ def random_pairs(records: pd.DataFrame, *, trial: int, seed: int, dataset_root: 
     """DG test protocol of iLIDS (docs/datasets.md): two random images per
     person fixed once (probe candidate, gallery candidate); per trial ``test_ids`` random
     persons give one probe and one gallery image each. No training images."""
+    test_ids = check_int(name or protocol, "test_ids", test_ids)
+    num_trials = check_int(name or protocol, "num_trials", num_trials, maximum=MAX_TRIALS)
     records, rel = _prepare(records, dataset_root)
     ids = identity_codes(records)
     persons, counts = np.unique(ids[ids >= 0], return_counts=True)

@@ -13,7 +13,7 @@ import dataclasses
 from typing import Any, Mapping
 
 from reidcli.cameras import parse_cameras
-from reidcli.errors import UsageError
+from reidcli.errors import ParameterError, UsageError
 
 #: Bumped whenever the same parameters would render different pixels or files.
 GENERATOR_VERSION = 1
@@ -244,7 +244,7 @@ def _validated(values: Mapping[str, Any]) -> SyntheticParams:
 
 #: name → (kind, low, high, what to do when out of range)
 _LIMITS: dict[str, tuple[str, float, float, str]] = {
-    "seed": ("int", 0, 2**63 - 1, "use a non-negative integer seed"),
+    "seed": ("int", 0, 2**32 - 1, "use an integer seed in [0, 2**32)"),
     "height": ("int", 32, 1024, "use an image height between 32 and 1024 pixels"),
     "width": ("int", 16, 512, "use an image width between 16 and 512 pixels"),
     "num_domains": ("int", 1, 99, "use between 1 and 99 domains"),
@@ -265,6 +265,15 @@ _LIMITS: dict[str, tuple[str, float, float, str]] = {
 }
 
 
+def _value_error(where: str, name: str, value: Any, requirement: str,
+                 todo: str) -> UsageError:
+    """A top-level parameter's error is a ParameterError (the CLI names the flag that set
+    it); a ``domain_overrides`` entry's (``where`` names the domain) a plain UsageError."""
+    if not where:
+        return ParameterError("synthetic dataset", name, value, requirement, todo)
+    return UsageError(f"{where}{name}={value!r} {requirement}", todo)
+
+
 def _check(name: str, value: Any, where: str = "") -> Any:
     """One value coerced to its type and range-checked; UsageError naming the parameter."""
     if name == "ir_cameras":
@@ -274,9 +283,9 @@ def _check(name: str, value: Any, where: str = "") -> Any:
     kind, low, high, todo = _LIMITS[name]
     number = _coerce(name, value, kind, where)
     if number < low:
-        raise UsageError(f"{where}{name}={value} is below {_fmt(low)}", todo)
+        raise _value_error(where, name, value, f"is below {_fmt(low)}", todo)
     if number > high:
-        raise UsageError(f"{where}{name}={value} is above {_fmt(high)}", todo)
+        raise _value_error(where, name, value, f"is above {_fmt(high)}", todo)
     return number
 
 
@@ -286,17 +295,17 @@ def _fmt(x: float) -> str:
 
 def _coerce(name: str, value: Any, kind: str, where: str) -> int | float:
     if isinstance(value, bool):
-        raise UsageError(f"{where}{name}={value} is not a number", f"give {name} as a number")
+        raise _value_error(where, name, value, "is not a number", f"give {name} as a number")
     try:
         number = float(value)
     except (TypeError, ValueError):
-        raise UsageError(f"{where}{name}={value!r} is not a number",
+        raise _value_error(where, name, value, "is not a number",
                          f"give {name} as a {'whole ' if kind == 'int' else ''}number") from None
     if number != number or number in (float("inf"), float("-inf")):
-        raise UsageError(f"{where}{name}={value} is not finite", f"give {name} as a number")
+        raise _value_error(where, name, value, "is not finite", f"give {name} as a number")
     if kind == "int":
         if not number.is_integer():
-            raise UsageError(f"{where}{name}={value} is not a whole number",
+            raise _value_error(where, name, value, "is not a whole number",
                              f"give {name} as an integer")
         return int(number)
     return number

@@ -33,8 +33,8 @@ import numpy as np
 
 from reidcli.errors import InputFileError, ParameterError, UsageError
 from reidcli.naming import param
-from reidcli.params import check_seed
 from reidcli.numeric import l2_normalize_rows
+from reidcli.params import check_seed
 from reidcli.store.schema import CODEBOOKS
 
 #: the 11 basic colour terms, in the column order of Van de Weijer's ``w2c`` table
@@ -518,9 +518,9 @@ def fit_bow(descriptors: np.ndarray, color_names: ColorNameTable,
     drawn uniformly without replacement; IDF and the negative-evidence mean are computed
     over all m images.
     """
+    seed = check_seed("BoW", seed)
     from sklearn.cluster import KMeans
 
-    seed = check_seed("BoW", seed)
     desc = np.asarray(descriptors, dtype=np.float32)
     flat = desc.reshape(-1, desc.shape[-1])
     if flat.shape[0] < params.words:

@@ -80,10 +80,22 @@ def check_requested_shard(env: DistributedEnv, shard: tuple[int, int] | None) ->
 
 def rank_device(device: str, env: DistributedEnv) -> str:
     """The device this rank extracts on: ``auto``/``cuda`` → ``cuda:<LOCAL_RANK>`` when torch
-    sees a GPU (:func:`reidcli.device.device_name`)."""
+    sees a GPU (:func:`reidcli.device.device_name`); a GPU index this machine lacks (more
+    ranks per machine than GPUs) is refused naming ``LOCAL_RANK``."""
     from reidcli.device import device_name
 
-    return device_name(device, env.local_rank, owner="distributed extraction")
+    name = device_name(device, env.local_rank, owner="distributed extraction")
+    if name.startswith("cuda:"):
+        import torch
+
+        count = torch.cuda.device_count()
+        if int(name.split(":", 1)[1]) >= count:
+            raise UsageError(f"this rank would extract on {name} (LOCAL_RANK={env.local_rank}) "
+                             f"but torch sees {count} GPU{'s' * (count != 1)} on this machine",
+                             f"start at most {count} rank{'s' * (count != 1)} per machine "
+                             f"(torchrun --nproc_per_node {max(count, 1)}), or extract on "
+                             f"{param('device', 'cpu')}")
+    return name
 
 
 @dataclasses.dataclass

@@ -111,6 +111,9 @@ def dataset_layout(dataset: str, /, root=None, trials: str | None = "all",
         if trials not in (None, "all") and str(trials).strip() != str(trial):
             raise UsageError(f"{param('trial', trial)} and {param('trials', trials)} name "
                              "different trials", "give one of them")
+        if isinstance(trial, bool) or not str(trial).strip().lstrip("-").isdigit():
+            raise ParameterError("trial selection", "trial", trial, "is not an integer",
+                                 f"give e.g. {param('trial', 0)}")
         trials = str(int(trial))
     first = load(canon, root, trial=0, **options)
     chosen = parse_trials(trials, max(int(first.num_trials), 1))

@@ -25,8 +25,8 @@ from reidcli.device import (amp_dtype, autocast as autocast_context, resolve_dev
 from reidcli.errors import ParameterError, UsageError
 from reidcli.features.layout import StoreLayout
 from reidcli.models.backbones import TAP_MODULES, TAPS
-from reidcli.models.checkpoint import (DEFAULT_FEATURES, FEATURE_METRICS, FEATURES, LoadedModel,
-                                       feature_dims, load_model, model_features)
+from reidcli.models.checkpoint import (DEFAULT_FEATURES, FEATURES, LoadedModel, feature_dims,
+                                       feature_metric, load_model, model_features)
 from reidcli.models.training_identities import (TrainingIdentities, overlap_record,
                                                 training_identities, trial_overlaps)
 from reidcli.naming import param
@@ -275,7 +275,7 @@ def extract_model_store(layout: StoreLayout, out: str | os.PathLike,
                      shard=shard, shard_source=source, attrs=attrs) as writer:
         for name in names:
             dim, parts = dims[name]
-            writer.add_feature(name, dim, metric=FEATURE_METRICS.get(name, "euclidean"), attrs={
+            writer.add_feature(name, dim, metric=feature_metric(model.spec, name), attrs={
                 "n_parts": parts, "part_dim": dim // parts,
                 "feat_norm": "parts" if parts > 1 else "global", "flip": bool(flip)})
         for tap, c in zip(taps, channels):

@@ -62,7 +62,16 @@ def check_device(owner: str, device: str | None) -> str | None:
         return None
     from reidcli.device import device_name
 
-    return device_name(device, owner=owner)
+    name = device_name(device, owner=owner)
+    if name.startswith("cuda:"):                        # torch's "invalid device ordinal" later
+        import torch
+
+        count = torch.cuda.device_count()
+        if int(name.split(":", 1)[1]) >= count:
+            raise ParameterError(owner, "device", device,
+                                 f"names a GPU this machine does not have ({count} visible)",
+                                 f"use {param('device', 'cuda')} or cuda:0 … cuda:{count - 1}")
+    return name
 
 
 __all__ = ["COUNT", "COUNT_OR_ZERO", "DEVICE", "DIM", "MAX_COUNT", "SEED", "Device",

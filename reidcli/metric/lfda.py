@@ -270,10 +270,10 @@ class KernelLFDA(Estimator):
         p = self._validated_params()
         x, pids = _check_training_set(X, pids, camids, "kernel LFDA")
         _check_kernel_n(len(x), p["max_kernel_n"], "kernel LFDA")
-        check_dim("kernel LFDA", p["dim"], len(x),
-                  "the kernel space (one dimension per training image)")
         p["device"] = check_device("kernel LFDA", p["device"])
         kernel = resolve_kernel(x, p["kernel"], p["gamma"], p["degree"], p["coef0"], p["seed"])
+        check_dim("kernel LFDA", p["dim"], len(x),
+                  "the kernel space (one dimension per training image)")
         K = kernel.matrix(x, device=p["device"])
         values, a = _kernel_solve(0.5 * (K + K.T), pids, p["dim"], p["beta"], p["knn"])
         self.A_, self.support_, self.kernel_, self.eigenvalues_ = a, x, kernel, values

@@ -43,7 +43,8 @@ from reidcli.metric.kernels import (GAMMA_RULES, KERNEL_PARAMETER_HELP, KERNELS,
                                     check_features, check_labels, count_pairs, kernel_arrays,
                                     linear_from_dual, negative_pairs, positive_pairs,
                                     projection_model, resolve_kernel)
-from reidcli.metric.constraints import COUNT, COUNT_OR_ZERO, DEVICE, DIM, SEED, check_device, check_dim
+from reidcli.metric.constraints import (COUNT, COUNT_OR_ZERO, DEVICE, DIM, SEED, check_device,
+                                        check_dim)
 from reidcli.params import Interval, Options
 from reidcli.progress import track
 from reidcli.registry import register
@@ -303,11 +304,11 @@ class RPCCA(Estimator):
             raise UsageError(f"rPCCA: {n} training rows exceed max_kernel_n={h['max_kernel_n']} "
                              f"(the kernel matrix would need {n * n * 8 / 2**30:.1f} GiB)",
                              "train on fewer rows, or raise max_kernel_n")
-        check_dim("rPCCA", h["dim"], n, "the kernel space (one dimension per training image)")
         h["device"] = check_device("rPCCA", h["device"])
         rng = np.random.default_rng(h["seed"])
         pairs, y = training_pairs(pids, h["neg_ratio"], rng)
         kernel = resolve_kernel(x, h["kernel"], h["gamma"], h["degree"], h["coef0"], h["seed"])
+        check_dim("rPCCA", h["dim"], n, "the kernel space (one dimension per training image)")
         torch = _torch()
         K = kernel.tensor(x, device=h["device"])
         K = 0.5 * (K + K.T)

@@ -94,7 +94,7 @@ class WARCA(Estimator):
 
     _parameter_constraints = {
         "dim": [_INT_POSITIVE], "lam": [Interval(float, 0, None)],
-        "lr": [Interval(float, 0, None, "neither")], "margin": [Interval(float, 0, None)],
+        "lr": [Interval(float, 0, None, "neither")], "margin": [Interval(float)],
         "iterations": [_INT_NONNEGATIVE], "batch_size": [_INT_POSITIVE],
         "max_draws": [_INT_POSITIVE], "rank_weight": [Options(RANK_WEIGHTS)],
         "anchor": [Options(ANCHORS)],

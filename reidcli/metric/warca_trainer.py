@@ -28,7 +28,7 @@ from reidcli import progress
 from reidcli.cameras import camera_index
 from reidcli.errors import UsageError
 from reidcli.metric import kernels
-from reidcli.metric.constraints import check_device, check_dim
+from reidcli.metric.constraints import check_device
 from reidcli.metric.warca_kernel import distinct_row_pairs, preprocess, training_kernel
 from reidcli.metric.warca_objective import (EPS_DIST, AdamState, distance, rank_weights,
                                             regulariser, triplet_terms)
@@ -151,10 +151,14 @@ class WARCATrainer:
         # X [N, D] in bf16, made once (precision="bf16"); F_low is what the GEMMs read
         self.F_low = None if self.low is None else self.F.to(self.low)
         dim = h["dim"]
-        # W [D', D] (A [D', N]) has at most D (N) independent rows: WWᵀ cannot reach I (Eq. 10)
-        check_dim("warca", dim, n if self.is_kernel else d,
-                  "the kernel space (one dimension per training row)" if self.is_kernel
-                  else "the input features")
+        # WARCA.fit refuses such a dim for the user's data; a sub-fit (cv, the held-out check)
+        # on fewer kernel rows, or a trainer built directly, only warns
+        if dim > (n if self.is_kernel else d):
+            limit = n if self.is_kernel else d
+            warnings.warn(f"warca {param('dim', dim)} exceeds the "
+                          f"{'rows' if self.is_kernel else 'input'} dimension {limit}, so WWᵀ "
+                          f"cannot reach I — use at most {param('dim', limit)}",
+                          UserWarning, stacklevel=2)
         cols = self.F.shape[1]                                    # D (primal) or N (kernel)
         scale = 1.0 / math.sqrt(n if self.is_kernel else d)       # N(0, 1/N) | N(0, 1/D)
         self.params = torch.randn(dim, cols, generator=self.gen, dtype=self.dtype,

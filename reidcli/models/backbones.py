@@ -13,6 +13,13 @@ Shapes at input [N, 3, 384, 128] (ResNet-50, last stride 1)::
 
 ``tiny`` is a four-stage toy trunk with the same names, strides and taps (16/32/64/128
 channels) for tests and CPU demos; ``resnet18`` is torchvision's BasicBlock ResNet.
+
+``resnet50_ibn_a`` (IBN-Net paper, Pan et al., ECCV 2018; :mod:`reidcli.models.resnet_ibn`)
+is a :class:`ResNetTrunk` with fast-reid's / IBN-Net's module names. ``osnet_x1_0``,
+``osnet_x0_25`` and ``osnet_ibn_x1_0`` (OSNet paper, Zhou et al., ICCV 2019) are
+:class:`reidcli.models.osnet.OSNetTrunk` s with torchreid's module names and the same
+interface (``name``, ``tap_channels``, ``tap_modules``, ``out_channels``, ``forward``);
+OSNet has no last stride (its conv5_x is at 1/16 already), so ``last_stride=2`` is refused.
 """
 from __future__ import annotations
 
@@ -27,10 +34,16 @@ from reidcli.errors import ParameterError
 TAP_MODULES = {"conv2_x": "layer1", "conv3_x": "layer2", "conv4_x": "layer3",
                "conv5_x": "layer4"}
 TAPS = tuple(TAP_MODULES)
-BACKBONES = ("resnet50", "resnet18", "tiny")
+#: ResNets built by torchvision (their ImageNet weights come from its weights API)
+TORCHVISION_BACKBONES = ("resnet50", "resnet18")
+#: OSNet variants (no last stride: conv5_x is at 1/16 of the input)
+OSNET_BACKBONES = ("osnet_x1_0", "osnet_x0_25", "osnet_ibn_x1_0")
+BACKBONES = ("resnet50", "resnet18", "tiny", "resnet50_ibn_a", *OSNET_BACKBONES)
 #: channels of conv2_x … conv5_x per backbone
 TAP_CHANNELS = {"resnet50": (256, 512, 1024, 2048), "resnet18": (64, 128, 256, 512),
-                "tiny": (16, 32, 64, 128)}
+                "tiny": (16, 32, 64, 128), "resnet50_ibn_a": (256, 512, 1024, 2048),
+                "osnet_x1_0": (256, 384, 512, 512), "osnet_x0_25": (64, 96, 128, 128),
+                "osnet_ibn_x1_0": (256, 384, 512, 512)}
 
 
 def _conv_bn_relu(cin: int, cout: int, stride: int) -> nn.Sequential:
@@ -48,6 +61,7 @@ class ResNetTrunk(nn.Module):
         self.relu, self.maxpool = stem["relu"], stem["maxpool"]
         self.layer1, self.layer2, self.layer3, self.layer4 = layers
         self.tap_channels = dict(zip(TAPS, TAP_CHANNELS[name]))
+        self.tap_modules = dict(TAP_MODULES)
         self.out_channels = TAP_CHANNELS[name][-1]
 
     def forward(self, x: torch.Tensor, taps: Iterable[str] = ()
@@ -72,14 +86,29 @@ def _set_last_stride(layer4: nn.Module, stride: int) -> None:
             module.stride = (stride, stride)
 
 
-def build_backbone(name: str = "resnet50", last_stride: int = 1) -> ResNetTrunk:
-    """A randomly initialised trunk (torchvision's own init for the ResNets)."""
+def build_backbone(name: str = "resnet50", last_stride: int = 1) -> nn.Module:
+    """A randomly initialised trunk (each reference implementation's own init: torchvision's
+    for the ResNets, IBN-Net's for resnet50_ibn_a, torchreid's for OSNet)."""
     if name not in BACKBONES:
         raise ParameterError("model", "backbone", name, "is unknown",
                              f"use one of {', '.join(BACKBONES)}")
     if last_stride not in (1, 2):
         raise ParameterError("model", "last_stride", last_stride, "must be 1 or 2",
                              "use 1 (the papers') or 2 (torchvision's)")
+    if name in OSNET_BACKBONES:
+        if last_stride != 1:
+            raise ParameterError("model", "last_stride", last_stride,
+                                 f"has no meaning for {name} (OSNet's conv4/conv5 have no "
+                                 "stride; its conv5_x is at 1/16 of the input already)",
+                                 "use 1")
+        from reidcli.models.osnet import OSNetTrunk
+
+        return OSNetTrunk(name)
+    if name == "resnet50_ibn_a":
+        from reidcli.models.resnet_ibn import resnet50_ibn_a_parts
+
+        stem, layers = resnet50_ibn_a_parts(last_stride)
+        return ResNetTrunk(name, stem, layers)
     if name == "tiny":
         c2, c3, c4, c5 = TAP_CHANNELS["tiny"]
         stem = {"conv1": nn.Conv2d(3, 8, 3, 2, 1, bias=False), "bn1": nn.BatchNorm2d(8),
@@ -97,4 +126,5 @@ def build_backbone(name: str = "resnet50", last_stride: int = 1) -> ResNetTrunk:
     return ResNetTrunk(name, stem, [net.layer1, net.layer2, net.layer3, net.layer4])
 
 
-__all__ = ["ResNetTrunk", "build_backbone", "BACKBONES", "TAPS", "TAP_MODULES", "TAP_CHANNELS"]
+__all__ = ["ResNetTrunk", "build_backbone", "BACKBONES", "TAPS", "TAP_MODULES", "TAP_CHANNELS",
+           "TORCHVISION_BACKBONES", "OSNET_BACKBONES"]

@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from reidcli.models.backbones import ResNetTrunk
-from reidcli.models.batchnorm import BatchNorm1d
+from reidcli.models.fixed_order import BatchNorm1d
 
 
 @dataclasses.dataclass
@@ -35,7 +35,7 @@ class BoT(nn.Module):
         super().__init__()
         self.backbone = backbone
         channels = backbone.out_channels
-        self.bottleneck = BatchNorm1d(channels)     # thread-count independent (batchnorm.py)
+        self.bottleneck = BatchNorm1d(channels)     # thread-count independent (fixed_order.py)
         nn.init.ones_(self.bottleneck.weight)
         nn.init.zeros_(self.bottleneck.bias)
         self.bottleneck.bias.requires_grad_(False)                   # BNNeck: no shift

@@ -9,6 +9,12 @@ A trained model is one ``torch.save`` dict (``RUN_DIR/model.pt``; training check
 :func:`load_model` accepts the run directory or either file and returns a
 :class:`LoadedModel`: the module in eval mode plus ``features(images)`` / ``logits(images)``
 and the test transform, the interface ``reid extract`` and ``reid adapt`` use.
+
+A foreign checkpoint (fast-reid, torchreid, reid-strong-baseline, layumi; docs/models.md) loads
+through the same :func:`load_model`: its architecture is recognised from the keys and shapes
+(or named with ``arch``), rebuilt as a :class:`reidcli.models.foreign.ForeignModel` of kind
+``foreign`` whose ``spec.foreign`` records the architecture, the feature dimensions and the
+load report (so they reach the store provenance), and saved back as a reidcli model file.
 """
 from __future__ import annotations
 
@@ -26,12 +32,13 @@ from reidcli.errors import InputFileError
 from reidcli.io import atomic_output
 from reidcli.models.backbones import TAP_CHANNELS, build_backbone
 from reidcli.models.bot import BoT, bot_features
+from reidcli.models.foreign_arch import FAMILY_FEATURES
 from reidcli.models.pcb import PCB, pcb_features
 from reidcli.models.safe_load import load_torch_file
 from reidcli.naming import param
 
 MODEL_FORMAT = "reidcli.model"
-KINDS = ("pcb", "bot", "dgvae")
+KINDS = ("pcb", "bot", "dgvae", "foreign")
 #: store features per model family (:func:`feature_family`: PCB with RPP is ``rpp``)
 FEATURES = {"pcb": ("pcb_g", "pcb_h"), "rpp": ("rpp_g", "rpp_h"), "bot": ("bnneck", "pool5"),
             "dgvae": ("dgvae_idi", "dgvae_iai")}
@@ -40,6 +47,11 @@ DEFAULT_FEATURES = {"pcb": ("pcb_g", "pcb_h"), "rpp": ("rpp_g", "rpp_h"), "bot":
 #: store metric of each feature (others: euclidean). DG-VAE's test feature is compared by
 #: Euclidean distance between L2-normalised μ_φ, i.e. cosine (docs/methods/dgvae.md)
 FEATURE_METRICS = {"dgvae_idi": "cosine", "dgvae_iai": "cosine"}
+# foreign models' head families (reidcli.models.foreign_arch.FAMILY_FEATURES): test feature
+# first; "bot" is BoT's own
+for _family, _names in FAMILY_FEATURES.items():
+    FEATURES.setdefault(_family, _names)
+    DEFAULT_FEATURES.setdefault(_family, _names[:1])
 
 
 @dataclasses.dataclass
@@ -57,6 +69,9 @@ class ModelSpec:
     input_size: tuple[int, int] = (384, 128)
     #: DG-VAE architecture (:class:`reidcli.models.dgvae.DGVAEArch` as a dict); None otherwise
     dgvae: dict | None = None
+    #: foreign architecture (:class:`reidcli.models.foreign_arch.ForeignArch` as a dict, plus
+    #: ``feature_dims`` and ``load_report``); None otherwise
+    foreign: dict | None = None
 
     def as_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
@@ -73,7 +88,15 @@ class ModelSpec:
 
 
 def build_model(spec: ModelSpec) -> nn.Module:
-    """A randomly initialised PCB, BoT or DG-VAE for ``spec``."""
+    """A randomly initialised PCB, BoT, DG-VAE or foreign model for ``spec``."""
+    if spec.kind == "foreign":
+        from reidcli.models.foreign import ForeignModel
+        from reidcli.models.foreign_arch import ForeignArch
+
+        if not spec.foreign:
+            raise InputFileError("the model file has no foreign architecture record",
+                                 "load the original foreign checkpoint instead")
+        return ForeignModel(ForeignArch.from_dict(spec.foreign))
     if spec.kind == "dgvae":
         from reidcli.models.dgvae import DGVAE, DGVAEArch
 
@@ -91,7 +114,10 @@ def build_model(spec: ModelSpec) -> nn.Module:
 
 
 def feature_family(spec: ModelSpec) -> str:
-    """Key of :data:`FEATURES`: ``rpp`` for a PCB with refined part pooling, else the kind."""
+    """Key of :data:`FEATURES`: ``rpp`` for a PCB with refined part pooling, a foreign
+    model's head family (``bot``, ``bot-before``, ``embed``, ``pool5``), else the kind."""
+    if spec.kind == "foreign":
+        return str((spec.foreign or {}).get("family", "pool5"))
     return "rpp" if spec.kind == "pcb" and spec.rpp else spec.kind
 
 
@@ -100,6 +126,8 @@ def feature_dims(spec: ModelSpec) -> dict[str, tuple[int, int]]:
     if spec.kind == "dgvae":
         arch = spec.dgvae or {}
         return {"dgvae_idi": (int(arch["idi_dim"]), 1), "dgvae_iai": (int(arch["iai_dim"]), 1)}
+    if spec.kind == "foreign":
+        return {k: (int(v), 1) for k, v in (spec.foreign or {}).get("feature_dims", {}).items()}
     c5 = TAP_CHANNELS[spec.backbone][-1]
     if spec.kind == "pcb":
         g, h = FEATURES[feature_family(spec)]
@@ -107,8 +135,19 @@ def feature_dims(spec: ModelSpec) -> dict[str, tuple[int, int]]:
     return {"bnneck": (c5, 1), "pool5": (c5, 1)}
 
 
+def feature_metric(spec: ModelSpec, name: str) -> str:
+    """Store metric of feature ``name``: a foreign model's test feature takes its toolkit's
+    (layumi's: cosine), others :data:`FEATURE_METRICS` or euclidean."""
+    foreign = spec.foreign or {}
+    if spec.kind == "foreign" and name == FEATURES[feature_family(spec)][0]:
+        return str(foreign.get("metric", "euclidean"))
+    return FEATURE_METRICS.get(name, "euclidean")
+
+
 def model_features(kind: str, output: Any) -> dict[str, torch.Tensor]:
     """Store features of a forward output (raw, un-normalised)."""
+    if kind == "foreign":
+        return dict(output.features)
     if kind == "dgvae":          # posterior means μ_φ (IDI) and μ_ψ (IAI), DG-VAE paper §3.4
         return {"dgvae_idi": output.mu_d,
                 **({"dgvae_iai": output.mu_a} if output.mu_a is not None else {})}
@@ -116,7 +155,8 @@ def model_features(kind: str, output: Any) -> dict[str, torch.Tensor]:
 
 
 def model_logits(kind: str, output: Any) -> list[torch.Tensor]:
-    """Classifier logits as a list (PCB: one per part; BoT: one)."""
+    """Classifier logits as a list (PCB: one per part; BoT and foreign models: one, or none
+    without a classifier)."""
     if kind == "pcb":
         return list(output.logits)
     if kind == "dgvae":
@@ -211,16 +251,62 @@ def resolve_model_file(path: str | os.PathLike) -> Path:
     return path
 
 
-def read_model_file(path: str | os.PathLike) -> dict[str, Any]:
+def _tensor_dict(payload: Any) -> dict[str, torch.Tensor] | None:
+    """The state dict of a foreign checkpoint: the payload itself or its ``state_dict`` /
+    ``model`` / ``model_state`` entry (torchreid, fast-reid); None without tensors."""
+    from reidcli.models.weights import unwrap_state_dict
+
+    try:
+        return unwrap_state_dict(payload)
+    except InputFileError:
+        return None
+
+
+def _foreign_payload(state: Mapping[str, torch.Tensor], file: Path, arch: str | None,
+                     allow_partial: bool) -> dict[str, Any]:
+    """The payload of a foreign checkpoint, as :func:`save_model` would write it for the
+    rebuilt model (``_module``: that model, already loaded)."""
+    from reidcli.models.foreign import load_foreign_state
+
+    module, report = load_foreign_state(state, str(file), arch=arch,
+                                        allow_partial=allow_partial)
+    record = dict(module.arch.as_dict(), feature_dims=module.feature_dims(),
+                  load_report=report.as_dict())
+    spec = ModelSpec(kind="foreign", backbone=module.arch.backbone,
+                     last_stride=module.arch.last_stride, num_classes=module.num_classes,
+                     input_size=tuple(module.arch.input_size), foreign=plain(record))
+    return {"format": "foreign", "spec": spec.as_dict(), "model_state": module.state_dict(),
+            "meta": {"foreign_summary": report.summary(),
+                     "foreign_describe": module.arch.describe()}, "_module": module}
+
+
+def read_model_file(path: str | os.PathLike, arch: str | None = None,
+                    allow_partial: bool = False) -> dict[str, Any]:
     """The payload dict of a reidcli model file, validated (read with ``weights_only=True``:
-    a file that needs pickle is refused, :func:`reidcli.models.safe_load.load_torch_file`)."""
+    a file that needs pickle is refused, :func:`reidcli.models.safe_load.load_torch_file`).
+
+    Any other state dict is read as a foreign checkpoint (docs/models.md): its architecture
+    named by ``arch`` or recognised from its keys, a mismatch refused unless
+    ``allow_partial`` (:func:`reidcli.models.foreign.load_foreign_state`); the payload then
+    has ``format`` ``"foreign"`` and the rebuilt model's spec and weights."""
     file = resolve_model_file(path)
     payload = load_torch_file(file, f"{param('model')} file")
     if not isinstance(payload, dict) or payload.get("format") != MODEL_FORMAT:
-        raise InputFileError(f"{param('model')} {file} is not a reidcli model file",
-                             "give a run directory or model.pt written by reid train; "
-                             f"use {param('init', 'PATH')} to start training from other "
-                             "weights")
+        state = _tensor_dict(payload)
+        if state is None:
+            raise InputFileError(f"{param('model')} {file} is neither a reidcli model file "
+                                 "nor a state dict (no tensors in it)",
+                                 "give a run directory or model.pt written by reid train, "
+                                 "or a fast-reid / torchreid / reid-strong-baseline / layumi "
+                                 "checkpoint")
+        payload = _foreign_payload(state, file, arch, allow_partial)
+        payload["_file"] = str(file)
+        return payload
+    for name, value in (("arch", arch), ("allow_partial", allow_partial or None)):
+        if value is not None:
+            raise InputFileError(f"{param(name, value)} applies to foreign checkpoints; "
+                                 f"{file} is a reidcli model file, whose architecture is "
+                                 "recorded", f"drop {param(name, value)}")
     if not isinstance(payload.get("spec"), Mapping) or \
             not isinstance(payload.get("model_state"), Mapping):
         raise InputFileError(f"{param('model')} {file} lacks its architecture or weights",
@@ -263,6 +349,11 @@ class LoadedModel:
 
     @property
     def transform(self) -> Callable:
+        if self.kind == "foreign":          # the toolkit's own resize and normalisation
+            from reidcli.models.foreign import foreign_transform
+            from reidcli.models.foreign_arch import ForeignArch
+
+            return foreign_transform(ForeignArch.from_dict(self.spec.foreign or {}))
         from reidcli.data.transforms import eval_transform
 
         return eval_transform(self.spec.input_size)
@@ -293,11 +384,13 @@ class LoadedModel:
         return model_logits(self.kind, self.forward(images))
 
 
-def load_model(path: str | os.PathLike, device: str | torch.device = "cpu") -> LoadedModel:
-    """Rebuild and load the model of a run directory / model file, in eval mode."""
-    payload = read_model_file(path)
+def load_model(path: str | os.PathLike, device: str | torch.device = "cpu",
+               arch: str | None = None, allow_partial: bool = False) -> LoadedModel:
+    """Rebuild and load the model of a run directory / model file / foreign checkpoint
+    (``arch``, ``allow_partial``: :func:`read_model_file`), in eval mode."""
+    payload = read_model_file(path, arch=arch, allow_partial=allow_partial)
     spec = ModelSpec.from_dict(payload["spec"])
-    module = build_model(spec)
+    module = payload.get("_module") or build_model(spec)
     missing, unexpected = module.load_state_dict(payload["model_state"], strict=False)
     if missing or unexpected:
         raise InputFileError(f"{param('model')} {payload['_file']}: weights do not fit the "
@@ -312,5 +405,5 @@ def load_model(path: str | os.PathLike, device: str | torch.device = "cpu") -> L
 
 __all__ = ["ModelSpec", "LoadedModel", "build_model", "save_model", "load_model",
            "read_model_file", "resolve_model_file", "feature_dims", "feature_family",
-           "model_features", "model_logits", "KINDS", "FEATURES", "DEFAULT_FEATURES",
+           "model_features", "model_logits", "feature_metric", "KINDS", "FEATURES", "DEFAULT_FEATURES",
            "FEATURE_METRICS", "MODEL_FORMAT", "plain"]

@@ -10,7 +10,10 @@
   ``fc.*``), a torchreid checkpoint (``{"state_dict": …}``, ``module.`` prefixes,
   ``classifier.*``), a fast-reid / BoT one (``backbone.`` / ``base.`` prefixes), or a
   reidcli ``model.pt``. Keys are matched to the trunk after stripping those prefixes;
-  missing and unexpected keys are reported (:class:`InitReport`).
+  missing and unexpected keys are reported (:class:`InitReport`). The heads of re-id
+  checkpoints (:data:`HEAD_PREFIXES`) are not used; a trunk tensor missing from the file, or
+  a tensor of the file that fits no trunk tensor beyond those heads, makes the load partial,
+  which warns (one ``warning:`` line naming the counts; docs/models.md).
 * ``scratch`` — keep the random initialisation.
 """
 from __future__ import annotations
@@ -43,6 +46,11 @@ def init_choices() -> str:
 
 
 _PREFIXES = ("module.", "backbone.", "base.", "model.", "encoder.", "trunk.")
+#: re-id / ImageNet heads that a trunk initialisation drops without warning (after prefix
+#: stripping): fast-reid ``heads.*`` and ``pixel_mean``/``pixel_std``, torchreid and
+#: reid-strong-baseline ``classifier.*`` / ``bottleneck.*`` / ``fc.*``, torchvision ``fc.*``
+#: (docs/models.md)
+HEAD_PREFIXES = ("heads.", "classifier.", "bottleneck.", "fc.", "pixel_mean", "pixel_std")
 #: seconds a download may wait on the network (connect or read) before it counts as offline
 DOWNLOAD_TIMEOUT_S = 20.0
 
@@ -71,6 +79,18 @@ class InitReport:
     def as_dict(self) -> dict[str, Any]:
         return {"source": self.source, "loaded": len(self.loaded), "missing": self.missing,
                 "unexpected": self.unexpected, "mismatched": self.mismatched}
+
+    @property
+    def trunk_unexpected(self) -> list[str]:
+        """Unexpected keys beyond the known heads (:data:`HEAD_PREFIXES`)."""
+        return [k for k in self.unexpected if not k.startswith(HEAD_PREFIXES)]
+
+    @property
+    def partial(self) -> bool:
+        """Trunk tensors missing (BN step counters aside), unexpected beyond the heads, or
+        shape-mismatched."""
+        missing = [k for k in self.missing if not k.endswith("num_batches_tracked")]
+        return bool(missing or self.trunk_unexpected or self.mismatched)
 
 
 def imagenet_weights_url(arch: str) -> str:
@@ -204,7 +224,35 @@ def load_trunk_state(trunk: nn.Module, state: Mapping[str, torch.Tensor],
                              f"same ResNet (e.g. {param('backbone', 'resnet50')} for a "
                              "ResNet-50 file)")
     trunk.load_state_dict(own)
+    if report.partial:
+        _warn_partial(trunk, state, report)
     return report
+
+
+def _warn_partial(trunk: nn.Module, state: Mapping[str, torch.Tensor],
+                  report: InitReport) -> None:
+    """One warning line for a partial trunk load, naming the backbone the file looks like
+    (:func:`reidcli.models.foreign_arch.recognise`) when it differs."""
+    import warnings
+
+    from reidcli.models.foreign_arch import RECIPES, recognise, strip_module
+
+    parts = []
+    for label, keys in (("missing from the file", report.missing),
+                        ("of the file fit no trunk tensor", report.trunk_unexpected),
+                        ("have another shape", report.mismatched)):
+        if keys:
+            parts.append(f"{len(keys)} {label} ({', '.join(keys[:3])}"
+                         f"{', …' if len(keys) > 3 else ''})")
+    arch = recognise(strip_module(state))
+    other = RECIPES[arch]["backbone"] if arch else None
+    hint = (f"it looks like a {RECIPES[arch]['title']}: use {param('backbone', other)}"
+            if other and other != getattr(trunk, "name", other) else
+            f"give a state dict of the {getattr(trunk, 'name', 'same')} backbone")
+    warnings.warn(f"{param('init', report.source)} loads only part of the "
+                  f"{getattr(trunk, 'name', '')} backbone: {len(report.loaded)} tensors "
+                  f"loaded; {'; '.join(parts)}; the rest keeps its random initialisation — "
+                  f"{hint}", stacklevel=3)
 
 
 def initialize_trunk(trunk: nn.Module, init: str, **kwargs: Any) -> InitReport:
@@ -216,6 +264,11 @@ def initialize_trunk(trunk: nn.Module, init: str, **kwargs: Any) -> InitReport:
             raise UsageError(f"{param('init', 'imagenet')}: the tiny backbone has no "
                              f"ImageNet weights", f"use {param('init', 'scratch')} with "
                              f"{param('backbone', 'tiny')}")
+        if trunk.name not in ("resnet50", "resnet18"):   # only these are in torchvision's API
+            raise UsageError(f"{param('init', 'imagenet')}: torchvision has no ImageNet "
+                             f"weights for the {trunk.name} backbone",
+                             f"use {param('init', 'scratch')}, or {param('init', 'PATH')} "
+                             f"with a local {trunk.name} state dict")
         state, path = fetch_imagenet_state(trunk.name, **kwargs)
         return load_trunk_state(trunk, state, f"imagenet ({path})")
     path = Path(init)

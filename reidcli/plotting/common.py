@@ -29,8 +29,9 @@ def check_figure_path(out: str | os.PathLike, option: str = "out") -> Path:
     path = Path(out)
     fmt = path.suffix.lower().lstrip(".")
     if path.is_dir():
+        example = path / f"figure.{fmt if fmt in FORMATS else 'png'}"
         raise UsageError(f"{param(option, path)} is a folder",
-                         f"give a file in it, e.g. {param(option, path / ('figure.' + (fmt if fmt in FORMATS else 'png')))}")
+                         f"give a file in it, e.g. {param(option, example)}")
     if fmt not in FORMATS:
         raise UsageError(f"{param(option, path)}: unknown figure format {path.suffix or '(none)'}",
                          f"end the file name with .{', .'.join(FORMATS)}")

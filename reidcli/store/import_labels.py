@@ -162,11 +162,14 @@ def read_label_csv(path: Path, n: int) -> pd.DataFrame:
                              f"{_KIND_NAMES.get(kind, 'a binary file')})",
                              "write a header line pid,camid,split,... and one row per feature")
     try:
-        frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+        # utf-8-sig: a byte-order mark (Excel) is not part of the first column's name
+        frame = pd.read_csv(path, dtype=str, keep_default_na=False, encoding="utf-8-sig",
+                            skipinitialspace=True)
     except (pd.errors.ParserError, UnicodeDecodeError, pd.errors.EmptyDataError) as exc:
         why = " ".join(str(exc).split())[:160]
         raise InputFileError(f"{what} is not a readable CSV ({why})",
                              "write a header line pid,camid,split,...") from None
+    frame.columns = [str(c).strip() for c in frame.columns]     # "pid, camid, split"
     if len(frame) != n:
         raise InputFileError(f"{what} has {len(frame)} rows but the features have {n}",
                              "give one label row per feature row, in the same order")

@@ -137,8 +137,8 @@ def apply_pid_base(records: pd.DataFrame, pid_base: int | None, source: str,
 
     ``pid_base`` 0 adds 1 to every pid ≥ 0 (0-based labels: ``np.arange``, a label encoder),
     so person 0 becomes 1 (-1 stays junk); 1 keeps them; None (default) keeps them and, when
-    query rows carry pid 0 (which every evaluation skips as distractors), adds a warning line
-    to ``notes`` (warned at once when ``notes`` is None)."""
+    query rows carry pid 0 (which every evaluation skips as distractors, and training drops),
+    adds a warning line to ``notes`` (warned at once when ``notes`` is None)."""
     if pid_base not in (None, 0, 1):
         raise ParameterError("store import", "pid_base", pid_base, "must be 0 or 1",
                              "give the number the input's first identity has")
@@ -151,11 +151,14 @@ def apply_pid_base(records: pd.DataFrame, pid_base: int | None, source: str,
         records["pid"] = np.where(pids >= 0, pids + 1, pids)
         return records
     if pid_base is None:
-        zero_queries = int(((pids == 0) & (records["split"].to_numpy() == "query")).sum())
-        if zero_queries:
-            note = (f"{source}: {zero_queries} query row(s) carry pid 0, which means "
-                    "distractor: evaluation skips them — if the pids are 0-based, import "
-                    f"with {param('pid_base', 0)}")
+        split = records["split"].to_numpy()
+        zero = {s: int(((pids == 0) & (split == s)).sum()) for s in ("query", "train")}
+        if zero["query"]:
+            trained = (f" and {zero['train']} train row(s)" if zero["train"] else "")
+            note = (f"{source}: {zero['query']} query row(s){trained} carry pid 0, which "
+                    "means distractor: evaluation skips those queries"
+                    + (" and training drops those rows" if zero["train"] else "")
+                    + f" — if the pids are 0-based, import with {param('pid_base', 0)}")
             if notes is None:
                 warnings.warn(note, stacklevel=2)
             else:

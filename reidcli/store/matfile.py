@@ -50,8 +50,8 @@ def sniff(path: str | os.PathLike) -> str:
     try:
         head.decode("utf-8")
         return "text"
-    except UnicodeDecodeError:
-        return "other"
+    except UnicodeDecodeError as exc:           # a character cut at byte 128 is still text
+        return "text" if len(head) == 128 and exc.start >= 125 else "other"
 
 
 def parse_mat_names(items: Sequence[str] | None) -> dict[str, str]:

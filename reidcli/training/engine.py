@@ -49,7 +49,8 @@ from reidcli.training.config import TrainConfig, method_info
 from reidcli.training.data import SeededAugmentDataset, training_options, training_records
 from reidcli.training.resume import (check_data, check_records, data_root_of, load_checkpoint,
                                      records_digest, resumed_config)
-from reidcli.training.run_dir import RUN_FILES, RUN_FORMAT, RunDirectory, resume_source
+from reidcli.training.run_dir import (RUN_FILES, RUN_FORMAT, RunDirectory, resume_source,
+                                      run_path)
 
 BASE_COLUMNS = ["epoch", "iteration", "lr", "loss", "images_per_s", "seconds"]
 
@@ -193,7 +194,7 @@ def train_model(cfg: TrainConfig, run_dir: str | os.PathLike, *, resume: bool = 
     applied and recorded. ``on_epoch_end(epoch)`` is called after each epoch's checkpoint
     (tests use it to simulate an interruption).
     """
-    out = Path(run_dir)
+    out = run_path(run_dir)
     echo = echo or (lambda text: None)
     dist = _Distributed()
     run = None
@@ -209,6 +210,9 @@ def train_model(cfg: TrainConfig, run_dir: str | os.PathLike, *, resume: bool = 
     except BaseException:
         if run is not None:
             run.abort()
+            if run.kept:
+                echo(f"the interrupted run is kept in {run.work}: continue it with "
+                     f"{param('resume')} {out}")
         raise
     return result
 
@@ -308,7 +312,8 @@ def _train(cfg: TrainConfig, out: Path, run: RunDirectory | None, dist: _Distrib
             "num_classes": base.num_classes, "num_images": len(base),
             "dataset_options": dataset_options, "data": data,
             "init": init_report, "device": str(device), "world_size": dist.world,
-            "provenance": make_provenance(command=command, seed=cfg.seed),
+            "provenance": make_provenance(command=command, seed=cfg.seed,
+                                          **({"resumed_with": changes} if resume else {})),
             **({"resumes": resumes} if resumes else {})}
         write_json_atomic(work / "config.json", run_config, force=True)
         if not resume:

@@ -49,6 +49,12 @@ def load_checkpoint(folder: Path) -> dict[str, Any]:
     return payload
 
 
+def _shown(value: Any) -> str:
+    """A value as typed on the command line (lists comma-separated)."""
+    value = _plain(value)
+    return ",".join(map(str, value)) if isinstance(value, list) else str(value)
+
+
 def _plain(value: Any) -> Any:
     if isinstance(value, tuple):
         return [_plain(v) for v in value]
@@ -90,8 +96,8 @@ def resumed_config(cfg: TrainConfig, checkpoint: Mapping[str, Any], run: Path,
         else:
             refused.append(name)
     if refused:
-        shown = ", ".join(param(n, _plain(given[n])) for n in refused)
-        was = ", ".join(f"{n}={_plain(recorded[n])}" for n in refused)
+        shown = ", ".join(param(n, _shown(given[n])) for n in refused)
+        was = ", ".join(f"{n}={_shown(recorded[n])}" for n in refused)
         raise UsageError(f"{shown} differ{'s' if len(refused) == 1 else ''} from the resumed "
                          f"run's recorded options ({was})",
                          "a resumed run keeps its options; drop "

@@ -40,16 +40,25 @@ RUN_FILES = ("config.json", "metrics.csv", "checkpoint.pt", "model.pt", "train_r
 _LEGACY_KEYS = ("method", "config", "provenance")
 
 
+def run_path(out: str | os.PathLike) -> Path:
+    """``out`` as given, or absolute when it has no name of its own (``.``, ``..``)."""
+    path = Path(out)
+    return path if path.name not in ("", ".", "..") else Path(os.path.abspath(path))
+
+
 def partial_dir(out: Path) -> Path:
     """``runs/x`` → ``runs/x.partial``: where the run of ``out`` is written."""
+    out = run_path(out)
     return out.with_name(out.name + ".partial")
 
 
 def previous_dir(out: Path) -> Path:
+    out = run_path(out)
     return out.with_name(out.name + ".previous.partial")
 
 
 def interrupted_dir(out: Path) -> Path:
+    out = run_path(out)
     return out.with_name(out.name + ".interrupted.partial")
 
 
@@ -80,7 +89,7 @@ def resumable(folder: Path) -> bool:
 def resume_source(out: Path) -> Path | None:
     """The folder a ``--resume out`` continues: the interrupted ``out.partial``, else ``out``
     itself when it is a run directory with a checkpoint (read-only; any rank may call it)."""
-    for folder in (partial_dir(out), out):
+    for folder in (partial_dir(out), run_path(out)):
         if resumable(folder):
             return folder
     return None
@@ -111,7 +120,7 @@ class RunDirectory:
     """
 
     def __init__(self, out: str | os.PathLike, *, force: bool = False, resume: bool = False):
-        self.final = Path(out)
+        self.final = run_path(out)
         self.what = f"run directory {self.final}"
         self.work = partial_dir(self.final)
         self.source: Path | None = None
@@ -124,6 +133,10 @@ class RunDirectory:
             raise UsageError(f"{param('out')} {self.final} is a file",
                              "give a folder path for the run directory")
         parent = self.final.parent if str(self.final.parent) else Path(".")
+        if resume and not parent.is_dir():
+            raise InputFileError(f"{self.what} has no checkpoint.pt to resume from (no such "
+                                 "folder)", "give the run directory of an interrupted training "
+                                 "run")
         with io.output_errors(self.what):
             if parent.exists() and not parent.is_dir():
                 raise UsageError(f"{self.what}: {parent} is a file, not a folder",
@@ -164,6 +177,13 @@ class RunDirectory:
         io.fsync_dir(self.final.parent)
 
     def _check_final(self) -> None:
+        config = self.final / "config.json"
+        if config.is_file() and read_run_config(self.final) is None and any(
+                (self.final / n).is_file() for n in ("checkpoint.pt", "model.pt")):
+            raise InputFileError(f"{config} is damaged or not a run's config, so {self.final} "
+                                 "is not taken for a training run",
+                                 "restore config.json, or move the folder away and train "
+                                 "again")
         if self.final.is_dir() and _entries(self.final) and not is_run_dir(self.final):
             shown = ", ".join(_entries(self.final)[:3])
             raise UsageError(f"{param('out')} {self.final} is a folder that is not a reidcli "
@@ -226,6 +246,11 @@ class RunDirectory:
         (resumable), no longer removed."""
         self._saved = True
         io.unregister_temp(self.work)
+
+    @property
+    def kept(self) -> bool:
+        """After :meth:`abort`: the interrupted run stays resumable in :attr:`work`."""
+        return self._saved and self.work.is_dir()
 
     def commit(self) -> Path:
         """Rename the complete run onto ``out`` (an older run there is replaced only now, its

@@ -161,3 +161,20 @@ def test_a_process_alone_under_world_size_2_exits_2_in_one_line(tiny_synthetic_r
     assert_one_line_error(proc, "rank 0 gave up after 1 s", JOIN_TIMEOUT_ENV)
     assert "waiting for 1 other rank" in proc.stderr and "frame #" not in proc.stderr
     assert files(tmp_path) == set()
+
+
+# case "more ranks per machine than GPUs" (LOCAL_RANK=3 on a 2-GPU machine raised torch's
+# invalid-device error from set_device): refused before the rendezvous, naming LOCAL_RANK
+def test_a_local_rank_beyond_the_gpus_is_named(monkeypatch):
+    import torch
+
+    from reidcli.features.distributed import DistributedEnv, rank_device
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    env = DistributedEnv(rank=3, world_size=4, local_rank=3, master_addr="h", master_port=1)
+    with pytest.raises(UsageError, match=r"cuda:3 \(LOCAL_RANK=3\) but torch sees 2 GPUs"):
+        rank_device("cuda", env)
+    ok = DistributedEnv(rank=1, world_size=4, local_rank=1, master_addr="h", master_port=1)
+    assert rank_device("cuda", ok) == "cuda:1"
+    assert rank_device("cpu", env) == "cpu"

@@ -24,7 +24,7 @@ def toy_store(tmp_path_factory):
 #: (command words, arguments, needles of the error line); one per reported case
 CASES = [
     # seeds: negative or beyond [0, 2³²) (case "--seed -1, 1e20 in WARCA")
-    (["train", "warca"], ["--param", "seed=-1"], ["--param seed", "-1", "[0, 4.29497e+09]"]),
+    (["train", "warca"], ["--param", "seed=-1"], ["--param seed", "-1", "[0, 4294967295]"]),
     (["train", "warca"], ["--param", f"seed={HUGE}"], ["--param seed"]),
     (["train", "kissme"], ["--param", "seed=4294967296"], ["--seed 4294967296"]),
     (["train", "klfda"], ["--param", "seed=-3"], ["--seed -3"]),
@@ -38,8 +38,10 @@ CASES = [
     (["train", "kissme"], ["--dim", "1000"], ["--dim 1000", "(48)"]),
     (["train", "xqda"], ["--dim", "1000"], ["--dim 1000", "(48)"]),
     (["train", "warca"], ["--dim", "1000", "--iterations", "1"], ["--dim 1000", "(48)"]),
-    (["train", "klfda"], ["--dim", "1000"], ["--dim 1000", "kernel space", "(20)"]),
-    (["train", "rpcca"], ["--dim", "1000"], ["--dim 1000", "kernel space", "(20)"]),
+    (["train", "klfda"], ["--dim", "1000", "--param", "kernel=rbf"],
+     ["--dim 1000", "kernel space", "(20)"]),
+    (["train", "rpcca"], ["--dim", "1000", "--param", "kernel=rbf"],
+     ["--dim 1000", "kernel space", "(20)"]),
     (["fit-pooling", "avgp"], ["--dim", "100000"], ["--dim 100000", "pooled vectors"]),
     # counts past any size numpy/torch can hold: overflow tracebacks before
     (["train", "rpcca"], ["--param", f"max_iter={HUGE}"], ["--iterations"]),
@@ -110,3 +112,20 @@ def test_library_names_the_parameter():
     assert PCA(dim=6).fit(x).projection_.shape == (6, 6)       # the dimension itself is fine
     with pytest.raises(ParameterError, match="BoW parameter seed=-1"):
         fit_bow(np.zeros((2, 4, 11), np.float32), None, seed=-1)
+
+
+def test_device_index_beyond_the_gpus_is_refused(monkeypatch):
+    """``cuda:7`` on a two-GPU machine: one line, not torch's "invalid device ordinal"."""
+    import torch
+
+    from reidcli import device
+    from reidcli.errors import ParameterError
+    from reidcli.metric.constraints import check_device
+
+    monkeypatch.setattr(device, "no_nvidia_driver", lambda: False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    assert check_device("XQDA", "cuda:1") == "cuda:1"
+    with pytest.raises(ParameterError, match=r"device='cuda:7' names a GPU this machine does "
+                                             r"not have \(2 visible\)"):
+        check_device("XQDA", "cuda:7")

@@ -216,6 +216,7 @@ def test_resume_refuses_changed_options_and_applies_epochs(capsys, run):
     assert config["config"]["epochs"] == 3
     assert config["resumes"][0]["changes"] == {"epochs": [2, 3]}
     assert "--epochs 3" in config["resumes"][0]["command"]
+    assert config["provenance"]["resumed_with"] == {"epochs": [2, 3]}
     rows = (run / "metrics.csv").read_text().splitlines()
     assert rows[-1].split(",")[0] == "2"                    # epoch 3 (0-based 2) was trained
 
@@ -310,9 +311,11 @@ def test_killed_force_runs_never_damage_the_previous_run(run, tiny_synthetic_roo
         return proc, time.monotonic()
 
     proc, started = start_and_wait_for_the_partial_folder()
+    while partial.exists() and proc.poll() is None:
+        time.sleep(0.005)
+    writing = time.monotonic() - started           # from the first folder to the rename
     _, err = proc.communicate(timeout=300)
     assert proc.returncode == 0, err
-    writing = time.monotonic() - started           # from the first folder to the rename
     replaced = _snapshot(run)
     assert replaced != before
     before = replaced

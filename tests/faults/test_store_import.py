@@ -247,3 +247,17 @@ def test_careless_inputs_are_one_line(capsys, tmp_path, case):
     line = assert_one_line_error_in_process(result, *needles)
     assert "allow_pickle" not in line
     assert_nothing_written(tmp_path, before)
+
+
+def test_csv_written_by_a_spreadsheet_reads(tmp_path):
+    # careless input: a byte-order mark and a space after each comma ("pid, camid, split")
+    pids, cams = _labels()
+    text = "pid, camid, split, modality\n" + "".join(
+        f"{p}, {c}, {s}, visible\n" for p, c, s in zip(pids, cams, SPLITS))
+    (tmp_path / "excel.csv").write_bytes(b"\xef\xbb\xbf" + text.encode())
+    np.save(tmp_path / "f.npy", _features())
+    out = import_store(tmp_path / "s.h5", features=tmp_path / "f.npy",
+                       labels_csv=tmp_path / "excel.csv")
+    with open_store(out) as st:
+        assert st.records["pid"].tolist() == pids.tolist()
+        assert set(st.records["modality"]) == {"visible"}

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from reidcli import fitted
-from reidcli.errors import UsageError
+from reidcli.errors import ParameterError, UsageError
 from reidcli.metric.pca import PCA, pca_basis
 
 
@@ -85,7 +85,9 @@ def test_errors_and_defaults():
         pca_basis(x, dim=0)
     with pytest.raises(UsageError):
         PCA().transform(x)
-    assert PCA(dim=100).fit(x).projection_.shape == (4, 4)        # capped at the rank
+    assert PCA(dim=4).fit(x).projection_.shape == (4, 4)
+    with pytest.raises(ParameterError, match="dim=100 is above the dimension of the input "):
+        PCA(dim=100).fit(x)                                        # never capped silently
 
 
 def test_fitted_round_trip(tmp_path):

@@ -11,8 +11,8 @@ from reidcli.data.datasets.market_folder import MARKET_SPLIT_FOLDERS, parse_mark
 from reidcli.data.records import DatasetSplit, empty_frame, normalize_frame
 from reidcli.data.registry import DatasetInfo, data_root, register, resolve_dataset_dir
 from reidcli.data.splits import check_trial
-from reidcli.data.synthetic import (META_FILE, PRESETS, camera_modalities, make_params,
-                                    read_meta, same_parameters)
+from reidcli.data.synthetic import (IMAGES_FILE, META_FILE, PRESETS, camera_modalities,
+                                    make_params, read_meta, same_parameters)
 from reidcli.data.synthetic import generate as generate_dataset
 from reidcli.errors import DatasetError, OutputExistsError, ReidError, UsageError
 from reidcli.naming import param
@@ -79,6 +79,31 @@ def _domain_indices(folder: Path, meta: dict | None) -> list[int]:
     return sorted(found)
 
 
+def _checked_meta(folder: Path) -> dict | None:
+    """``meta.json`` of ``folder`` (None when absent), after checking that it and
+    ``images.csv`` are readable: a damaged one is a one-line DatasetError, never a silent
+    fallback (the meta file holds the cameras' modalities)."""
+    meta = read_meta(folder)
+    todo = ("regenerate the dataset (`reid data synth` with the same preset, overwriting), "
+            "or restore the file")
+    if meta is None and (folder / META_FILE).exists():
+        raise DatasetError(f"synthetic: {folder / META_FILE} is not a readable JSON object",
+                           todo)
+    images = folder / IMAGES_FILE
+    if images.exists():
+        try:
+            with open(images, encoding="utf-8") as f:
+                header = f.readline().strip().split(",")
+                has_row = bool(f.readline().strip())
+        except (OSError, UnicodeDecodeError) as exc:
+            raise DatasetError(f"synthetic: cannot read {images} ({exc})", todo) from None
+        if not {"relpath", "pid", "split"} <= set(header) or not has_row:
+            raise DatasetError(f"synthetic: {images} is damaged (" + (
+                "no image row" if {"relpath", "pid", "split"} <= set(header)
+                else "no relpath,pid,split header") + ")", todo)
+    return meta
+
+
 def _from_meta(folder: Path, fn, *args):
     """``fn(*args)`` on values read from ``meta.json``; a damaged file (wrong types or
     values) is a one-line DatasetError naming it."""
@@ -137,7 +162,7 @@ def load_synthetic(root=None, trial: int = 0, name: str = "default", preset: str
                 f"preset {chosen!r}, seed {wanted.seed}",
                 f"use another {param('name')}, or regenerate it (preset {chosen!r}, "
                 f"name {name!r}, overwriting)")
-    meta = read_meta(folder)
+    meta = _checked_meta(folder)
     indices = _select_domains(_from_meta(folder, _domain_indices, folder, meta), domains)
     if protocol == "standard":
         check_trial(DATASET, trial, 1, "standard protocol")

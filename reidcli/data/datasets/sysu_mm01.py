@@ -51,7 +51,7 @@ from reidcli.data.splits import (Trial, cached_trials, protocol_rng, relative_pa
                                  split_from_trial)
 from reidcli.errors import DatasetError, ParameterError, UsageError
 from reidcli.naming import param
-from reidcli.params import Interval, check_param, check_seed
+from reidcli.params import BOOL, Interval, check_param, check_seed
 
 IMAGE = re.compile(r"^(\d+)\.jpg$")
 CAMERAS = (1, 2, 3, 4, 5, 6)
@@ -338,10 +338,12 @@ def resolve_draws(draws, folder: Path, perm_file, seed) -> str:
     if draws != AUTO_DRAWS:
         return draws
     if perm_file is not None or (folder / PERM_FILE).is_file():
-        if seed != 0 and perm_file is None:
+        if seed != 0:
+            why = f"{param('perm_file')} is given" if perm_file is not None else \
+                f"{folder / PERM_FILE} exists"
             raise UsageError(f"sysu_mm01: {param('seed', seed)} applies to "
                              f"{param('draws', 'seeded')} only, and the default draws are the "
-                             f"official ones since {folder / PERM_FILE} exists",
+                             f"official ones since {why}",
                              f"add {param('draws', 'seeded')}, or drop {param('seed')}")
         return "official"
     return "seeded"
@@ -382,7 +384,7 @@ def load_sysu_mm01(root=None, trial: int = 0, mode: str = "all", shots: int = 1,
     """Load one SYSU-MM01 trial (gallery draw ``trial`` of 10, family ``draws``; ``auto``:
     official when the permutation file is present, else seeded)."""
     shots, seed = check_options(mode, shots, draws, seed, perm_file)
-    train_includes_val = bool(train_includes_val)
+    train_includes_val = check_param("sysu_mm01", "train_includes_val", train_includes_val, BOOL)
     folder = resolve_dataset_dir("sysu_mm01", root)
     draws = resolve_draws(draws, folder, perm_file, seed)
     records, train_ids, test_ids = read_sysu(folder, train_includes_val)
