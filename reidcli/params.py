@@ -89,6 +89,13 @@ class Interval(Constraint):
         number = _as_number(value)
         return int(number) if self.kind is int else float(number)
 
+    def _bound(self, value: float) -> str:
+        """``value`` as written in messages: integers in full (2³² − 1 is 4294967295, not
+        4.29497e+09), other numbers with ``%g``."""
+        if self.kind is int or float(value).is_integer():
+            return str(int(value))
+        return f"{value:g}"
+
     def describe(self) -> str:
         kind = "an integer" if self.kind is int else "a finite number"
         num = (lambda v: str(int(v))) if self.kind is int else (lambda v: f"{v:g}")  # exact ints

@@ -180,11 +180,11 @@ def register_info(name: str, *, stage: str, paper: str, summary: str,
 
 
 # -- discovery ---------------------------------------------------------------------------------
-def _import(module: str) -> None:
+def _import(module: str, what: str = "method module") -> None:
     try:
         importlib.import_module(module)
     except Exception as exc:   # any failure of a method module is reported as its own
-        raise MethodRegistryError(f"method module {module} failed to import "
+        raise MethodRegistryError(f"{what} {module} failed to import "
                                   f"({type(exc).__name__}: {exc})",
                                   "fix or remove that module (--debug shows the traceback)"
                                   ) from exc
@@ -212,10 +212,22 @@ def discover(stages: Iterable[str] | None = None) -> None:
             for module in sorted(m.name for m in pkgutil.iter_modules(pkg.__path__)):
                 _import(f"{package}.{module}")
             _DISCOVERED.add(package)
+    load_plugins()
+
+
+def load_plugins() -> None:
+    """Import the plugin modules (``REIDCLI_PLUGINS``, ``reidcli.methods`` entry points)
+    not imported yet. Whatever a plugin registers — methods, or datasets with
+    :func:`reidcli.data.registry.register` — is then known to every command; the dataset
+    registry calls this before it resolves a name (docs/cli.md, "Plugins")."""
     for module in _plugin_modules():
         if module not in _DISCOVERED:
-            _import(module)
-            _DISCOVERED.add(module)
+            _DISCOVERED.add(module)          # first: a plugin may use the registries itself
+            try:
+                _import(module, "plugin module")
+            except BaseException:
+                _DISCOVERED.discard(module)
+                raise
 
 
 def methods(stage: str | None = None) -> list[MethodInfo]:

@@ -11,6 +11,7 @@ recomputed after the last update (``"post"``).
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
 from typing import Callable, Sequence
@@ -21,6 +22,7 @@ import torch
 from reidcli.adapt.base import Adapter, Batch, make_optimizer
 from reidcli.adapt.config import OWNER
 from reidcli.errors import ParameterError, UsageError
+from reidcli.models.fixed_order import fixed_order_convolutions
 from reidcli.naming import param
 from reidcli.progress import StepBar, track
 
@@ -133,7 +135,10 @@ def run_loop(adapter: Adapter, plan: BatchPlan, *, selected: np.ndarray,
     image_iter = iter(images) if images is not None else None
     started = time.perf_counter()
     opt = None
-    with StepBar(len(plan), "adapting", enabled=progress) as bar:
+    # a model's convolutions in torch's native kernels: oneDNN's results change with the
+    # number of CPU threads (reidcli.models.fixed_order)
+    fixed = fixed_order_convolutions(device) if images is not None else contextlib.nullcontext()
+    with StepBar(len(plan), "adapting", enabled=progress) as bar, fixed:
         for b in track(range(len(plan)), total=len(plan), description="adapting",
                        unit="batches", enabled=progress and not bar.on):
             q_pos = selected[plan.query_pos[b]]

@@ -23,6 +23,8 @@ from concurrent.futures import ThreadPoolExecutor
 import torch
 import torch.nn.functional as F
 
+from reidcli.models.fixed_order import linear
+
 #: floor of squared distances (docs/methods/dart3.md): a zero distance keeps a finite gradient
 MIN_SQ_DIST = 1e-12
 
@@ -360,21 +362,23 @@ def dart3_loss(zhat: torch.Tensor, gallery: PreparedGallery, tau: float, k: int,
                distance: str = "euclidean") -> torch.Tensor:
     """DART3's loss (Eq 2/11) of ẑ [B, d] against the prepared gallery; a scalar tensor.
 
-    ``distance="cosine"`` (δ = 1 − cos, the Tab 7 ablation) uses the autograd reference.
+    ``distance="cosine"`` (δ = 1 − cos, the Tab 7 ablation) uses the autograd reference, in
+    float32 (with ``precision="bf16"`` on the bfloat16-rounded gallery).
     """
     k = min(int(k), gallery.num_rows)
     if distance == "euclidean":
         return EuclideanTopKSoftmaxLoss.apply(zhat, gallery, float(tau), k)
-    return dart3_loss_reference(zhat, gallery.rows, tau, k, distance)
+    return dart3_loss_reference(zhat, gallery.rows.to(zhat.dtype), tau, k, distance)
 
 
 def distance_matrix(zhat: torch.Tensor, gallery: torch.Tensor,
                     distance: str = "euclidean") -> torch.Tensor:
-    """δ(ẑ, G) [B, Ng]: Euclidean (floored, docs/methods/dart3.md) or 1 − cosine (autograd)."""
+    """δ(ẑ, G) [B, Ng]: Euclidean (floored, docs/methods/dart3.md) or 1 − cosine (autograd;
+    the GEMM on one CPU thread, :func:`reidcli.models.fixed_order.linear`)."""
     if distance == "cosine":
-        return 1.0 - F.normalize(zhat, dim=1) @ F.normalize(gallery, dim=1).t()
+        return 1.0 - linear(F.normalize(zhat, dim=1), F.normalize(gallery, dim=1))
     d2 = (zhat * zhat).sum(1, keepdim=True) + (gallery * gallery).sum(1)[None, :] \
-        - 2.0 * zhat @ gallery.t()
+        - 2.0 * linear(zhat, gallery)
     return d2.clamp_min(MIN_SQ_DIST).sqrt()
 
 
@@ -400,8 +404,9 @@ def tent_loss(logits: list[torch.Tensor]) -> torch.Tensor:
 def temp_loss(query: torch.Tensor, gallery_unit: torch.Tensor, k: int) -> torch.Tensor:
     """TEMP's retrieval entropy (Eq 8–9): the k largest cosine similarities of each query to
     the gallery ``gallery_unit`` [Ns, d] (rows L2-normalised), softmax (temperature 1),
-    entropy, mean over the batch."""
-    sim = F.normalize(query.float(), dim=1) @ gallery_unit.t()
+    entropy, mean over the batch. The similarity GEMM runs on one CPU thread (the same bits
+    whatever the thread count, :func:`reidcli.models.fixed_order.linear`)."""
+    sim = linear(F.normalize(query.float(), dim=1), gallery_unit)
     top = torch.topk(sim, min(int(k), sim.shape[1]), dim=1).values
     return softmax_entropy(top)
 

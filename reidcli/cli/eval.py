@@ -75,6 +75,11 @@ def evaluate(
     gallery_block: int = typer.Option(0, "--gallery-block", help="Streamed gallery: rows "
                                       "per block read (0: 128 MiB of features)."),
     quiet: bool = typer.Option(False, "--quiet", help="No table on the terminal."),
+    search: Optional[int] = typer.Option(None, "--search", metavar="K", help="Instead of "
+                                         "scoring: each query's K nearest gallery images "
+                                         "with their distances, as CSV (stdout, or --csv) "
+                                         "or JSON (--json); for stores whose images are "
+                                         "unlabelled (reid extract --images)."),
 ) -> None:
     """Evaluate a feature store: CMC, mAP, mINP (and PUR, CMC-AUC, NMI, per camera).
 
@@ -109,6 +114,22 @@ def evaluate(
             check_output(path, force=force, option=option, inputs=read_from)
     if json_out is not None and csv_out is not None and json_out.resolve() == csv_out.resolve():
         raise EvaluationError("--json and --csv name the same file", "give two paths")
+    if search is not None:
+        given = {"--protocol": protocol != "auto", "--rerank": rerank, "--nmi": nmi,
+                 "--per-camera": per_camera, "--full-cmc": full_cmc,
+                 "--auc-max-rank": auc_max_rank is not None,
+                 "--query-cams": query_cams is not None,
+                 "--train-cams": train_cams is not None, "--stream": stream == "on",
+                 "--max-rank": max_rank != 50, "--ap": ap != "sum-of-precisions",
+                 "--sgs-repeats": sgs_repeats != 10, "--gallery-block": gallery_block != 0,
+                 "several --store": len(stores) > 1}
+        _search(stores[0], search, model, feature, trials, distance, feat_norm, n_parts,
+                device, precision, block_size, json_out, csv_out, force, quiet, read_from,
+                [name for name, on in given.items() if on])
+        return
+    from reidcli.evaluation.search import check_labelled
+    for path in stores:                  # unlabelled queries or gallery: nothing to score
+        check_labelled(path, trials)
     options = EvalOptions(max_rank=max_rank, ap_convention=ap, full_curve=full_cmc,
                           block_rows=block_size, sgs_repeats=sgs_repeats, seed=seed,
                           per_camera=per_camera, auc_max_rank=auc_max_rank,
@@ -139,3 +160,42 @@ def evaluate(
     if csv_out is not None:
         write_csv(csv_out, report, force=force, inputs=read_from)
         typer.echo(f"wrote {csv_out}", err=True)
+
+
+def _search(store, k, model, feature, trials, distance, feat_norm, n_parts, device, precision,
+            block_size, json_out, csv_out, force, quiet, read_from, refused) -> None:
+    """``reid eval --search K`` (:mod:`reidcli.evaluation.search`): CSV on stdout, or the
+    --csv / --json files written atomically."""
+    import json
+
+    from reidcli.cli.context import invoked_command
+    from reidcli.errors import UsageError
+    from reidcli.evaluation.search import (search_csv_text, search_json, search_store,
+                                           write_search)
+    from reidcli.progress import ENABLED
+    from reidcli.provenance import make_provenance
+    from reidcli.store import open_store
+
+    if refused:
+        raise UsageError(f"{refused[0]} does not apply to --search",
+                         "--search lists nearest gallery images; drop it, or score "
+                         "without --search")
+    result = search_store(store, k, model=model, feature=feature, trials=trials,
+                          distance=distance, feat_norm=feat_norm, n_parts=n_parts,
+                          device=device, precision=precision, block_rows=block_size,
+                          progress=ENABLED and not quiet)
+    with open_store(store) as st:
+        records = st.records
+    what = f"{len(result.query_rows)} queries × top {result.meta['k']}"
+    if csv_out is None and json_out is None:
+        typer.echo(search_csv_text(result, records), nl=False)
+    if csv_out is not None:
+        write_search(csv_out, search_csv_text(result, records), force=force,
+                     option="csv_out", inputs=read_from)
+        typer.echo(f"wrote {csv_out}: {what}", err=True)
+    if json_out is not None:
+        report = search_json(result, records, make_provenance(command=invoked_command(),
+                                                              inputs=read_from))
+        write_search(json_out, json.dumps(report, indent=2) + "\n", force=force,
+                     option="json_out", inputs=read_from)
+        typer.echo(f"wrote {json_out}: {what}", err=True)

@@ -27,8 +27,8 @@ def _names(values: Optional[List[str]]) -> list[str]:
 
 
 def extract(
-    dataset: str = typer.Option(..., "--dataset", help="Dataset name or alias (reid data "
-                                "list)."),
+    dataset: Optional[str] = typer.Option(None, "--dataset", help="Dataset name or alias "
+                                          "(reid data list); or --images / --images-list."),
     out: Path = typer.Option(..., "--out", help="Feature store to write (.h5)."),
     root: Optional[Path] = typer.Option(None, "--root", help="Data root (default "
                                         "$REIDCLI_DATA or ./data)."),
@@ -92,6 +92,20 @@ def extract(
                                    "training images learn the codebook."),
     seed: int = typer.Option(0, "--seed", help="bow: k-means and image-sampling seed."),
     force: bool = typer.Option(False, "--force", help="Overwrite --out."),
+    images: Optional[Path] = typer.Option(None, "--images", help="Any folder of images "
+                                          "instead of --dataset (recursive): its gallery, "
+                                          "or its query/ and bounding_box_test/ folders."),
+    query_images: Optional[Path] = typer.Option(None, "--query-images", help="--images: the "
+                                                "folder of the query images."),
+    images_list: Optional[Path] = typer.Option(None, "--images-list", help="CSV of images "
+                                               "instead of --dataset: path[,pid,camid,"
+                                               "split]."),
+    pattern: Optional[str] = typer.Option(None, "--pattern", help="--images: regex with "
+                                          "groups pid and cam (1-based) or camid, searched "
+                                          "in file names; 'market' for Market names. "
+                                          "Default: unlabelled (pid -1)."),
+    skip_unmatched: bool = typer.Option(False, "--skip-unmatched", help="--pattern: leave "
+                                        "out files it does not match (default: error)."),
 ) -> None:
     """Describe every image of a dataset's protocol trials and write a feature store."""
     from reidcli.cli.context import invoked_command, set_flag_names
@@ -104,6 +118,8 @@ def extract(
     from reidcli.progress import ENABLED
 
     set_flag_names({"merge": "--no-merge", "timeout": "--dist-timeout"})
+    dataset = _image_source(dataset, images, query_images, images_list, pattern,
+                            skip_unmatched, root, option, trials)
     launch = DistributedEnv.from_environ()
     if launch is None and no_merge:
         raise UsageError("--no-merge applies to a torchrun launch only",
@@ -147,8 +163,11 @@ def extract(
     if not names and not map_names:
         names = ["hsv-stripes"]
     check_output(out, force)
-    layout = dataset_layout(dataset, root, trials=trials, progress=ENABLED,
-                            **parse_key_values(option, "--option"))
+    if isinstance(dataset, str):
+        layout = dataset_layout(dataset, root, trials=trials, progress=ENABLED,
+                                **parse_key_values(option, "--option"))
+    else:                                                    # --images / --images-list
+        layout = dataset.layout()
     path = extract_handcrafted_store(layout, out, names, maps=map_names, maps_dtype=maps_dtype,
                                      batch_size=batch_size, force=force, progress=ENABLED,
                                      command=invoked_command(),
@@ -161,6 +180,42 @@ def extract(
     typer.echo(f"wrote {path}: {len(layout.records)} images, {len(layout.trials)} trial(s)"
                + (f", features {', '.join(names)}" if names else "")
                + (f", maps {', '.join(map_names)}" if map_names else ""), err=True)
+
+
+def _image_source(dataset, images, query_images, images_list, pattern, skip_unmatched,
+                  root, option, trials):
+    """``--dataset`` NAME, or the :class:`~reidcli.features.image_folder.ImageSource` of
+    ``--images``/``--query-images``/``--images-list`` with its rows read (errors first; a
+    summary line on stderr)."""
+    from reidcli.errors import UsageError
+    from reidcli.features.image_folder import ImageSource
+
+    given = [f for f, v in (("--images", images), ("--query-images", query_images),
+                            ("--images-list", images_list)) if v is not None]
+    if dataset is not None and given:
+        raise UsageError(f"--dataset and {given[0]} both name the images", "give one of them")
+    if dataset is None and not given:
+        raise UsageError("no images to extract",
+                         "pass --dataset NAME, --images DIR or --images-list FILE")
+    if dataset is not None:
+        for flag, value in (("--pattern", pattern), ("--skip-unmatched", skip_unmatched)):
+            if value:
+                raise UsageError(f"{flag} applies to --images/--images-list only",
+                                 "drop it: a dataset's loader reads its own labels")
+        return dataset
+    for flag, value in (("--root", root), ("--option", option), ("--trials", trials)):
+        if value:
+            raise UsageError(f"{flag} applies to --dataset only",
+                             f"drop it with {given[0]}")
+    if query_images is not None and images is None:
+        raise UsageError("--query-images needs --images (the gallery folder)",
+                         "pass --images DIR as well")
+    if skip_unmatched and pattern is None:
+        raise UsageError("--skip-unmatched applies with --pattern only",
+                         "pass --pattern, or drop --skip-unmatched")
+    source = ImageSource(images, query_images, images_list, pattern, skip_unmatched)
+    typer.echo(source.summary(), err=True)
+    return source
 
 
 def _model_layout(model, dataset, root, option, trials, progress, show_note=True,
@@ -181,6 +236,8 @@ def _model_layout(model, dataset, root, option, trials, progress, show_note=True
         for key in ("foreign_summary", "foreign_describe"):
             if loaded.meta.get(key):
                 typer.echo(f"model: {loaded.meta[key]}", err=True)
+    if not isinstance(dataset, str):                         # --images / --images-list
+        return dataset.layout(), loaded
     loader_options = parse_key_values(option, "--option")
 
     def make_layout(chosen):

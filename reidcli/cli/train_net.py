@@ -12,6 +12,8 @@ from typing import List, Optional
 
 import typer
 
+from reidcli.models.backbone_names import BACKBONES
+
 DATA_HELP = "Dataset name or alias (reid data list)."
 
 # options shared by every network trainer (one definition, reused as defaults)
@@ -30,7 +32,7 @@ TRAIN_SPLIT = typer.Option(None, "--train-split", help="train (default) | all.")
 MAX_IMAGES = typer.Option(None, "--max-images",
                           help="Seeded random subset of training images.")
 SUBSAMPLE_SEED = typer.Option(None, "--subsample-seed")
-BACKBONE = typer.Option(None, "--backbone", help="resnet50 | resnet18 | tiny.")
+BACKBONE = typer.Option(None, "--backbone", help=" | ".join(BACKBONES) + ".")
 AMP = typer.Option(None, "--amp", help="off | auto | bf16 | fp16 (auto = fp32 on CPU; bf16 works on CPU).")
 CHANNELS_LAST = typer.Option(None, "--channels-last", help="auto | on | off.")
 DEVICE = typer.Option(None, "--device", help="auto | cpu | cuda.")
@@ -95,7 +97,11 @@ def run_training(method: str, *, dataset: Optional[str], root: Optional[Path],
     if explicit.get("rpp") is False:
         explicit["rpp"] = None                          # not given: keep the default
     if explicit.get("input_size") is not None:
-        explicit["input_size"] = parse_size(explicit["input_size"])
+        try:
+            explicit["input_size"] = parse_size(explicit["input_size"])
+        except UsageError:
+            raise UsageError(f"--input-size {explicit['input_size']!r} is not HxW with sides "
+                             "≥ 1", "e.g. --input-size 256x128 (height x width)") from None
     options = parse_key_values(option, "--option")
     cfg = make_config(method, preset=preset, dataset=dataset or "synthetic",
                       root=None if root is None else str(root), options=options, **explicit)

@@ -69,24 +69,39 @@ class _Entry:
 _REGISTRY: dict[str, _Entry] = {}
 _ALIASES: dict[str, str] = {}
 _loaded = False
+#: the ``REIDCLI_PLUGINS`` value whose plugin modules were imported last
+_plugins_seen: str | None = None
 
 
 def register(info: DatasetInfo, loader: Callable[..., DatasetSplit],
              looks_valid: Callable[[Path], bool] | None = None) -> None:
     """Add a dataset to the registry (called by each loader module at import)."""
     _REGISTRY[info.name] = _Entry(info, loader, looks_valid)
-    _ALIASES[info.name] = info.name
+    _ALIASES[info.name.lower()] = info.name            # names are looked up lower-cased
     for alias in info.aliases:
-        _ALIASES[alias] = info.name
+        _ALIASES[alias.lower()] = info.name
 
 
 def _ensure_loaded() -> None:
-    global _loaded
+    """Import the built-in loader modules once, then the plugin modules (``REIDCLI_PLUGINS``
+    and entry points; again whenever the variable changes), so that a dataset a plugin
+    registers is known to every command (:func:`reidcli.registry.load_plugins`)."""
+    global _loaded, _plugins_seen
     if not _loaded:
         _loaded = True
         package = importlib.import_module(LOADER_PACKAGE)
         for mod in sorted(m.name for m in pkgutil.iter_modules(package.__path__)):
             importlib.import_module(f"{LOADER_PACKAGE}.{mod}")
+    from reidcli.registry import PLUGIN_VARIABLE, load_plugins
+
+    wanted = os.environ.get(PLUGIN_VARIABLE, "")
+    if wanted != _plugins_seen:
+        _plugins_seen = wanted
+        try:
+            load_plugins()
+        except BaseException:
+            _plugins_seen = None                 # a failed plugin fails again next time
+            raise
 
 
 def available() -> list[str]:

@@ -278,9 +278,11 @@ def extract_model_store(layout: StoreLayout, out: str | os.PathLike,
             writer.add_feature(name, dim, metric=feature_metric(model.spec, name), attrs={
                 "n_parts": parts, "part_dim": dim // parts,
                 "feat_norm": "parts" if parts > 1 else "global", "flip": bool(flip)})
+        # the trunk's own module of each tap (OSNet's are conv2.1 … conv5, not layer1 … layer4)
+        tap_modules = getattr(getattr(model.module, "backbone", None), "tap_modules", TAP_MODULES)
         for tap, c in zip(taps, channels):
             writer.add_convmap(tap, (c, *map_size), dtype=maps_dtype, attrs={
-                "layer": TAP_MODULES[tap], "pooled_size": _size_text(map_size),
+                "layer": tap_modules[tap], "pooled_size": _size_text(map_size),
                 "input_size": input_size, "pooling": "avg",
                 "source_checkpoint": str(model.path)})
         for batch in track(loader, total=len(loader), description="extracting",

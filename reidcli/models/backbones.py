@@ -29,16 +29,12 @@ import torch
 from torch import nn
 
 from reidcli.errors import ParameterError
+from reidcli.models.backbone_names import BACKBONES, OSNET_BACKBONES, TORCHVISION_BACKBONES
 
 #: paper name of each tap → torchvision module of the trunk (docs/methods/pcb.md)
 TAP_MODULES = {"conv2_x": "layer1", "conv3_x": "layer2", "conv4_x": "layer3",
                "conv5_x": "layer4"}
 TAPS = tuple(TAP_MODULES)
-#: ResNets built by torchvision (their ImageNet weights come from its weights API)
-TORCHVISION_BACKBONES = ("resnet50", "resnet18")
-#: OSNet variants (no last stride: conv5_x is at 1/16 of the input)
-OSNET_BACKBONES = ("osnet_x1_0", "osnet_x0_25", "osnet_ibn_x1_0")
-BACKBONES = ("resnet50", "resnet18", "tiny", "resnet50_ibn_a", *OSNET_BACKBONES)
 #: channels of conv2_x … conv5_x per backbone
 TAP_CHANNELS = {"resnet50": (256, 512, 1024, 2048), "resnet18": (64, 128, 256, 512),
                 "tiny": (16, 32, 64, 128), "resnet50_ibn_a": (256, 512, 1024, 2048),

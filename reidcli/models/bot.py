@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from reidcli.models.backbones import ResNetTrunk
-from reidcli.models.fixed_order import BatchNorm1d
+from reidcli.models.fixed_order import BatchNorm1d, Linear
 
 
 @dataclasses.dataclass
@@ -39,7 +39,7 @@ class BoT(nn.Module):
         nn.init.ones_(self.bottleneck.weight)
         nn.init.zeros_(self.bottleneck.bias)
         self.bottleneck.bias.requires_grad_(False)                   # BNNeck: no shift
-        self.classifier = nn.Linear(channels, num_classes, bias=False) if num_classes > 0 \
+        self.classifier = Linear(channels, num_classes, bias=False) if num_classes > 0 \
             else None
         if self.classifier is not None:
             nn.init.normal_(self.classifier.weight, std=0.001)

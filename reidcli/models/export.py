@@ -27,14 +27,16 @@ ONNX needs the optional packages ``onnx``, ``onnxruntime`` and ``onnxscript``
 """
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import importlib
+import io
 import json
 import os
 import warnings
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -104,7 +106,8 @@ class FeatureGraph(nn.Module):
     divides by ``std`` itself (buffers [1, 3, 1, 1])."""
 
     def __init__(self, loaded, names: Sequence[str], include_normalization: bool = False,
-                 mean: Sequence[float] = DEFAULT_MEAN, std: Sequence[float] = DEFAULT_STD):
+                 mean: Sequence[float] = DEFAULT_MEAN, std: Sequence[float] = DEFAULT_STD,
+                 interpolation: str = "bilinear"):
         super().__init__()
         self.net = loaded.module                  # registered: its weights are the graph's
         self.kind = loaded.kind
@@ -112,6 +115,7 @@ class FeatureGraph(nn.Module):
         self.include_normalization = bool(include_normalization)
         self.mean_values = tuple(float(v) for v in mean)
         self.std_values = tuple(float(v) for v in std)
+        self.interpolation = str(interpolation)         # of the resize before the graph
         self.register_buffer("mean", torch.tensor(mean, dtype=torch.float32).view(1, 3, 1, 1))
         self.register_buffer("std", torch.tensor(std, dtype=torch.float32).view(1, 3, 1, 1))
         object.__setattr__(self, "_loaded", loaded)   # not a submodule: no second registration
@@ -249,7 +253,7 @@ def compare_outputs(graph: FeatureGraph, run, input_size: tuple[int, int], toler
     """Run ``run(inputs) → list of arrays`` (the exported file) and the source model on each
     :data:`PARITY_BATCHES` batch; :class:`OutputError` when a shape differs or the largest
     absolute difference exceeds ``tolerance`` (NaN counts as a failure)."""
-    worst, scale, dims = 0.0, 0.0, []
+    diffs, scale, dims = [], 0.0, []
     for batch in PARITY_BATCHES:
         inputs = example_inputs(graph, input_size, batch)
         expected = reference_outputs(graph, inputs)
@@ -262,32 +266,30 @@ def compare_outputs(graph: FeatureGraph, run, input_size: tuple[int, int], toler
                               "export to the other format, or report the model's "
                               "architecture")
         for a, e in zip(got, expected):
-            diff = float(np.max(np.abs(a - e))) if a.size else 0.0
-            worst = diff if not np.isfinite(diff) else max(worst, diff)
-            scale = max(scale, float(np.max(np.abs(e))) if e.size else 0.0)
-            if not np.isfinite(worst):
-                break
+            if a.size:
+                diffs.append(float(np.max(np.abs(a - e))))           # NaN stays NaN
+                scale = max(scale, float(np.max(np.abs(e))))
         dims = [int(a.shape[1]) for a in got]
-        if not np.isfinite(worst):
-            break
+    worst = float(np.max(diffs)) if diffs else 0.0
     if not np.isfinite(worst) or worst > tolerance:
-        shown = "NaN/inf" if not np.isfinite(worst) else f"{worst:.3g}"
+        shown = f"{worst:.3g}" if np.isfinite(worst) else "NaN/inf"
         raise OutputError(f"{what} failed its parity check: max |Δ| {shown} against the "
                           f"model's own features is above {param('tolerance', f'{tolerance:g}')}"
                           "; nothing was written",
-                          "export to the other format, or raise the tolerance if the "
-                          "difference is acceptable")
+                          "export to the other format, or raise "
+                          f"{param('tolerance')} if that difference is acceptable")
     return Parity(max_abs_diff=worst, max_rel_diff=worst / scale if scale else 0.0,
                   dims=dims, tolerance=tolerance)
 
 
 # -- writers -----------------------------------------------------------------------------------
-def _quiet():
-    """The exporters' own warnings and progress lines are not the user's business."""
-    stack = warnings.catch_warnings()
-    stack.__enter__()
-    warnings.simplefilter("ignore")
-    return stack
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    """The exporters' own warnings (deprecations, tracer notes) and progress prints (onnxscript's
+    optimiser) are not the user's business; failures still raise."""
+    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+        warnings.simplefilter("ignore")
+        yield
 
 
 def _exporter_failed(exc: Exception, fmt: str) -> OutputError:
@@ -311,17 +313,19 @@ def _write_onnx(graph: FeatureGraph, tmp: Path, input_size: tuple[int, int],
     example = example_inputs(graph, input_size, EXAMPLE_BATCH)
     batch = torch.export.Dim("batch", min=1)
     dynamic = {name: {0: batch} for name in names}
-    stack = _quiet()
     try:
-        program = torch.onnx.export(graph, example, None, dynamo=True, input_names=names,
-                                    output_names=list(graph.names), opset_version=opset,
-                                    dynamic_shapes=dynamic, verbose=False)
-        program.save(tmp, external_data=False)
+        with _quiet():
+            program = torch.onnx.export(graph, example, None, dynamo=True, input_names=names,
+                                        output_names=list(graph.names), opset_version=opset,
+                                        dynamic_shapes=dynamic, verbose=False)
+    except ImportError as exc:         # an onnxscript older than this torch's exporter needs
+        raise UsageError(f"torch {torch.__version__}'s ONNX exporter cannot use the installed "
+                         f"onnx/onnxscript ({type(exc).__name__}: {exc}); nothing was written",
+                         "upgrade them: pip install -U onnx onnxscript onnxruntime") from exc
     except (RuntimeError, ValueError, TypeError, NotImplementedError, AssertionError,
             torch.onnx.OnnxExporterError) as exc:
         raise _exporter_failed(exc, "onnx") from exc
-    finally:
-        stack.__exit__(None, None, None)
+    program.save(tmp, external_data=False)          # weights inside: one file to rename
     import onnx
 
     proto = onnx.load(str(tmp), load_external_data=False)
@@ -350,22 +354,18 @@ def _run_onnx(tmp: Path, names: Sequence[str]):
 @torch.no_grad()
 def _write_torchscript(graph: FeatureGraph, tmp: Path, input_size: tuple[int, int]) -> None:
     example = example_inputs(graph, input_size, EXAMPLE_BATCH)
-    stack = _quiet()
     try:
-        traced = torch.jit.trace(graph, example, check_trace=False)
-        torch.jit.save(traced, str(tmp))
+        with _quiet():
+            traced = torch.jit.trace(graph, example, check_trace=False)
     except (RuntimeError, ValueError, TypeError, NotImplementedError, AssertionError) as exc:
         raise _exporter_failed(exc, "torchscript") from exc
-    finally:
-        stack.__exit__(None, None, None)
+    with _quiet():                            # torch.jit's deprecation notice
+        torch.jit.save(traced, str(tmp))
 
 
 def _run_torchscript(tmp: Path):
-    stack = _quiet()                          # torch.jit's deprecation notice
-    try:
+    with _quiet():                            # torch.jit's deprecation notice
         module = torch.jit.load(str(tmp), map_location="cpu").eval()
-    finally:
-        stack.__exit__(None, None, None)
 
     @torch.no_grad()
     def run(inputs: Sequence[torch.Tensor]) -> list[np.ndarray]:
@@ -389,14 +389,14 @@ def _source_record(loaded) -> dict[str, Any]:
 
 
 def _outputs(graph: FeatureGraph, dims: Sequence[int], spec) -> list[dict[str, Any]]:
-    from reidcli.models.checkpoint import FEATURE_METRICS, feature_dims
+    from reidcli.models.checkpoint import feature_dims, feature_metric
 
     try:
         parts = {k: int(v[1]) for k, v in feature_dims(spec).items()}
     except (KeyError, TypeError, ValueError):
         parts = {}
     return [{"name": name, "shape": ["N", int(dim)], "dtype": "float32", "dim": int(dim),
-             "parts": parts.get(name, 1), "metric": FEATURE_METRICS.get(name, "euclidean")}
+             "parts": parts.get(name, 1), "metric": feature_metric(spec, name)}
             for name, dim in zip(graph.names, dims)]
 
 
@@ -422,8 +422,7 @@ def describe_export(graph: FeatureGraph, fmt: str, file: Path, input_size: tuple
         "exporter": fmt, "file": file.name,
         "input_size": [h, w], "channel_order": "RGB", "value_range": [0.0, 1.0],
         "mean": mean, "std": std, "normalization_in_graph": graph.include_normalization,
-        "resize": f"{getattr(graph, 'interpolation', 'bilinear')} (antialiased) to {h}x{w}, "
-                  "aspect ratio not kept",
+        "resize": f"{graph.interpolation} (antialiased) to {h}x{w}, aspect ratio not kept",
         "inputs": inputs, "outputs": _outputs(graph, parity.dims, loaded.spec),
         "features": list(graph.names), "opset": opset,
         "versions": {"torch": torch.__version__, **dict(versions)},
@@ -485,8 +484,8 @@ def export_model(model, path: str | os.PathLike, fmt: str = "onnx", *,
     loaded = _on_cpu(model if hasattr(model, "features") else load_model(source, device="cpu"))
     names = resolve_features(loaded, features)
     mean, std, interpolation = _test_transform(loaded)
-    graph = FeatureGraph(loaded, names, include_normalization, mean, std).eval()
-    graph.interpolation = interpolation
+    graph = FeatureGraph(loaded, names, include_normalization, mean, std,
+                         interpolation).eval()
     input_size = tuple(int(v) for v in loaded.input_size)
     what = f"the {fmt} export of {loaded.path}"
     written_opset = None

@@ -8,11 +8,19 @@ with the count (measured with torch 2.14, MKL-DNN 3.12):
   one slice per thread, then adds the slices — the batch statistics, the output and the
   γ/β gradients differ. :class:`BatchNorm1d` hands the same numbers to the kernel as a
   [1, C, N] tensor, whose per-channel path reduces each channel in one fixed order.
-* oneDNN's convolution weight gradient splits the reduction over the batch between threads.
-  :func:`fixed_order_backward` runs a backward pass with oneDNN switched off, so
-  convolutions use torch's native kernels (im2col + one GEMM per image, added in image
-  order); the forward pass keeps oneDNN. On 1 CPU thread a ResNet-50 training step costs
-  ≈ 1.7× as long; the toy backbone's about the same.
+* oneDNN's convolutions: the weight gradient splits its reduction over the batch between
+  threads, and the forward pass of ResNet-50 (also PCB's 1×1 reduction on 6×1 stripes)
+  changes with the thread count too. Inside :func:`fixed_order_convolutions` oneDNN is
+  switched off, so convolutions use torch's native kernels (im2col + GEMM per image), whose
+  results were the same on 1 and 2 threads. On 1 CPU thread a ResNet-50 forward pass costs
+  ≈ 1.5–1.9× as long and a training step ≈ 1.7–2×; the toy backbone's about the same.
+  Training and model-based adaptation run inside it on the CPU; feature extraction does
+  not (it keeps oneDNN's speed).
+* MKL's GEMM picks its kernels by the slice of the matrix each thread gets: the gradient of
+  a classifier ``[N, K] @ [K, C]`` with 9 rows differed. :class:`Linear` runs the forward and
+  backward GEMMs of a 2-D input on one thread when gradients are recorded (the classifier
+  GEMMs are a small part of a step), and so does :func:`linear` (TEMP's similarities);
+  without gradients they run unchanged.
 """
 from __future__ import annotations
 
@@ -20,6 +28,7 @@ import contextlib
 from typing import Iterator
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 
@@ -39,10 +48,67 @@ class BatchNorm1d(nn.BatchNorm1d):
 
 
 @contextlib.contextmanager
-def fixed_order_backward(device: torch.device | str = "cpu") -> Iterator[None]:
-    """Run ``loss.backward()`` (or ``torch.autograd.grad``) inside this on a CPU ``device``:
-    convolution gradients from torch's native kernels instead of oneDNN's (module doc).
-    Nothing changes on a GPU."""
+def one_thread() -> Iterator[None]:
+    """torch's intra-op threads (OpenMP, MKL) set to one inside; the count restored after."""
+    threads = torch.get_num_threads()
+    if threads == 1:
+        yield
+        return
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
+class _OneThreadLinear(torch.autograd.Function):
+    """``x W^T + b`` for x [N, C], W [K, C], b [K] or None, its GEMMs on one thread."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias):
+        ctx.save_for_backward(x, weight)
+        ctx.has_bias = bias is not None
+        with one_thread():
+            return F.linear(x, weight, bias)
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, weight = ctx.saved_tensors
+        gx = gw = gb = None
+        with one_thread():
+            if ctx.needs_input_grad[0]:
+                gx = grad @ weight                                     # [N, C]
+            if ctx.needs_input_grad[1]:
+                gw = grad.t() @ x                                      # [K, C]
+            if ctx.has_bias and ctx.needs_input_grad[2]:
+                gb = grad.sum(0)                                       # [K]
+        return gx, gw, gb
+
+
+def linear(input: torch.Tensor, weight: torch.Tensor,
+           bias: torch.Tensor | None = None) -> torch.Tensor:
+    """``F.linear``: input [N, C], weight [K, C], bias [K] → [N, K], its GEMMs on one thread
+    for a 2-D CPU input while gradients are recorded (module doc)."""
+    recorded = torch.is_grad_enabled() and any(
+        t is not None and t.requires_grad for t in (input, weight, bias))
+    if input.dim() != 2 or input.device.type != "cpu" or not recorded:
+        return F.linear(input, weight, bias)
+    return _OneThreadLinear.apply(input, weight, bias)
+
+
+class Linear(nn.Linear):
+    """``nn.Linear`` (same parameters and state dict) computed by :func:`linear`;
+    [N, C] → [N, K]."""
+
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        return linear(input, self.weight, self.bias)
+
+
+@contextlib.contextmanager
+def fixed_order_convolutions(device: torch.device | str = "cpu") -> Iterator[None]:
+    """Inside, convolutions on a CPU ``device`` (forward and backward passes, also a backward
+    started here of a graph built before) use torch's native kernels instead of oneDNN's
+    (module doc). Nothing changes on a GPU."""
     if torch.device(device).type != "cpu" or not torch.backends.mkldnn.enabled:
         yield
         return
@@ -53,4 +119,4 @@ def fixed_order_backward(device: torch.device | str = "cpu") -> Iterator[None]:
         torch.backends.mkldnn.enabled = True
 
 
-__all__ = ["BatchNorm1d", "fixed_order_backward"]
+__all__ = ["BatchNorm1d", "Linear", "fixed_order_convolutions", "linear", "one_thread"]

@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from reidcli.errors import InputFileError
-from reidcli.models.batchnorm import BatchNorm1d
+from reidcli.models.fixed_order import BatchNorm1d
 from reidcli.models.foreign_arch import (ARCH_NAMES, ForeignArch, build_arch, check_arch_name,
                                          foreign_key, known_extra, looks_like_imagenet_resnet,
                                          own_key, recognise, strip_module)
@@ -292,10 +292,10 @@ def load_foreign_state(state: Mapping[str, torch.Tensor], file: str, arch: str |
             how = f"name the architecture with {param('arch', 'NAME')}" if arch is None \
                 else "check the architecture name"
             raise InputFileError(what, f"{how}, or pass {param('allow_partial', True)} to "
-                                 "keep random weights where tensors are missing")
-        warnings.warn(f"{what}: allowed by {param('allow_partial', True)}; the missing "
-                      "tensors keep random values, so the features are not the trained "
-                      "model's", stacklevel=2)
+                                 "load it anyway (missing tensors keep their initial values)")
+        warnings.warn(f"{what}: allowed by {param('allow_partial', True)} — the missing "
+                      "tensors keep their initial values, so the features are not the "
+                      "trained model's", stacklevel=2)
     model.load_state_dict(own)
     return model, report
 

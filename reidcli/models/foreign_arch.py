@@ -247,7 +247,7 @@ def recognise(state: Mapping[str, torch.Tensor]) -> str | None:
         if name == "osnet_x1_0" and "conv1.bn.running_mean" not in keys:
             name = "osnet_ibn_x1_0"                        # InstanceNorm: no running stats
         return f"torchreid-{name}" if name else None
-    if "conv1.weight" in keys and "layer4.0.conv1.weight" in keys and (
+    if "conv1.weight" in keys and "layer4.0.conv3.weight" in keys and (
             "classifier.weight" in keys or "fc.0.weight" in keys):
         return "torchreid-resnet50_fc512" if "fc.0.weight" in keys else "torchreid-resnet50"
     return None

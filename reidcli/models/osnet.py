@@ -38,10 +38,10 @@ from torch import nn
 
 from reidcli.errors import ParameterError
 from reidcli.models.backbones import TAPS
-from reidcli.models.batchnorm import BatchNorm1d
+from reidcli.models.fixed_order import BatchNorm1d, Linear
 
-#: channels of conv1, conv2, conv3, conv4 (= conv5) per variant (OSNet paper, Table 1 and
-#: its width multiplier β)
+#: channels of conv1, conv2, conv3, conv4 (= conv5) per variant (OSNet paper, Table 1; the
+#: ×0.25 variant scales every width by 1/4)
 OSNET_CHANNELS = {"osnet_x1_0": (64, 256, 384, 512), "osnet_x0_25": (16, 64, 96, 128),
                   "osnet_ibn_x1_0": (64, 256, 384, 512)}
 #: variants with instance normalisation in the stem and conv2
@@ -81,7 +81,7 @@ class ConvBN(nn.Module):
 
 
 class LiteConv3x3(nn.Module):
-    """Lite 3×3 (OSNet paper §3.1): pointwise ``conv1`` 1×1 → depthwise ``conv2`` 3×3 →
+    """The OSNet paper's Lite 3×3: pointwise ``conv1`` 1×1 → depthwise ``conv2`` 3×3 →
     ``bn`` → ReLU; [N, C_in, H, W] → [N, C_out, H, W]."""
 
     def __init__(self, cin: int, cout: int):
@@ -220,11 +220,13 @@ class OSNetTrunk(nn.Module):
 
 class OSNetHead(nn.Module):
     """torchreid's OSNet test feature: global average pooling of conv5_x, then ``fc`` =
-    Linear(C5, 512) + BatchNorm1d + ReLU; [N, C5, h, w] → [N, 512]."""
+    Linear(C5, 512) + BatchNorm1d + ReLU (torch's modules, state dict unchanged, computed in a
+    thread-count independent order: :mod:`reidcli.models.fixed_order`); [N, C5, h, w] →
+    [N, 512]."""
 
     def __init__(self, in_channels: int = 512, feature_dim: int = 512):
         super().__init__()
-        self.fc = nn.Sequential(nn.Linear(in_channels, feature_dim), BatchNorm1d(feature_dim),
+        self.fc = nn.Sequential(Linear(in_channels, feature_dim), BatchNorm1d(feature_dim),
                                 nn.ReLU(inplace=True))
         self.feature_dim = feature_dim
         _init_like_reference(self)

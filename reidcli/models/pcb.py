@@ -16,6 +16,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from reidcli.models.backbones import ResNetTrunk
+from reidcli.models.fixed_order import Linear
 
 
 @dataclasses.dataclass
@@ -65,7 +66,7 @@ class PCB(nn.Module):
         # one 1×1 reduction shared by the p parts (docs/methods/pcb.md)
         self.local_conv = nn.Conv2d(channels, reduced_dim, 1, bias=False)
         self.local_bn = nn.BatchNorm2d(reduced_dim)
-        self.classifiers = nn.ModuleList(nn.Linear(reduced_dim, num_classes)
+        self.classifiers = nn.ModuleList(Linear(reduced_dim, num_classes)   # fixed_order.py
                                          for _ in range(parts if num_classes > 0 else 0))
         self.rpp = RefinedPartPooling(channels, parts) if rpp else None
         nn.init.kaiming_normal_(self.local_conv.weight, mode="fan_out")

@@ -245,7 +245,7 @@ def _warn_partial(trunk: nn.Module, state: Mapping[str, torch.Tensor],
             parts.append(f"{len(keys)} {label} ({', '.join(keys[:3])}"
                          f"{', …' if len(keys) > 3 else ''})")
     arch = recognise(strip_module(state))
-    other = RECIPES[arch]["backbone"] if arch else None
+    other = RECIPES[arch].get("backbone", "resnet50") if arch else None
     hint = (f"it looks like a {RECIPES[arch]['title']}: use {param('backbone', other)}"
             if other and other != getattr(trunk, "name", other) else
             f"give a state dict of the {getattr(trunk, 'name', 'same')} backbone")

@@ -1,6 +1,9 @@
 """Rank lists: each query image beside its top-k gallery images, green border = same person,
 red = another (Person30K paper, Fig. 4). Distances and the gallery rule (junk and same
-person + same camera removed, E1) are exactly those of ``reid eval``."""
+person + same camera removed, E1) are exactly those of ``reid eval``. A store whose queries
+or gallery are unlabelled (pid -1, ``reid extract --images``) is drawn without correctness:
+the top-k of the whole gallery, grey borders, each tile titled with its distance — what
+``reid eval --search`` lists."""
 from __future__ import annotations
 
 import dataclasses
@@ -17,6 +20,7 @@ from reidcli.params import Interval, check_param
 from reidcli.evaluation.protocols import (TrialLabels, auto_protocol, identity_codes,
                                           make_groups)
 from reidcli.evaluation.run import trial_distances, trial_rows
+from reidcli.evaluation.search import unlabelled_roles
 from reidcli.plotting.common import finish_figure, pyplot
 from reidcli.store.reader import open_store
 
@@ -24,11 +28,12 @@ from reidcli.store.reader import open_store
 @dataclasses.dataclass
 class RankListPlot:
     """``queries`` [n] store rows; ``ranked`` [n, k] gallery store rows, best first;
-    ``correct`` [n, k] bool (same identity); ``distances`` [n, k]."""
+    ``correct`` [n, k] bool (same identity), None for an unlabelled store;
+    ``distances`` [n, k]."""
 
     queries: np.ndarray
     ranked: np.ndarray
-    correct: np.ndarray
+    correct: np.ndarray | None
     distances: np.ndarray
     #: image files that could not be read (drawn as grey tiles), set by plot_ranklist
     missing: list[str] = dataclasses.field(default_factory=list)
@@ -75,7 +80,8 @@ def rank_lists(store: str | os.PathLike, *, model=None, feature: str | None = No
                trial: int = 0, queries: int = 5, query_index=None, topk: int = 10,
                seed: int = 0) -> RankListPlot:
     """The top-``topk`` gallery rows of ``queries`` seeded random scorable queries (or the
-    store rows ``query_index``) under the store's protocol."""
+    store rows ``query_index``) under the store's protocol; for a store whose queries or
+    gallery are unlabelled, of any queries over the whole gallery (``correct`` None)."""
     check_param("rank-list plot", "queries", queries, Interval(int, 1, 1000))
     check_param("rank-list plot", "topk", topk, Interval(int, 1, 1000))
     check_param("rank-list plot", "seed", seed, Interval(int, 0, 2**32 - 1))
@@ -86,9 +92,11 @@ def rank_lists(store: str | os.PathLike, *, model=None, feature: str | None = No
         num_trials = proto.num_trials if proto is not None else 1
     protocol = auto_protocol(dataset, rule, num_trials)
     q_all, g_rows = trial_rows(store, trial)
+    unlabelled = unlabelled_roles(records["pid"].to_numpy(np.int64), q_all, g_rows) is not None
     labels = TrialLabels.from_records(records, identity_codes(records), q_all, g_rows)
-    groups = make_groups(protocol, labels)
-    scorable = np.concatenate([g.query_pos for g in groups]) if groups else np.array([], int)
+    groups = [] if unlabelled else make_groups(protocol, labels)
+    scorable = np.arange(len(q_all)) if unlabelled else \
+        np.concatenate([g.query_pos for g in groups]) if groups else np.array([], int)
     if query_index is not None:
         wanted = np.asarray(query_index, np.int64)
         pos = np.flatnonzero(np.isin(q_all, wanted))
@@ -106,8 +114,9 @@ def rank_lists(store: str | os.PathLike, *, model=None, feature: str | None = No
     gallery_of = {int(q): g.gallery_pos for g in groups for q in g.query_pos}
     ranked, correct, dists = [], [], []
     for i, qp in enumerate(pos):
-        cols = gallery_of.get(int(qp), np.flatnonzero(labels.gallery_pids != -1))
-        if protocol.same_camera_removal:
+        cols = np.arange(len(g_rows)) if unlabelled else \
+            gallery_of.get(int(qp), np.flatnonzero(labels.gallery_pids != -1))
+        if protocol.same_camera_removal and not unlabelled:
             same = (labels.gallery_ids[cols] == labels.query_ids[qp]) & \
                 (labels.gallery_cams[cols] == labels.query_cams[qp])
             cols = cols[~same]
@@ -117,7 +126,7 @@ def rank_lists(store: str | os.PathLike, *, model=None, feature: str | None = No
         dists.append(dist[i, order])
     k = min(len(r) for r in ranked)
     return RankListPlot(queries=q_rows, ranked=np.array([r[:k] for r in ranked]),
-                        correct=np.array([c[:k] for c in correct]),
+                        correct=None if unlabelled else np.array([c[:k] for c in correct]),
                         distances=np.array([d[:k] for d in dists]))
 
 
@@ -142,21 +151,28 @@ def plot_ranklist(store: str | os.PathLike, out: str | os.PathLike | None = None
         ax = axes[i][0]
         ax.imshow(_thumbnail(image_file(paths[data.queries[i]], images_root), size,
                              data.missing))
-        ax.set_title(f"query\npid {pids[data.queries[i]]}", fontsize=7)
+        ax.set_title(f"query\npid {pids[data.queries[i]]}" if data.correct is not None
+                     else f"query\nrow {data.queries[i]}", fontsize=7)
         for j in range(k):
             ax = axes[i][j + 1]
             ax.imshow(_thumbnail(image_file(paths[data.ranked[i, j]], images_root), size,
                                  data.missing))
-            color = "#1a9850" if data.correct[i, j] else "#d73027"
+            if data.correct is None:            # unlabelled: rank and distance only
+                color, title = "#777777", f"{j + 1}\n{data.distances[i, j]:.3g}"
+            else:
+                color = "#1a9850" if data.correct[i, j] else "#d73027"
+                title = f"{j + 1}"
             for spine in ax.spines.values():
                 spine.set_edgecolor(color)
                 spine.set_linewidth(3)
-            ax.set_title(f"{j + 1}", fontsize=7, color=color)
+            ax.set_title(title, fontsize=7, color=color)
     for ax in axes.ravel():
         ax.set_xticks([])
         ax.set_yticks([])
     what = f"model {Path(model).name}" if model is not None else f"feature {feature or 'default'}"
-    fig.suptitle(f"rank lists — {Path(store).name}, {what}, trial {trial}", fontsize=9)
+    fig.suptitle(f"rank lists — {Path(store).name}, {what}, trial {trial}"
+                 + (" (unlabelled: distances, no correctness)" if data.correct is None
+                    else ""), fontsize=9)
     if data.missing:
         warnings.warn(missing_images_message(data.missing, images_root), stacklevel=2)
     data.figure = fig

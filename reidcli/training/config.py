@@ -8,6 +8,7 @@ from typing import Any
 
 from reidcli.device import AMP_CHOICES, CHANNELS_LAST_CHOICES
 from reidcli.errors import ParameterError
+from reidcli.models.backbone_names import BACKBONES
 from reidcli.naming import param
 from reidcli.params import NONE, SEED, Interval, Options, check_param
 
@@ -199,6 +200,7 @@ _FRACTION = Interval(float, 0, 1, closed="left")             # [0, 1)
 FIELD_CONSTRAINTS: dict[str, tuple] = {
     "max_images": (NONE, Interval(int, 1, None)),
     "subsample_seed": (SEED,),
+    "backbone": (Options(BACKBONES),),
     "last_stride": (Interval(int, 1, 2),),
     "parts": (Interval(int, 1, 64),),
     "reduced_dim": (Interval(int, 1, 65_536),),
@@ -274,6 +276,15 @@ def validate_config(cfg: TrainConfig) -> None:
                                      f"be {constraint.describe()}")
             items = [constraint.convert(v) for v in items]
             setattr(cfg, name, tuple(items) if isinstance(value, tuple) else items)
+    if cfg.method in ("bot", "dmgnet") and cfg.k < 2:
+        raise ParameterError("training", "k", cfg.k, "leaves the batch-hard triplet loss no "
+                             "positive pair (one image per identity)",
+                             f"use {param('k', 2)} or more")
+    if list(cfg.lr_steps) != sorted(set(cfg.lr_steps)):
+        raise ParameterError("training", "lr_steps", ",".join(map(str, cfg.lr_steps)),
+                             "is not increasing",
+                             f"give the epochs in order, e.g. "
+                             f"{param('lr_steps', ','.join(map(str, sorted(set(cfg.lr_steps)))))}")
     if cfg.method == "pcb" and cfg.input_size[0] // 16 < cfg.parts:
         raise ParameterError("training", "input_size",
                              f"{cfg.input_size[0]}x{cfg.input_size[1]}",

@@ -41,6 +41,7 @@ from reidcli.device import amp_dtype, autocast, resolve_device, use_channels_las
 from reidcli.errors import InputFileError, UsageError
 from reidcli.io import output_errors, write_json_atomic
 from reidcli.models.checkpoint import build_model, save_model
+from reidcli.models.fixed_order import fixed_order_convolutions
 from reidcli.models.weights import initialize_trunk
 from reidcli.naming import param
 from reidcli.progress import StepBar
@@ -347,7 +348,8 @@ def _train(cfg: TrainConfig, out: Path, run: RunDirectory | None, dist: _Distrib
     if cfg.max_iters:
         total_steps = min(total_steps, max(0, cfg.max_iters - iteration))
     try:
-        with StepBar(total_steps, f"train {cfg.method}", enabled=progress and dist.main) as bar:
+        with StepBar(total_steps, f"train {cfg.method}", enabled=progress and dist.main) as bar, \
+                fixed_order_convolutions(device):      # same bits on any CPU thread count
             for epoch in range(start_epoch, total_epochs):
                 idx = int(np.searchsorted(bounds, epoch, side="right") - 1)
                 phase = phases[idx]

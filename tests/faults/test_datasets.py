@@ -78,6 +78,8 @@ def test_sysu_default_draws_are_official_when_the_permutation_file_is_present(ca
     assert split.options["draws"] == "official" and "perm_sha1" in split.options
     code, out, err = reid_in_process("data", "check", "sysu", "--root", trees, capsys=capsys)
     assert code == 0 and "all_search_1shot_official" in " ".join(out.split()), err
+    with pytest.raises(UsageError, match="perm_file is given"):     # nor with perm_file
+        data.load("sysu", trees, seed=2, perm_file=folder / "exp" / "rand_perm_cam.mat")
     # a seed asks for the seeded draws: say so rather than silently ignore it
     assert_one_line_error_in_process(
         reid_in_process("data", "check", "sysu", "--root", trees, "--option", "seed=4",
@@ -176,6 +178,14 @@ def test_out_of_range_trial_exits_2(capsys, trees, dataset, trial):
 def test_single_split_datasets_refuse_other_trials(tiny_synthetic_root):
     with pytest.raises(ParameterError, match="trial=2 is outside the one trial"):
         data.load("synthetic", tiny_synthetic_root, name="tiny", trial=2)
+
+
+def test_trial_loader_option_that_is_not_an_integer(trees):
+    from reidcli.features.layout import dataset_layout
+
+    # `--option trial=abc` of extract/train gave a ValueError traceback
+    with pytest.raises(ParameterError, match="trial='abc' is not an integer"):
+        dataset_layout("regdb", trees, trial="abc", progress=False)
 
 
 # -- numbers at the edges --------------------------------------------------------------------

@@ -4,7 +4,9 @@ their test feature and normalisation; mismatches are one-line errors unless
 ``--allow-partial``; a partial ``--init`` warns."""
 from __future__ import annotations
 
+import inspect
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,13 +17,12 @@ from PIL import Image
 from reidcli.models.backbones import build_backbone
 from tests.faults.helpers import assert_one_line_error_in_process, reid_in_process
 from tests.models.test_foreign import (_bn, _stem_and_stages, fastreid_state, randomise,
-                                       reference_resnet, torchreid_state)
+                                       reference_resnet, shapes, torchreid_state)
 
 
 @pytest.fixture(scope="module")
 def trunks():
-    torch.manual_seed(1)
-    return {name: randomise(build_backbone(name).state_dict(), i)
+    return {name: randomise(shapes(name), i)
             for i, name in enumerate(("resnet50_ibn_a", "osnet_x0_25"))}
 
 
@@ -94,11 +95,27 @@ def test_fastreid_bot_r50_ibn_extracts_its_bnneck_features(trunks, micro_root, t
     assert record["load_report"]["missing"]["count"] == 0
 
 
-# Case: a torchreid OSNet checkpoint ({"state_dict": module.* keys}) gives its fc feature.
+# Case: a torchreid OSNet checkpoint ({"state_dict": module.* keys}) gives its fc feature,
+# from --dataset and (where the option exists) from --images DIR.
 def test_torchreid_osnet_extracts_its_fc_feature(trunks, micro_root, tmp_path, capsys):
     sd = torchreid_state(trunks, "osnet_x0_25", fc=512)
     path = tmp_path / "osnet_x0_25.pth.tar"
     torch.save({"state_dict": sd, "epoch": 150, "rank1": 0.9}, path)
+    s = {k[len("module."):]: v for k, v in sd.items()}
+    with torch.device("meta"):
+        trunk = build_backbone("osnet_x0_25").eval()
+    trunk.load_state_dict({k: v for k, v in s.items()
+                           if not k.startswith(("fc.", "classifier."))}, assign=True)
+
+    def reference(paths):
+        # torchreid: bilinear resize, /255, ImageNet mean/std
+        x = _images(paths, (256, 128), Image.BILINEAR) / 255
+        x = (x - torch.tensor([0.485, 0.456, 0.406]).view(1, 3, 1, 1)) / \
+            torch.tensor([0.229, 0.224, 0.225]).view(1, 3, 1, 1)
+        with torch.no_grad():
+            pool = trunk(x)[0].mean((2, 3))
+            return F.relu(_bn(F.linear(pool, s["fc.0.weight"], s["fc.0.bias"]), s, "fc.1."))
+
     out = tmp_path / "osnet.h5"
     code, _, err = reid_in_process("extract", "--model", path, *_data(micro_root), "--out",
                                    out, capsys=capsys)
@@ -106,18 +123,18 @@ def test_torchreid_osnet_extracts_its_fc_feature(trunks, micro_root, tmp_path, c
     assert "torchreid osnet_x0_25 (recognised from its keys)" in err
     paths, feats, prov, info = _store(out)
     assert list(feats) == ["embed"] and info["embed"]["metric"] == "euclidean"
-    s = {k[len("module."):]: v for k, v in sd.items()}
-    trunk = build_backbone("osnet_x0_25").eval()
-    trunk.load_state_dict({k: v for k, v in s.items()
-                           if not k.startswith(("fc.", "classifier."))})
-    # torchreid: bilinear resize, /255, ImageNet mean/std
-    x = _images(paths, (256, 128), Image.BILINEAR) / 255
-    x = (x - torch.tensor([0.485, 0.456, 0.406]).view(1, 3, 1, 1)) / \
-        torch.tensor([0.229, 0.224, 0.225]).view(1, 3, 1, 1)
-    with torch.no_grad():
-        pool = trunk(x)[0].mean((2, 3))
-        want = F.relu(_bn(F.linear(pool, s["fc.0.weight"], s["fc.0.bias"]), s, "fc.1."))
-    _close(feats["embed"], want)
+    _close(feats["embed"], reference(paths))
+    from reidcli.cli.extract import extract as extract_command
+
+    if "images" in inspect.signature(extract_command).parameters:
+        folder = Path(paths[0]).parent
+        code, _, err = reid_in_process("extract", "--model", path, "--images", folder,
+                                       "--device", "cpu", "--out", tmp_path / "folder.h5",
+                                       capsys=capsys)
+        assert code == 0, err
+        paths, feats, _, _ = _store(tmp_path / "folder.h5")
+        assert paths and all(Path(p).parent == folder for p in paths)
+        _close(feats["embed"], reference(paths))
 
 
 # Case: a mismatch beyond the known heads (a trunk tensor missing, one unexpected) is a

@@ -57,6 +57,12 @@ DATA = ["--dataset", "synthetic", "--option", "name=tiny", "--preset", "tiny"]
     ("dmgnet", ["--ids-per-batch", "1"], ["--ids-per-batch 1"]),
     ("dgvae", ["--ids-per-batch", "1"], ["--ids-per-batch 1"]),
     ("bot", ["--input-size", "1x1"], ["--input-size", "1x1", "16"]),
+    ("bot", ["--input-size", "abc"], ["--input-size 'abc'", "HxW"]),
+    ("bot", ["--input-size", "0x128"], ["--input-size '0x128'"]),
+    # one image per identity: no positive pair for the batch-hard triplet
+    ("bot", ["--images-per-id", "1"], ["--images-per-id 1", "positive"]),
+    # LR steps out of order were used as given
+    ("bot", ["--lr-steps", "70,40"], ["--lr-steps '70,40'", "increasing", "40,70"]),
     ("dgvae", ["--input-size", "8x4"], ["--input-size", "8x4"]),
 ])
 def test_edge_values_are_refused_up_front(capsys, tmp_path, method, args, needles):

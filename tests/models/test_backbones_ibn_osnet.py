@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from reidcli.errors import ParameterError, UsageError
+from reidcli.errors import InputFileError, ParameterError, UsageError
 from reidcli.models.backbones import BACKBONES, TAP_CHANNELS, TAPS, build_backbone
 from reidcli.models.bot import BoT
 from reidcli.models.osnet import OSNetHead
@@ -167,7 +167,7 @@ def test_osnet_head_is_torchreids_fc():
     head = OSNetHead(128).eval()
     assert [type(m).__name__ for m in head.fc] == ["Linear", "BatchNorm1d", "ReLU"]
     assert abs(float(head.fc[0].weight.detach().std()) - 0.01) < 0.001
-    assert float(head.fc[0].bias.abs().max()) == 0.0
+    assert float(head.fc[0].bias.detach().abs().max()) == 0.0
     t = torch.randn(3, 128, 4, 2)
     v = head(t)
     manual = torch.relu(head.fc[1](head.fc[0](t.mean(dim=(2, 3)))))
@@ -198,7 +198,7 @@ def test_init_imagenet_is_refused_and_a_path_loads_key_for_key(tmp_path):
                                                 *REFERENCE["osnet_x0_25"]["head"]])
     assert all(torch.equal(a, b) for a, b in zip(trunk.state_dict().values(),
                                                  source.state_dict().values()))
-    with pytest.raises(Exception, match="none of its"):       # a ResNet file does not fit
+    with pytest.raises(InputFileError, match="none of its"):       # a ResNet file does not fit
         load_trunk_state(trunk, {"layer1.0.conv1.weight": torch.zeros(64, 64, 1, 1)}, "x")
 
 

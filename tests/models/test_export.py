@@ -242,3 +242,45 @@ def test_missing_onnx_package_names_the_extra(model_files, tmp_path, monkeypatch
                                          r"pip install 'reidcli\[export\]'"):
         ex.export_onnx(model_files["bot"], tmp_path / "m.onnx")
     assert list(tmp_path.iterdir()) == []
+
+
+
+def foreign_file(folder, name: str):
+    """A torchreid OSNet x0.25 (fc 512) or a fast-reid BoT R50-ibn checkpoint, generated with
+    the toolkits' key names by tests/models/test_foreign.py's helpers."""
+    from reidcli.models.backbones import build_backbone
+    from tests.models.test_foreign import fastreid_state, randomise, torchreid_state
+
+    torch.manual_seed(0)
+    trunk = "osnet_x0_25" if "osnet" in name else "resnet50_ibn_a"
+    trunks = {trunk: randomise(build_backbone(trunk).state_dict(), 0)}
+    if "osnet" in name:
+        path, payload = folder / "osnet.pth", {
+            "state_dict": torchreid_state(trunks, trunk, fc=512), "epoch": 3}
+    else:
+        path, payload = folder / "model_final.pth", {
+            "model": fastreid_state(trunks, ibn=True), "iteration": 10}
+    torch.save(payload, path)
+    return path
+
+
+FOREIGN = {"torchreid-osnet_x0_25": ("embed", 512), "fastreid-bot-r50-ibn": ("bnneck", 2048)}
+
+
+@pytest.mark.slow          # full ResNet-50-IBN / OSNet graphs: tens of seconds to export on CPU
+@pytest.mark.parametrize("name", FOREIGN)
+@pytest.mark.parametrize("fmt", ["onnx", "torchscript"])
+def test_foreign_models_export_and_pass_parity(tmp_path, name, fmt):
+    """Issue 31's done-when at a small input (64×32); the full-size `reid export onnx` runs
+    are in tests/cli/test_export_cli.py (slow too)."""
+    if fmt == "onnx":
+        pytest.importorskip("onnxruntime")
+    loaded = load_model(foreign_file(tmp_path, name))
+    assert loaded.spec.foreign["name"] == name
+    loaded.spec.input_size = (64, 32)
+    result = ex.export_model(loaded, tmp_path / "m.out", fmt)
+    record = result.record
+    assert [(o["name"], o["dim"]) for o in record["outputs"]] == [FOREIGN[name]]
+    assert record["parity"]["max_abs_diff"] <= (1e-4 if fmt == "onnx" else 1e-6)
+    assert record["source"]["kind"] == "foreign" and record["input_size"] == [64, 32]
+    assert record["mean"] == list(loaded.spec.foreign["mean"])

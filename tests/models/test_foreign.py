@@ -14,13 +14,20 @@ from reidcli.models.checkpoint import load_model
 from reidcli.models.foreign_arch import RECIPES, recognise
 
 
+def shapes(trunk: str) -> dict:
+    """The state dict of a reidcli trunk (the toolkits' module names) on the meta device:
+    names, shapes and dtypes only, nothing initialised."""
+    with torch.device("meta"):
+        return build_backbone(trunk).state_dict()
+
+
 def randomise(state: dict, seed: int = 0) -> dict:
-    """Random values (BN variances positive, step counters kept) for every float tensor."""
+    """Random values (BN variances positive, step counters 7) for every tensor."""
     g = torch.Generator().manual_seed(seed)
     out = {}
     for key, value in state.items():
         if not value.is_floating_point():
-            out[key] = value.clone()
+            out[key] = torch.full(value.shape, 7, dtype=value.dtype)
         elif key.endswith("running_var"):
             out[key] = torch.rand(value.shape, generator=g) + 0.5
         elif key.endswith("weight") and value.ndim == 1:            # BN / IN γ
@@ -55,16 +62,16 @@ def nonlocal_keys(prefix: str, c: int, seed: int) -> dict:
 @pytest.fixture(scope="module")
 def trunks():
     """Randomised trunk state dicts (reidcli trunks use the toolkits' module names)."""
-    torch.manual_seed(0)
-    return {name: randomise(build_backbone(name).state_dict(), i)
+    return {name: randomise(shapes(name), i)
             for i, name in enumerate(("resnet50", "resnet50_ibn_a", "osnet_x0_25",
                                       "osnet_x1_0", "osnet_ibn_x1_0"))}
 
 
-def fastreid_state(trunks, ibn=False, nl=False, gem_p=None, classes=5, pixel=False):
+def fastreid_state(trunks, ibn=False, nl=False, gem_p=None, classes=5, pixel=False, embed=0):
     """fast-reid Baseline state dict: ``backbone.*``, ``heads.pool_layer.p``,
     ``heads.bottleneck.0.*`` (BNNeck), ``heads.weight`` [K, 2048]; before v1.0 also
-    ``pixel_mean``/``pixel_std`` [1, 3, 1, 1] in 0–255 units."""
+    ``pixel_mean``/``pixel_std`` [1, 3, 1, 1] in 0–255 units. ``embed`` > 0: EMBEDDING_DIM,
+    ``heads.bottleneck.0.weight`` [d, 2048, 1, 1] (1×1 conv) and the BN at ``.1``."""
     sd = {f"backbone.{k}": v for k, v in trunks["resnet50_ibn_a" if ibn else "resnet50"].items()}
     if nl:
         for stage, c, n in ((2, 512, 2), (3, 1024, 3)):
@@ -72,8 +79,10 @@ def fastreid_state(trunks, ibn=False, nl=False, gem_p=None, classes=5, pixel=Fal
                 sd.update(nonlocal_keys(f"backbone.NL_{stage}.{i}.", c, 10 * stage + i))
     if gem_p is not None:
         sd["heads.pool_layer.p"] = torch.tensor([gem_p])
-    sd.update(bn("heads.bottleneck.0.", 2048, 3))
-    sd["heads.weight"] = 0.1 * torch.randn(classes, 2048)
+    if embed:
+        sd["heads.bottleneck.0.weight"] = torch.randn(embed, 2048, 1, 1) / 2048 ** 0.5
+    sd.update(bn(f"heads.bottleneck.{int(bool(embed))}.", embed or 2048, 3))
+    sd["heads.weight"] = 0.1 * torch.randn(classes, embed or 2048)
     if pixel:
         sd["pixel_mean"] = torch.tensor([120.0, 110.0, 100.0]).view(1, 3, 1, 1)
         sd["pixel_std"] = torch.tensor([60.0, 55.0, 50.0]).view(1, 3, 1, 1)
@@ -162,9 +171,11 @@ def test_recognised_from_keys_and_shapes(trunks, name, make):
 # --- the same model written out by hand -------------------------------------------------
 
 def _stem_and_stages(trunk_name, state, prefix, last_stride, fastreid_stem):
-    ref = build_backbone(trunk_name, last_stride)
+    with torch.device("meta"):
+        ref = build_backbone(trunk_name, last_stride)
     ref.load_state_dict({k[len(prefix):]: v for k, v in state.items() if k.startswith(prefix)
-                         and not k[len(prefix):].startswith(("fc.", "NL_", "classifier."))})
+                         and not k[len(prefix):].startswith(("fc.", "NL_", "classifier."))},
+                        assign=True)
     if fastreid_stem:
         ref.maxpool = nn.MaxPool2d(3, 2, padding=0, ceil_mode=True)
     return ref.eval()
@@ -226,19 +237,22 @@ def test_fastreid_sbs_r50_ibn_matches_the_hand_written_model(trunks, tmp_path):
         assert torch.allclose(loaded.logits(x)[0], logits, atol=1e-4)
 
 
-@pytest.mark.parametrize("kind", ["torchreid-resnet50_fc512", "layumi-ft_net", "rsb-before"])
+@pytest.mark.parametrize("kind", ["torchreid-resnet50_fc512", "layumi-ft_net", "rsb-before",
+                                  "fastreid-embedding"])
 def test_resnet_heads_match_the_hand_written_model(trunks, tmp_path, kind):
     x = torch.randn(2, 3, 64, 32)
     if kind == "torchreid-resnet50_fc512":
         sd, prefix, stride, arch = torchreid_state(trunks, fc=512), "module.", 1, None
     elif kind == "layumi-ft_net":
         sd, prefix, stride, arch = layumi_state(trunks), "model.", 2, None
-    else:
+    elif kind == "rsb-before":
         sd, prefix, stride, arch = rsb_state(trunks), "base.", 1, "rsb-r50-before"
+    else:
+        sd, prefix, stride, arch = fastreid_state(trunks, embed=256), "backbone.", 1, None
     path = tmp_path / "net.pth"
     torch.save({"state_dict": sd, "epoch": 3} if prefix == "module." else sd, path)
     loaded, got = _features(path, x, arch=arch)
-    ref = _stem_and_stages("resnet50", sd, prefix, stride, False)
+    ref = _stem_and_stages("resnet50", sd, prefix, stride, kind == "fastreid-embedding")
     with torch.no_grad():
         pool = reference_resnet(x, ref, sd, prefix).mean((2, 3))
         if kind == "torchreid-resnet50_fc512":
@@ -249,8 +263,11 @@ def test_resnet_heads_match_the_hand_written_model(trunks, tmp_path, kind):
             lin = F.linear(pool, sd["classifier.add_block.0.weight"],
                            sd["classifier.add_block.0.bias"])
             want = {"embed": _bn(lin, sd, "classifier.add_block.1.")}
-        else:
+        elif kind == "rsb-before":
             want = {"bnneck": _bn(pool, sd, "bottleneck.")}
+        else:                                       # 1×1 conv on [N, C, 1, 1] = linear
+            conv = F.linear(pool, sd["heads.bottleneck.0.weight"].flatten(1))
+            want = {"bnneck": _bn(conv, sd, "heads.bottleneck.1.")}
     want["pool5"] = pool
     assert loaded.feature_names[0] == ("pool5" if arch else next(iter(want)))
     for name, value in want.items():
