@@ -180,11 +180,11 @@ def register_info(name: str, *, stage: str, paper: str, summary: str,
 
 
 # -- discovery ---------------------------------------------------------------------------------
-def _import(module: str, what: str = "method module") -> None:
+def _import(module: str) -> None:
     try:
         importlib.import_module(module)
     except Exception as exc:   # any failure of a method module is reported as its own
-        raise MethodRegistryError(f"{what} {module} failed to import "
+        raise MethodRegistryError(f"method module {module} failed to import "
                                   f"({type(exc).__name__}: {exc})",
                                   "fix or remove that module (--debug shows the traceback)"
                                   ) from exc
@@ -224,7 +224,7 @@ def load_plugins() -> None:
         if module not in _DISCOVERED:
             _DISCOVERED.add(module)          # first: a plugin may use the registries itself
             try:
-                _import(module, "plugin module")
+                _import(module)
             except BaseException:
                 _DISCOVERED.discard(module)
                 raise

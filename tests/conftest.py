@@ -8,6 +8,9 @@ from pathlib import Path
 # recipes) unless the caller chose a number: on a busy 2-core machine spinning OpenMP threads
 # made work many times slower (a 1 s fit-pooling trial took 30 s).
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+# Idle OpenMP workers sleep instead of spinning (as `reid` itself sets): tests that ask for 2
+# threads (tests/faults/test_threads.py) stay fast on a loaded machine.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import pytest
 

@@ -95,15 +95,18 @@ class BackboneRunner:
 
     def forward(self, images: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor]]:
         from reidcli.models.checkpoint import model_features, model_logits
+        from reidcli.models.fixed_order import fixed_order_convolutions
 
         x = images.to(self.loaded.device, non_blocking=True)
         if self.channels_last:
             x = x.contiguous(memory_format=torch.channels_last)
-        out = self.loaded.module(x)
+        # torch's native convolutions on the CPU: oneDNN's results change with the thread count
+        with fixed_order_convolutions(self.loaded.device):
+            out = self.loaded.module(x)
+            flipped = self.loaded.module(torch.flip(x, dims=[3])) if self.flip else None
         feats = model_features(self.loaded.kind, out)[self.feature].float()
         logits = model_logits(self.loaded.kind, out)
-        if self.flip:
-            flipped = self.loaded.module(torch.flip(x, dims=[3]))
+        if flipped is not None:
             feats = (feats + model_features(self.loaded.kind, flipped)[self.feature].float()) / 2
         return feats, logits
 

@@ -179,11 +179,12 @@ class AdaptConfig:
         """A copy with the method defaults filled in and every value validated."""
         method, mode = canonical_method(self.method, self.mode)
         defaults = method_defaults(method)
+        unset = lambda v: v is None or (isinstance(v, str) and v.strip().lower() == "none")
         cfg = dataclasses.replace(
             self, method=method, mode=mode,
-            batch_size=defaults["batch_size"] if self.batch_size is None else self.batch_size,
-            lr=defaults["lr"] if self.lr is None else self.lr,
-            bn_mode=defaults["bn_mode"] if self.bn_mode is None else self.bn_mode)
+            batch_size=defaults["batch_size"] if unset(self.batch_size) else self.batch_size,
+            lr=defaults["lr"] if unset(self.lr) else self.lr,
+            bn_mode=defaults["bn_mode"] if unset(self.bn_mode) else self.bn_mode)
         cfg = dataclasses.replace(cfg, **cfg._checked_values())
         cfg._validate()
         return cfg

@@ -11,7 +11,6 @@ recomputed after the last update (``"post"``).
 """
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import time
 from typing import Callable, Sequence
@@ -135,10 +134,7 @@ def run_loop(adapter: Adapter, plan: BatchPlan, *, selected: np.ndarray,
     image_iter = iter(images) if images is not None else None
     started = time.perf_counter()
     opt = None
-    # a model's convolutions in torch's native kernels: oneDNN's results change with the
-    # number of CPU threads (reidcli.models.fixed_order)
-    fixed = fixed_order_convolutions(device) if images is not None else contextlib.nullcontext()
-    with StepBar(len(plan), "adapting", enabled=progress) as bar, fixed:
+    with StepBar(len(plan), "adapting", enabled=progress) as bar:
         for b in track(range(len(plan)), total=len(plan), description="adapting",
                        unit="batches", enabled=progress and not bar.on):
             q_pos = selected[plan.query_pos[b]]
@@ -157,7 +153,8 @@ def run_loop(adapter: Adapter, plan: BatchPlan, *, selected: np.ndarray,
                 if t == steps - 1 and emit == "pre":
                     out[plan.query_pos[b]] = emitted.float().cpu().numpy()
                 opt.zero_grad(set_to_none=True)
-                loss.backward()
+                with fixed_order_convolutions(device):     # a model's convolution gradients:
+                    loss.backward()                         # the same on any CPU thread count
                 opt.step()
                 adapter.after_step()
                 losses[b, t] = float(loss.detach())

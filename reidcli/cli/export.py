@@ -28,6 +28,10 @@ TOLERANCE = typer.Option(1e-4, "--tolerance", help="Largest max |Δ| the parity 
 NORMALIZATION = typer.Option(False, "--include-normalization", help="Bake mean/std into the "
                              "graph: inputs are 0–1 RGB.")
 FORCE = typer.Option(False, "--force", help="Overwrite FILE and FILE.json.")
+ARCH = typer.Option(None, "--arch", help="The architecture of a foreign checkpoint when its "
+                    "keys do not tell (docs/models.md lists them).")
+ALLOW_PARTIAL = typer.Option(False, "--allow-partial", help="Load a foreign checkpoint with "
+                             "missing or unexpected tensors anyway (warns).")
 
 
 def _names(values: Optional[List[str]]) -> list[str]:
@@ -35,7 +39,8 @@ def _names(values: Optional[List[str]]) -> list[str]:
 
 
 def _run(fmt: str, model: Path, out: Path, feature, opset, tolerance: float,
-         include_normalization: bool, force: bool) -> None:
+         include_normalization: bool, force: bool, arch: Optional[str],
+         allow_partial: bool) -> None:
     from reidcli.cli.context import invoked_command, set_flag_names
 
     set_flag_names({"model": "MODEL"})
@@ -45,7 +50,8 @@ def _run(fmt: str, model: Path, out: Path, feature, opset, tolerance: float,
         require_onnx()                  # before the model loads: the one-line hint first
     result = export_model(model, out, fmt, features=_names(feature) or None, opset=opset,
                           tolerance=tolerance, include_normalization=include_normalization,
-                          force=force, command=invoked_command())
+                          force=force, command=invoked_command(), arch=arch,
+                          allow_partial=allow_partial)
     record = result.record
     outputs = ", ".join(f"{o['name']} [N, {o['dim']}]" for o in record["outputs"])
     inputs = ", ".join(i["name"] for i in record["inputs"])
@@ -62,15 +68,18 @@ def onnx(model: Path = MODEL, out: Path = OUT, feature: Optional[List[str]] = FE
          opset: Optional[int] = typer.Option(None, "--opset", help="ONNX opset (default: "
                                              "the exporter's)."),
          tolerance: float = TOLERANCE, include_normalization: bool = NORMALIZATION,
-         force: bool = FORCE) -> None:
-    """ONNX (torch.export-based exporter; checked with onnxruntime on CPU). Needs
-    pip install 'reidcli[export]'."""
-    _run("onnx", model, out, feature, opset, tolerance, include_normalization, force)
+         force: bool = FORCE, arch: Optional[str] = ARCH,
+         allow_partial: bool = ALLOW_PARTIAL) -> None:
+    """ONNX via torch.export, checked in onnxruntime (needs the export extra)."""
+    _run("onnx", model, out, feature, opset, tolerance, include_normalization, force, arch,
+         allow_partial)
 
 
 @app.command("torchscript")
 def torchscript(model: Path = MODEL, out: Path = OUT, feature: Optional[List[str]] = FEATURE,
                 tolerance: float = TOLERANCE, include_normalization: bool = NORMALIZATION,
-                force: bool = FORCE) -> None:
-    """TorchScript (torch.jit.trace; checked by loading it back with torch.jit.load)."""
-    _run("torchscript", model, out, feature, None, tolerance, include_normalization, force)
+                force: bool = FORCE, arch: Optional[str] = ARCH,
+                allow_partial: bool = ALLOW_PARTIAL) -> None:
+    """TorchScript via torch.jit.trace, checked by loading it back."""
+    _run("torchscript", model, out, feature, None, tolerance, include_normalization, force,
+         arch, allow_partial)

@@ -37,8 +37,10 @@ def extract(
                                                  "(2580-d), lomo (26960-d), bow (Market-1501 "
                                                  "Bag-of-Words, 5600-d); with --model: "
                                                  "pcb_g,pcb_h (PCB), rpp_g,rpp_h (PCB+RPP) "
-                                                 "bnneck,pool5 (BoT) or "
-                                                 "dgvae_idi,dgvae_iai (DG-VAE)."),
+                                                 "bnneck,pool5 (BoT), "
+                                                 "dgvae_idi,dgvae_iai (DG-VAE); a foreign "
+                                                 "checkpoint's embed, bnneck or pool5 "
+                                                 "(default: its toolkit's test feature)."),
     maps: Optional[List[str]] = typer.Option(None, "--maps", help="Maps to store as "
                                              "/convmaps: color-grid; with --model: "
                                              "conv2_x,conv3_x,conv4_x,conv5_x."),
@@ -53,7 +55,8 @@ def extract(
                                        "docs/models.md lists them)."),
     allow_partial: bool = typer.Option(False, "--allow-partial", help="--model: load a "
                                        "foreign checkpoint with missing or unexpected "
-                                       "tensors anyway (warns; missing ones stay random)."),
+                                       "tensors anyway (warns; missing ones keep their "
+                                       "initial values)."),
     map_size: str = typer.Option("24x8", "--map-size", help="--model maps: pooled HxW."),
     flip: bool = typer.Option(False, "--flip", help="--model: average each embedding with "
                               "the mirrored image's."),

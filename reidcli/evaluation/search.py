@@ -82,11 +82,24 @@ def topk_smallest(block, k: int, backend=None) -> tuple[np.ndarray, np.ndarray]:
         import torch
 
         values, pos = torch.topk(block, k, dim=1, largest=False, sorted=False)
+        kth = values.max(dim=1).values[:, None]
+        # a tie across the k-th place: those rows (rare) take the lowest columns of the tie
+        bad = torch.nonzero((block == kth).sum(dim=1) > (values == kth).sum(dim=1)).flatten()
+        if len(bad):
+            tied_values, tied_pos = torch.sort(block[bad], dim=1, stable=True)
+            values[bad], pos[bad] = tied_values[:, :k], tied_pos[:, :k]
         values, pos = backend.to_numpy(values), backend.to_numpy(pos).astype(np.int64)
     else:
         block = np.asarray(block)
-        pos = np.argpartition(block, k - 1, axis=1)[:, :k] if k < block.shape[1] else \
-            np.broadcast_to(np.arange(block.shape[1]), block.shape).copy()
+        if k < block.shape[1]:
+            pos = np.argpartition(block, k - 1, axis=1)[:, :k]
+            values = np.take_along_axis(block, pos, axis=1)
+            kth = values.max(axis=1)[:, None]
+            bad = np.flatnonzero((block == kth).sum(axis=1) > (values == kth).sum(axis=1))
+            if len(bad):                         # as above: the lowest columns of the tie
+                pos[bad] = np.argsort(block[bad], axis=1, kind="stable")[:, :k]
+        else:
+            pos = np.broadcast_to(np.arange(block.shape[1]), block.shape).copy()
         values = np.take_along_axis(block, pos, axis=1)
     order = np.lexsort((pos, values), axis=1)
     return np.take_along_axis(pos, order, axis=1), np.take_along_axis(values, order, axis=1)

@@ -311,6 +311,17 @@ def image_records(images: str | os.PathLike | None = None,
     return frame, where
 
 
+@dataclasses.dataclass
+class ImageLayout(StoreLayout):
+    """A :class:`StoreLayout` whose input, hashed into the store's provenance, is the one
+    folder or list given — never the folder above two given folders (it may be ``/``)."""
+
+    given: tuple[str, ...] = ()
+
+    def image_folder(self) -> str | None:
+        return self.given[0] if len(self.given) == 1 else None
+
+
 def image_layout(images: str | os.PathLike | None = None,
                  query_images: str | os.PathLike | None = None,
                  images_list: str | os.PathLike | None = None, *,
@@ -327,7 +338,12 @@ def image_layout(images: str | os.PathLike | None = None,
                          options={"source": where})
     layout = layout_from_splits(DATASET, [split])
     layout.options["trials"] = [0]
-    return layout
+    given = tuple(where[k] for k in ("images", "query_images", "images_list") if k in where)
+    if len(given) > 1:                      # recorded here, as the provenance would one input
+        from reidcli.provenance import sha256_listing
+        where["listing_sha256"] = {p: sha256_listing(p) for p in given}
+    return ImageLayout(**{f.name: getattr(layout, f.name)
+                          for f in dataclasses.fields(StoreLayout)}, given=given)
 
 
 def split_counts(layout: StoreLayout) -> str:

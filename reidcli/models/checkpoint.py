@@ -405,5 +405,5 @@ def load_model(path: str | os.PathLike, device: str | torch.device = "cpu",
 
 __all__ = ["ModelSpec", "LoadedModel", "build_model", "save_model", "load_model",
            "read_model_file", "resolve_model_file", "feature_dims", "feature_family",
-           "model_features", "model_logits", "feature_metric", "KINDS", "FEATURES", "DEFAULT_FEATURES",
-           "FEATURE_METRICS", "MODEL_FORMAT", "plain"]
+           "model_features", "model_logits", "feature_metric", "KINDS", "FEATURES",
+           "DEFAULT_FEATURES", "FEATURE_METRICS", "MODEL_FORMAT", "plain"]

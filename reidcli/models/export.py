@@ -456,8 +456,8 @@ def _on_cpu(loaded):
 def export_model(model, path: str | os.PathLike, fmt: str = "onnx", *,
                  features: Sequence[str] | None = None, opset: int | None = None,
                  tolerance: float = DEFAULT_TOLERANCE, include_normalization: bool = False,
-                 force: bool = False, command: Sequence[str] | str | None = None
-                 ) -> ExportResult:
+                 force: bool = False, command: Sequence[str] | str | None = None,
+                 arch: str | None = None, allow_partial: bool = False) -> ExportResult:
     """Export ``model`` (a :class:`~reidcli.models.checkpoint.LoadedModel`, or a run
     directory / model file to load) to ``path`` as ``fmt`` ("onnx" | "torchscript") and its
     description to ``<path>.json``.
@@ -465,8 +465,9 @@ def export_model(model, path: str | os.PathLike, fmt: str = "onnx", *,
     ``features``: store features to output (default: the store's default feature);
     ``opset``: ONNX opset (default: the exporter's); ``tolerance``: the largest max |Δ| the
     parity check accepts; ``include_normalization``: the graph takes 0–1 RGB and normalises
-    itself. Both files are written atomically; an existing one needs ``force``; a failing
-    parity check writes nothing."""
+    itself; ``arch``/``allow_partial``: how a foreign checkpoint path loads
+    (:func:`~reidcli.models.checkpoint.load_model`). Both files are written atomically; an
+    existing one needs ``force``; a failing parity check writes nothing."""
     fmt = _check_format(fmt)
     tolerance = check_param(OWNER, "tolerance", tolerance, Interval(float, 0, None))
     if opset is not None:
@@ -481,7 +482,8 @@ def export_model(model, path: str | os.PathLike, fmt: str = "onnx", *,
     path, sidecar = Path(path), sidecar_path(path)
     check_output(path, force=force, option="out", inputs=[source])
     check_output(sidecar, force=force, option="out", inputs=[source])
-    loaded = _on_cpu(model if hasattr(model, "features") else load_model(source, device="cpu"))
+    loaded = _on_cpu(model if hasattr(model, "features") else
+                     load_model(source, device="cpu", arch=arch, allow_partial=allow_partial))
     names = resolve_features(loaded, features)
     mean, std, interpolation = _test_transform(loaded)
     graph = FeatureGraph(loaded, names, include_normalization, mean, std,

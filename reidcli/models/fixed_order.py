@@ -1,8 +1,8 @@
 """Model numerics whose result does not depend on the number of CPU threads.
 
 The project promises the same bytes for the same seed on the CPU whatever the thread count
-(README). Two of torch's CPU kernels split a reduction by thread, so their last bits change
-with the count (measured with torch 2.14, MKL-DNN 3.12):
+(README). Some of torch's CPU kernels split a reduction by thread, so their last bits change
+with the count (measured with torch 2.14, MKL 2024.2, MKL-DNN 3.12):
 
 * BatchNorm1d on an [N, C] input: the kernel treats it as channels-last and sums the rows in
   one slice per thread, then adds the slices — the batch statistics, the output and the
@@ -19,8 +19,8 @@ with the count (measured with torch 2.14, MKL-DNN 3.12):
 * MKL's GEMM picks its kernels by the slice of the matrix each thread gets: the gradient of
   a classifier ``[N, K] @ [K, C]`` with 9 rows differed. :class:`Linear` runs the forward and
   backward GEMMs of a 2-D input on one thread when gradients are recorded (the classifier
-  GEMMs are a small part of a step), and so does :func:`linear` (TEMP's similarities);
-  without gradients they run unchanged.
+  GEMMs are a small part of a step), and so does :func:`linear` (TEMP's similarities, the
+  triplet loss's distances); without gradients they run unchanged.
 """
 from __future__ import annotations
 

@@ -84,17 +84,33 @@ class ForeignOutput:
     t: torch.Tensor
 
 
+class _StageWithNonLocal(nn.Sequential):
+    """A trunk stage (same blocks, same ``layerK.i.*`` keys) that runs ``blocks[j]`` after
+    its block ``first + j``: [N, C, H, W] → [N, C', H', W']. The non-local blocks are
+    registered on the trunk (``NL_K``, fast-reid's keys), not here."""
+
+    def __init__(self, stage: nn.Sequential, blocks: nn.ModuleList):
+        super().__init__(*stage)
+        object.__setattr__(self, "_nonlocal", blocks)     # not a child: keys stay NL_K.*
+        self.first = len(stage) - len(blocks)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for i, block in enumerate(self):
+            x = block(x)
+            if i >= self.first:
+                x = self._nonlocal[i - self.first](x)
+        return x
+
+
 def _attach_nonlocal(trunk: nn.Module, blocks: Mapping[str, int], inner: int) -> None:
-    """fast-reid's ``NL_2``/``NL_3`` … on ``trunk``: ``count`` blocks after the last
-    ``count`` bottlenecks of the stage, run by forward hooks (the trunk's keys stay
-    ``layerK.*``; the blocks' are ``NL_K.i.*`` as in fast-reid)."""
+    """fast-reid's ``NL_2``/``NL_3`` … on ``trunk``: ``count`` non-local blocks after the
+    last ``count`` bottlenecks of each stage ``layerK``."""
     for stage, count in blocks.items():
         layer = getattr(trunk, stage)
         width = [m for m in layer[-1].modules() if isinstance(m, nn.Conv2d)][-1].out_channels
-        blocks_nl = nn.ModuleList([NonLocal(width, inner) for _ in range(int(count))])
-        setattr(trunk, f"NL_{int(stage[-1])}", blocks_nl)
-        for nl, index in zip(blocks_nl, range(len(layer) - int(count), len(layer))):
-            layer[index].register_forward_hook(lambda _m, _i, out, nl=nl: nl(out))
+        nl = nn.ModuleList([NonLocal(width, inner) for _ in range(int(count))])
+        setattr(trunk, f"NL_{int(stage[-1])}", nl)
+        setattr(trunk, stage, _StageWithNonLocal(layer, nl))
 
 
 class ForeignModel(nn.Module):
@@ -201,7 +217,8 @@ class ForeignLoadReport:
         if self.problems():
             text += "; " + self.problems()
         if self.extras:
-            text += f"; {len(self.extras)} not used ({', '.join(self.extras[:SHOWN])})"
+            shown = ", ".join(self.extras[:SHOWN]) + (", …" if len(self.extras) > SHOWN else "")
+            text += f"; {len(self.extras)} outside the model ({shown})"
         return text
 
     def as_dict(self) -> dict[str, Any]:
@@ -210,7 +227,7 @@ class ForeignLoadReport:
                 "loaded": len(self.loaded),
                 **{k: {"count": len(v), "keys": v[:20]} for k, v in (
                     ("missing", self.missing), ("unexpected", self.unexpected),
-                    ("mismatched", self.mismatched), ("not_used", self.extras))}}
+                    ("mismatched", self.mismatched), ("outside_model", self.extras))}}
 
 
 def _fits(value: torch.Tensor, target: torch.Tensor) -> torch.Tensor | None:

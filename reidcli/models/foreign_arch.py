@@ -308,6 +308,10 @@ def _fastreid_sizes(arch: ForeignArch, state) -> None:
     first = state.get("heads.bottleneck.0.weight")
     if first is not None and first.ndim == 4:                  # EMBEDDING_DIM > 0
         arch.embed, arch.embed_dim = "conv", int(first.shape[0])
+    bn_key = f"heads.bottleneck.{1 if arch.embed != 'none' else 0}.running_mean"
+    if bn_key not in state and any(k.startswith("heads.") for k in state):
+        # WITH_BNNECK False: the eval output is the pooled (or embedded) feature
+        arch.neck, arch.family = False, "embed" if arch.embed != "none" else "pool5"
     p = state.get("heads.pool_layer.p")
     if p is not None and arch.pool == "gem-p" and p.numel() == 1:
         arch.gem_p = float(p.reshape(-1)[0])
@@ -393,5 +397,6 @@ def check_arch_name(name: str) -> str:
 
 
 __all__ = ["ForeignArch", "RECIPES", "ARCH_NAMES", "FAMILY_FEATURES", "recognise",
-           "build_arch", "own_key", "foreign_key", "key_prefixes", "known_extra", "strip_module", "check_arch_name",
+           "build_arch", "own_key", "foreign_key", "key_prefixes", "known_extra",
+           "strip_module", "check_arch_name",
            "looks_like_imagenet_resnet", "arch_choices", "IMAGENET_MEAN", "IMAGENET_STD"]

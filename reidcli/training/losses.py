@@ -7,6 +7,8 @@ from typing import Sequence
 import torch
 import torch.nn.functional as F
 
+from reidcli.models.fixed_order import linear
+
 
 def _at_least_fp32(x: torch.Tensor) -> torch.Tensor:
     """fp16/bf16 (AMP) → fp32; fp32 and fp64 unchanged (float64 gradient checks)."""
@@ -32,7 +34,7 @@ def pairwise_euclidean(x: torch.Tensor) -> torch.Tensor:
     """[B, d] → [B, B] sqrt(clamp(|a|²+|b|²−2a·b, 1e-12)) (finite gradient at 0)."""
     x = _at_least_fp32(x)
     sq = (x * x).sum(dim=1)
-    d2 = sq[:, None] + sq[None, :] - 2.0 * x @ x.t()
+    d2 = sq[:, None] + sq[None, :] - 2.0 * linear(x, x)     # one-thread GEMM (fixed_order.py)
     return d2.clamp_min(1e-12).sqrt()
 
 

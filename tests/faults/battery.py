@@ -292,16 +292,6 @@ def no_marker(wd, F, res):
     return None
 
 
-def both(*checks):
-    def check(wd, F, res):
-        for c in checks:
-            out = c(wd, F, res)
-            if out:
-                return out
-        return None
-    return check
-
-
 def steps(*fns):
     def setup(wd, F):
         for fn in fns:
@@ -1504,9 +1494,13 @@ def table(summary: dict) -> str:
 def markdown(summary: dict) -> str:
     out = [f"# reid fault battery — {summary['tree']}", "",
            f"{summary['num_cases']} cases, started {summary['started']}, "
-           f"{summary['seconds']} s. Columns: " + ", ".join(f"{v} = {k}" for k, v in
-                                                          SHORT.items()) + ".", "",
-           table(summary), "", "## Cases not handled", ""]
+           f"{summary['seconds']} s. Columns: " + ", ".join(
+               f"{SHORT[k]} = {k}" for k in summary["counts"]) + ".", "",
+           table(summary), "", "## Cases using a flag that the fix adds", ""]
+    for r in summary["cases"]:
+        if r["new_flag"]:
+            out.append(f"- `{r['name']}`: {r['class']} ({r['detail'] or 'as right'})")
+    out += ["", "## Cases not handled", ""]
     for r in summary["cases"]:
         if r["class"] == "handled":
             continue
@@ -1514,7 +1508,8 @@ def markdown(summary: dict) -> str:
         out.append(f"- **{r['class']}** `{r['name']}`{' (new flag)' if r['new_flag'] else ''}"
                    f": `{' '.join(r['argv'])}`"
                    + (f" (env {r['env']})" if r.get("env") else "")
-                   + f" — {r['detail']}; expect {r['expect']}")
+                   + f" — {r['detail']}; expect {r['expect']}"
+                   + (f" ({r['note']})" if r.get("note") else ""))
         for line in tail:
             out.append(f"    - `{line[:300]}`")
     return "\n".join(out) + "\n"

@@ -201,5 +201,5 @@ def test_plugin_that_fails_to_import_is_one_line(plugin, monkeypatch, tmp_path, 
     monkeypatch.setenv("REIDCLI_PLUGINS", "h12_plugin_broken")
     result = reid_in_process("extract", "--dataset", "market", "--out", tmp_path / "p.h5",
                              capsys=capsys)
-    assert_one_line_error_in_process(result, "plugin module h12_plugin_broken",
+    assert_one_line_error_in_process(result, "module h12_plugin_broken failed to import",
                                      "RuntimeError")

@@ -171,20 +171,24 @@ def test_linear_backward_same_bits():
     assert_same_bits(one, two)
 
 
-def test_conv_weight_gradient_same_bits_in_fixed_order_backward():
-    from reidcli.models.fixed_order import fixed_order_backward
+@pytest.mark.parametrize("x_shape,w_shape,stride", [
+    ((8, 3, 64, 32), (8, 3, 3, 3), 2),          # oneDNN: the weight gradient differed
+    ((8, 128, 6, 1), (256, 128, 1, 1), 1),      # PCB's 1×1 reduction: the output differed
+])
+def test_convolutions_same_bits_in_fixed_order_convolutions(x_shape, w_shape, stride):
+    from reidcli.models.fixed_order import fixed_order_convolutions
 
     gen = torch.Generator().manual_seed(0)
-    x = torch.randn(8, 3, 64, 32, generator=gen)
-    w = torch.randn(8, 3, 3, 3, generator=gen, requires_grad=True)
+    x = torch.randn(*x_shape, generator=gen, requires_grad=True)
+    w = torch.randn(*w_shape, generator=gen, requires_grad=True)
     mkldnn = torch.backends.mkldnn.enabled
 
     def run():
-        w.grad = None
-        y = F.conv2d(x, w, stride=2, padding=1)
-        with fixed_order_backward("cpu"):
+        x.grad = w.grad = None
+        with fixed_order_convolutions("cpu"):
+            y = F.conv2d(x, w, stride=stride, padding=w_shape[-1] // 2)
             y.backward(torch.linspace(-1, 1, y.numel()).reshape(y.shape))
-        return y, w.grad
+        return y, x.grad, w.grad
 
     one, two = on_1_and_2_threads(run)
     assert_same_bits(one, two)

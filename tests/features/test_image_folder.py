@@ -78,6 +78,11 @@ def test_unlabelled_folder_rows_have_pid_minus_one_and_folder_cameras(tmp_path):
     assert len(trial["query_idx"]) == 2 and len(trial["gallery_idx"]) == 6
     assert set(rec["split"].to_numpy()[trial["query_idx"]]) == {"query"}
     assert not layout.options["source"]["labelled"]
+    # the provenance never hashes the folder above both (it may be /): each one's listing
+    assert layout.image_folder() is None
+    assert set(layout.options["source"]["listing_sha256"]) == {str(gallery.absolute()),
+                                                               str(query.absolute())}
+    assert image_layout(gallery).image_folder() == str(gallery.absolute())
 
 
 def test_images_list_reads_relative_paths_and_optional_labels(tmp_path):

@@ -234,6 +234,28 @@ def test_bad_options_are_refused_in_parameter_terms(model_files, tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_exporter_failures_are_one_line_and_write_nothing(model_files, tmp_path, monkeypatch):
+    def boom(*args, **kwargs):
+        raise RuntimeError("unsupported operator aten::foo\nmore detail")
+
+    monkeypatch.setattr(torch.jit, "trace", boom)
+    with pytest.raises(OutputError, match=r"the torchscript exporter failed on this model "
+                                          r"\(RuntimeError: unsupported operator aten::foo\); "
+                                          r"nothing was written — export to onnx instead"):
+        ex.export_torchscript(model_files["bot"], tmp_path / "m.pt")
+    pytest.importorskip("onnxruntime")
+
+    def too_old(*args, **kwargs):           # an onnxscript older than torch's exporter needs
+        raise ImportError("cannot import name 'opset23' from 'onnxscript.onnx_opset'")
+
+    monkeypatch.setattr(torch.onnx, "export", too_old)
+    with pytest.raises(UsageError, match=r"ONNX exporter cannot use the installed onnx/"
+                                         r"onnxscript .*opset23.* — upgrade them: pip install "
+                                         r"-U onnx onnxscript onnxruntime"):
+        ex.export_onnx(model_files["bot"], tmp_path / "m.onnx")
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.parametrize("package", ex.ONNX_PACKAGES)
 def test_missing_onnx_package_names_the_extra(model_files, tmp_path, monkeypatch, package):
     monkeypatch.setitem(sys.modules, package, None)           # import fails

@@ -289,3 +289,23 @@ def test_adapted_foreign_model_saves_and_reloads_as_a_reidcli_model(trunks, tmp_
     with torch.no_grad():
         assert torch.equal(loaded.features(x)["embed"], again.features(x)["embed"])
     assert again.kind == "foreign" and again.feature_names == ["embed", "pool5"]
+    from reidcli.adapt.base import BackboneRunner         # reid adapt --model re-runs it
+
+    feats, logits = BackboneRunner(again, "embed", "batch").forward(x)
+    assert feats.shape == (2, 512) and logits[0].shape == (2, 5)
+
+
+def test_sizes_and_options_read_from_the_shapes(trunks):
+    from reidcli.models.foreign_arch import build_arch, strip_module
+
+    sd = {k: v for k, v in fastreid_state(trunks, classes=7).items()
+          if not k.startswith("heads.bottleneck.")}               # WITH_BNNECK False
+    arch = build_arch(recognise(sd), sd)
+    assert not arch.neck and arch.test_feature == "pool5" and arch.num_classes == 7
+    sd = strip_module(torchreid_state(trunks, "osnet_x0_25", fc=256, classes=3))
+    arch = build_arch(recognise(sd), sd)
+    assert (arch.embed_dim, arch.num_classes, arch.classifier_bias) == (256, 3, True)
+    sd = fastreid_state(trunks, nl=True, gem_p=4.25, pixel=True)
+    arch = build_arch(recognise(sd), sd)
+    assert arch.gem_p == 4.25 and arch.input_size == (384, 128)
+    assert arch.mean == pytest.approx((120 / 255, 110 / 255, 100 / 255))
