@@ -64,7 +64,10 @@ def one_thread() -> Iterator[None]:
 class _OneThreadLinear(torch.autograd.Function):
     """``x W^T + b`` for x [N, C], W [K, C], b [K] or None, its GEMMs on one thread."""
 
+    # under autocast (``--amp bf16`` on the CPU) the backward GEMMs run in the forward's
+    # autocast state, so the gradients take the dtypes the forward's GEMM had
     @staticmethod
+    @torch.amp.custom_fwd(device_type="cpu")
     def forward(ctx, x, weight, bias):
         ctx.save_for_backward(x, weight)
         ctx.has_bias = bias is not None
@@ -72,6 +75,7 @@ class _OneThreadLinear(torch.autograd.Function):
             return F.linear(x, weight, bias)
 
     @staticmethod
+    @torch.amp.custom_bwd(device_type="cpu")
     def backward(ctx, grad):
         x, weight = ctx.saved_tensors
         gx = gw = gb = None

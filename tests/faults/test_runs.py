@@ -291,12 +291,24 @@ def test_damaged_run_files_are_one_line(capsys, run, damage, needle):
 
 
 # -- fault injection: kill a `--force` replacement at random points ----------------------------
+@requires_posix_signals
+def test_two_killed_force_runs_never_damage_the_previous_run(run, tiny_synthetic_root):
+    """The default tier's shrunk form of the fault injection below: two seeded kills."""
+    _kill_force_runs(run, tiny_synthetic_root, kills=2, min_states=1)
+
+
 @pytest.mark.slow
 @requires_posix_signals
 def test_killed_force_runs_never_damage_the_previous_run(run, tiny_synthetic_root):
     """SIGKILL `reid train --force` at seeded random moments: every time, the previous run is
     byte-identical (or, killed inside the final renames, restored by the next writer), and no
     partial folder is a complete-looking run."""
+    _kill_force_runs(run, tiny_synthetic_root, kills=5, min_states=2)
+
+
+def _kill_force_runs(run, tiny_synthetic_root, kills: int, min_states: int) -> None:
+    """Run `reid train --force` over ``run`` once, then ``kills`` times SIGKILL it at seeded
+    random moments of its writing window, checking the previous run after each kill."""
     from reidcli.training.run_dir import RunDirectory, read_run_config
 
     before = _snapshot(run)
@@ -321,7 +333,7 @@ def test_killed_force_runs_never_damage_the_previous_run(run, tiny_synthetic_roo
     before = replaced
     rng = random.Random(28)
     states = set()
-    for delay in sorted(rng.uniform(0.0, 1.2 * writing) for _ in range(5)):
+    for delay in sorted(rng.uniform(0.0, 1.2 * writing) for _ in range(kills)):
         proc, started = start_and_wait_for_the_partial_folder("--seed", str(rng.randrange(99)))
         time.sleep(max(0.0, delay - (time.monotonic() - started)))
         os.killpg(proc.pid, signal.SIGKILL)
@@ -336,7 +348,7 @@ def test_killed_force_runs_never_damage_the_previous_run(run, tiny_synthetic_roo
         assert not partial.exists() or not (partial / "model.pt").exists() or \
             read_run_config(partial)["status"] == "complete"    # a killed run: never at --out
         shutil.rmtree(partial, ignore_errors=True)    # the next kill waits for a fresh one
-    assert len(states) >= 2, states                   # the kills hit different moments
+    assert len(states) >= min_states, states          # the kills hit different moments
     # the next writer cleans whatever the kills left and replaces the run
     proc = start_reid(*args)
     _, err = proc.communicate(timeout=300)

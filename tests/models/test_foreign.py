@@ -218,9 +218,12 @@ def _features(path, x, **kw):
 def test_fastreid_sbs_r50_ibn_matches_the_hand_written_model(trunks, tmp_path):
     """Non-local blocks, learnt GeM p, BNNeck test feature, cosine logits, pixel mean/std."""
     sd = fastreid_state(trunks, ibn=True, nl=True, gem_p=3.5, pixel=True)
+    # random residual stacks grow activations by orders of magnitude per block, and GeM's
+    # x^3.5 then overflows float32: damp each block's last BN (as zero-init-residual does)
+    sd = {k: v * 0.2 if k.endswith("bn3.weight") else v for k, v in sd.items()}
     path = tmp_path / "model_final.pth"
     torch.save({"model": sd, "optimizer": {}, "iteration": 100}, path)
-    x = torch.randn(2, 3, 64, 32)
+    x = torch.randn(2, 3, 64, 32, generator=torch.Generator().manual_seed(3))
     loaded, got = _features(path, x)
     assert loaded.spec.foreign["name"] == "fastreid-sbs-r50-ibn"
     assert loaded.input_size == (384, 128)
@@ -231,6 +234,7 @@ def test_fastreid_sbs_r50_ibn_matches_the_hand_written_model(trunks, tmp_path):
         pool = t.clamp(min=1e-6).pow(3.5).mean((2, 3)).pow(1 / 3.5)
         neck = _bn(pool, sd, "heads.bottleneck.0.")
         logits = 64 * F.normalize(neck) @ F.normalize(sd["heads.weight"]).T
+    assert torch.isfinite(pool).all() and torch.isfinite(neck).all()
     assert (got["pool5"] - pool).abs().max() <= 1e-5 * max(1.0, pool.abs().max())
     assert (got["bnneck"] - neck).abs().max() <= 1e-5 * max(1.0, neck.abs().max())
     with torch.no_grad():
