@@ -1,4 +1,5 @@
-"""Training run directories, written like every other output (docs/formats.md "Outputs").
+"""Training run directories, written like every other output (docs/formats.md, "Training run
+directory").
 
 A run is trained into a temporary folder beside the run directory ``OUT`` and renamed onto
 ``OUT`` only when it is complete; one process at a time writes a given ``OUT``:
