@@ -192,7 +192,7 @@ def _pk_batch(values: dict[str, Any], given: dict[str, Any]) -> None:
 #: one constraint per numeric or choice option (:mod:`reidcli.params`): ranges, finiteness,
 #: integer-ness, seeds in [0, 2³²). Epoch and iteration counts are bounded so that schedule
 #: arithmetic stays in int64; counts of images per batch so that a batch fits any memory.
-_EPOCHS = Interval(int, 1, 100_000)
+_EPOCHS = Interval(int, 0, 100_000)   # 0: save the initialised model, untrained
 _EPOCHS_OR_NONE = Interval(int, 0, 100_000)
 _POSITIVE = Interval(float, 0, None, closed="right")         # a finite number > 0
 _NON_NEGATIVE = Interval(float, 0, None)                     # a finite number ≥ 0
@@ -240,7 +240,7 @@ FIELD_CONSTRAINTS: dict[str, tuple] = {
     "seed": (SEED,),
     "checkpoint_every": (Interval(int, 1, 100_000),),
     "log_every": (Interval(int, 1, 10**9),),
-    "max_iters": (NONE, Interval(int, 1, 10**12)),
+    "max_iters": (NONE, Interval(int, 0, 10**12)),
 }
 #: constraint of each item of a list option (``input_size``: each side, in pixels)
 ITEM_CONSTRAINTS: dict[str, object] = {

@@ -345,12 +345,14 @@ def _train(cfg: TrainConfig, out: Path, run: RunDirectory | None, dist: _Distrib
     steps_per_epoch = len(sampler)
     stop = False
     total_steps = steps_per_epoch * (total_epochs - start_epoch)
-    if cfg.max_iters:
+    if cfg.max_iters is not None:         # 0: save the initialised model, untrained
         total_steps = min(total_steps, max(0, cfg.max_iters - iteration))
     try:
         with StepBar(total_steps, f"train {cfg.method}", enabled=progress and dist.main) as bar, \
                 fixed_order_convolutions(device):      # same bits on any CPU thread count
             for epoch in range(start_epoch, total_epochs):
+                if cfg.max_iters is not None and iteration >= cfg.max_iters:
+                    break
                 idx = int(np.searchsorted(bounds, epoch, side="right") - 1)
                 phase = phases[idx]
                 if idx != current_phase:

@@ -41,7 +41,6 @@ DATA = ["--dataset", "synthetic", "--option", "name=tiny", "--preset", "tiny"]
     ("bot", ["--warmup-epochs", "-2"], ["--warmup-epochs -2"]),
     ("bot", ["--warmup-factor", "0"], ["--warmup-factor 0"]),
     ("pcb", ["--max-iters", "-5"], ["--max-iters -5"]),
-    ("pcb", ["--max-iters", "0"], ["--max-iters 0"]),
     ("dgvae", ["--iters-per-epoch", "-1"], ["--iters-per-epoch -1"]),
     ("pcb", ["--epochs", str(10**18)], ["--epochs"]),
     ("pcb", ["--lr-steps", "-3"], ["--lr-steps", "-3"]),
