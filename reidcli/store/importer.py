@@ -72,12 +72,8 @@ def _load_array(path: Path, parameter: str) -> np.ndarray:
     try:
         arr = np.load(path, allow_pickle=False)
     except _NUMPY_READ_ERRORS as exc:
-        why = " ".join(str(exc).split())[:160] or type(exc).__name__
-        if "pickle" in why:
-            raise InputFileError(f"{param(parameter)} {path} holds Python objects (an object "
-                                 "array), which are never unpickled", _OBJECT_HINT) from None
-        raise InputFileError(f"{param(parameter)} {path} is not a readable .npy file ({why})",
-                             "save it with numpy.save") from None
+        raise _numpy_read_error(exc, f"{param(parameter)} {path}", ".npy",
+                                "save it with numpy.save") from None
     if not isinstance(arr, np.ndarray):
         arr.close()
         raise InputFileError(f"{param(parameter)} {path} is an .npz archive, not one array",
@@ -322,12 +318,18 @@ def _read_npz(path: Path, source: str) -> dict[str, np.ndarray]:
         with data:
             return {k: data[k] for k in data.files}
     except _NUMPY_READ_ERRORS as exc:
-        why = " ".join(str(exc).split())[:160] or type(exc).__name__
-        if "pickle" in why:
-            raise InputFileError(f"{source} holds an array of Python objects (an object "
-                                 "array), which is never unpickled", _OBJECT_HINT) from None
-        raise InputFileError(f"{source} is not a readable .npz file ({why})",
-                             "save it with numpy.savez (the file may be truncated)") from None
+        raise _numpy_read_error(exc, source, ".npz",
+                                "save it with numpy.savez (the file may be truncated)") from None
+
+
+def _numpy_read_error(exc: BaseException, source: str, kind: str, todo: str) -> InputFileError:
+    """The one-line error for a numpy file ``source`` that ``np.load`` could not read: an
+    object array (never unpickled) or an unreadable ``kind`` file, with numpy's reason."""
+    why = " ".join(str(exc).split())[:160] or type(exc).__name__
+    if "pickle" in why:
+        return InputFileError(f"{source} holds Python objects (an object array), which are "
+                              "never unpickled", _OBJECT_HINT)
+    return InputFileError(f"{source} is not a readable {kind} file ({why})", todo)
 
 
 def _mat_orientation(feats: np.ndarray, arrays: Mapping[str, np.ndarray], source: str,

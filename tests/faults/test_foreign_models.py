@@ -4,7 +4,6 @@ their test feature and normalisation; mismatches are one-line errors unless
 ``--allow-partial``; a partial ``--init`` warns."""
 from __future__ import annotations
 
-import inspect
 import warnings
 from pathlib import Path
 
@@ -93,10 +92,24 @@ def test_fastreid_bot_r50_ibn_extracts_its_bnneck_features(trunks, micro_root, t
     assert record["name"] == "fastreid-bot-r50-ibn" and record["interpolation"] == "bicubic"
     assert record["load_report"]["loaded"] == 350
     assert record["load_report"]["missing"]["count"] == 0
+    # the same from any image folder (issue 31's done-when): `--images DIR`
+    folder = Path(paths[0]).parent
+    code, _, err = reid_in_process("extract", "--model", path, "--images", folder, "--device",
+                                   "cpu", "--out", tmp_path / "folder.h5", "--features",
+                                   "bnneck", capsys=capsys)
+    assert code == 0, err
+    folder_paths, folder_feats, _, _ = _store(tmp_path / "folder.h5")
+    assert folder_paths and all(Path(p).parent == folder for p in folder_paths)
+    x = _images(folder_paths, (256, 128), Image.BICUBIC)
+    x = (x - torch.tensor([123.675, 116.28, 103.53]).view(1, 3, 1, 1)) / \
+        torch.tensor([58.395, 57.12, 57.375]).view(1, 3, 1, 1)
+    with torch.no_grad():
+        pool = reference_resnet(x, ref, sd).mean((2, 3))
+        _close(folder_feats["bnneck"], _bn(pool, sd, "heads.bottleneck.0."))
 
 
 # Case: a torchreid OSNet checkpoint ({"state_dict": module.* keys}) gives its fc feature,
-# from --dataset and (where the option exists) from --images DIR.
+# from --dataset and from --images DIR.
 def test_torchreid_osnet_extracts_its_fc_feature(trunks, micro_root, tmp_path, capsys):
     sd = torchreid_state(trunks, "osnet_x0_25", fc=512)
     path = tmp_path / "osnet_x0_25.pth.tar"
@@ -124,17 +137,14 @@ def test_torchreid_osnet_extracts_its_fc_feature(trunks, micro_root, tmp_path, c
     paths, feats, prov, info = _store(out)
     assert list(feats) == ["embed"] and info["embed"]["metric"] == "euclidean"
     _close(feats["embed"], reference(paths))
-    from reidcli.cli.extract import extract as extract_command
-
-    if "images" in inspect.signature(extract_command).parameters:
-        folder = Path(paths[0]).parent
-        code, _, err = reid_in_process("extract", "--model", path, "--images", folder,
-                                       "--device", "cpu", "--out", tmp_path / "folder.h5",
-                                       capsys=capsys)
-        assert code == 0, err
-        paths, feats, _, _ = _store(tmp_path / "folder.h5")
-        assert paths and all(Path(p).parent == folder for p in paths)
-        _close(feats["embed"], reference(paths))
+    folder = Path(paths[0]).parent
+    code, _, err = reid_in_process("extract", "--model", path, "--images", folder,
+                                   "--device", "cpu", "--out", tmp_path / "folder.h5",
+                                   capsys=capsys)
+    assert code == 0, err
+    paths, feats, _, _ = _store(tmp_path / "folder.h5")
+    assert paths and all(Path(p).parent == folder for p in paths)
+    _close(feats["embed"], reference(paths))
 
 
 # Case: a mismatch beyond the known heads (a trunk tensor missing, one unexpected) is a
