@@ -167,7 +167,8 @@ class LinearProjection(TrialModel):
 
 
 registry.register_loader("linear-projection", LinearProjection.from_arrays,
-                         paper="—", summary="A projection x ↦ (x − mean) W learned by any tool "
+                         paper="none (a container: W fitted by another tool)",
+                         summary="A projection x ↦ (x − mean) W learned by any tool "
                          "(arrays W [D, d], optional mean [D]); euclidean distances.")
 
 

@@ -58,21 +58,36 @@ def test_demo_tiny_end_to_end(capsys, tmp_path, monkeypatch):
             assert ["--dataset", "synthetic", "--root", "data", "--option", "name=tiny"] == \
                 argv[argv.index("--dataset"):argv.index("--dataset") + 6]
     # the CMC legend comes from the result JSONs, in the order evaluated
-    assert cmc_plots[0].names == ["hsv-stripes (euclidean)", "hsv-stripes + XQDA",
-                                  "color-grid + C-DPCF", "color-grid + DPCF",
-                                  "BoT tiny bnneck (euclidean)",
-                                  "BoT tiny bnneck + camera Norm (euclidean)",
-                                  "BoT tiny bnneck + DART3 LITE (euclidean)"]
+    # (a name two reports share carries its store, e.g. " [synthetic_tiny_d0]")
+    assert [n.split(" [")[0] for n in cmc_plots[0].names] == [
+        "hsv-stripes (euclidean)", "hsv-stripes + XQDA", "hsv-stripes (euclidean)",
+        "color-grid + AvgP+XQDA", "color-grid + AvgP+pad.+XQDA", "color-grid + DPCF",
+        "color-grid + C-DPCF", "BoT tiny bnneck (euclidean)",
+        "BoT tiny bnneck + camera Norm (euclidean)", "BoT tiny bnneck + DART3 LITE (euclidean)"]
     # t-SNE: test rows only, BoT before / after DART3 LITE side by side
     tsne, = tsne_plots
     assert len(tsne.points) == 2 and tsne.titles[0].startswith("before")
     with open_store("out/synthetic_tiny_bot_tiny.h5") as st:
         assert set(st.records["split"].to_numpy()[tsne.rows]) == {"query", "gallery"}
 
+    # issue 33: C-DPCF runs as its paper does, on one camera network (domain d0), and beats
+    # its baselines there; a pasted eval prints its scores (no --quiet); `source …/activate`
+    # comes first, so a pasting shell finds `reid`
+    by_name = {row["method"]: row for row in demo.results}
+    d0 = [argv for argv in argvs if "domains=d0" in argv]
+    assert len(d0) == 1 and d0[0][1] == "extract"
+    for baseline in ("HSV stripes, Euclidean (d0)", "colour-grid maps + AvgP+XQDA (d0)",
+                     "colour-grid maps + AvgP+pad.+XQDA (d0)"):
+        assert by_name["colour-grid maps + C-DPCF (d0)"]["rank-1"] > by_name[baseline]["rank-1"]
+    assert all("--quiet" not in argv for argv in argvs if argv[1] == "eval")
+    assert out.splitlines()[1].startswith(("source ", "# "))
+    assert "1 junk images (pid -1)" in out
+
     # the results table: every method, scores as in its report, no wrapped rows in a pipe
     lines = out.splitlines()
+    assert all(f"  {row['method']}" in out and row["shows"] in out for row in demo.results)
     for row in demo.results:
-        line, = [l for l in lines if f" {row['method']} " in l]
+        line, = [l for l in lines if f" {row['method']} " in l and l.startswith("│")]
         assert f" {100 * row['mAP']:.1f} " in line and f" {100 * row['rank-1']:.1f} " in line
     cnn = json.loads(Path("out/synthetic_tiny_bot_tiny.json").read_text())
     assert cnn["feature"] == "bnneck" and cnn["num_valid_queries"] > 0
@@ -110,7 +125,7 @@ def test_demo_tiny_end_to_end(capsys, tmp_path, monkeypatch):
             code, _, err = run_cli(capsys, *argv[1:])
             assert code == 0, (shlex.join(argv), err)
     first = scores(tmp_path / "demo" / "out")
-    assert len(first) == 7
+    assert len(first) == 10
     assert scores(tmp_path / "pasted" / "out").keys() == first.keys()
     for name, (curve, m_ap) in scores(tmp_path / "pasted" / "out").items():
         np.testing.assert_allclose(curve, first[name][0], atol=1e-6, err_msg=name)

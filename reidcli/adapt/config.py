@@ -243,6 +243,9 @@ def canonical_method(method: str, mode: str = "lite") -> tuple[str, str]:
     from reidcli import registry
 
     name = method.lower()
+    if name in ("none", "norm"):      # closed form (reidcli/adapt/norm.py): no discovery of
+        import reidcli.adapt.norm  # noqa: F401   the torch methods, so no torch import
+        return name, mode
     methods = registry.methods("adapt")
     for info in methods:
         if name in info.extras.get("spellings", ()):

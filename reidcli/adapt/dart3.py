@@ -154,9 +154,10 @@ register_info("dart3", stage="adapt",
                       "backbone's BN γ/β on the query images, needs --model).",
               extras={"build": build, "needs_model": ("full",),
                       "reads": ("mode", "external", *_READS)}, **_DART3)
-register_info("dart3-lite", stage="adapt",
+register_info("dart3-lite", stage="adapt",          # no network: no bn_mode to list
               summary="DART3 LITE (= dart3 --mode lite): black-box, stored embeddings only.",
               extras={"alias_of": ("dart3", "lite"), "spellings": ("dart3_lite",),
-                      "reads": _READS}, **_DART3)
+                      "reads": _READS}, paper=_DART3["paper"],
+              defaults={k: v for k, v in _DART3["defaults"].items() if k != "bn_mode"})
 
 __all__ = ["CameraShiftScale", "DART3Adapter"]

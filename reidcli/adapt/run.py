@@ -7,19 +7,20 @@ import dataclasses
 import os
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
-import torch
 
 from reidcli.adapt.config import AdaptConfig, adapt_method
 from reidcli.adapt.inputs import AdaptInputs, CameraTable, read_inputs
-from reidcli.adapt.loop import LoopResult, plan_batches, run_loop
 from reidcli.adapt.norm import normalized_gallery
 from reidcli.adapt.statistics import CameraStatistics, camera_statistics
 from reidcli.errors import UsageError
 from reidcli.naming import param
+
+if TYPE_CHECKING:
+    from reidcli.adapt.loop import LoopResult
 
 
 @dataclasses.dataclass
@@ -33,7 +34,7 @@ class Adaptation:
     gallery: np.ndarray
     arrays: dict[str, np.ndarray]
     stats: CameraStatistics
-    loop: LoopResult | None
+    loop: "LoopResult | None"
     seconds: float
     runner: Any = None
 
@@ -122,6 +123,10 @@ def adapt_features(inputs: AdaptInputs, config: AdaptConfig, *, model=None,
             gallery = inputs.gallery.copy()
         return Adaptation(cfg, q, gallery, arrays, stats, None, seconds)
 
+    import torch                    # online methods only: none/norm import no torch
+
+    from reidcli.adapt.loop import plan_batches, run_loop
+
     torch.manual_seed(cfg.seed)
     device = resolve_device(cfg.device, owner="adaptation")
     runner = _runner(cfg, inputs, model, device) if cfg.uses_model else None
@@ -171,7 +176,7 @@ def _image_batches(inputs: AdaptInputs, plan, sel: np.ndarray, runner, images_ro
     return (item["image"] for item in loader)
 
 
-def _merge_states(loop: LoopResult) -> dict[str, np.ndarray]:
+def _merge_states(loop: "LoopResult") -> dict[str, np.ndarray]:
     """The state to write: the last stream's, with each per-camera stream's own camera rows
     of M_q/S_q (the other cameras of a stream keep their initial values)."""
     if not loop.stream_states:

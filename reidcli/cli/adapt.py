@@ -217,17 +217,30 @@ def _make(method: str, shown: list[str]):
     return command
 
 
-_BUILT: list[bool] = []
+_BUILT: set[str] = set()
+
+#: closed-form methods whose module imports no torch (reidcli/adapt/norm.py): `reid adapt
+#: norm|none` builds only its own command, so that a z-score costs no torch import
+NUMPY_ONLY = ("norm", "none")
 
 
 def build_commands() -> None:
     """One command per adaptation method of the registry (each module declares its own);
-    built once, only when ``reid adapt`` runs (the methods import torch)."""
-    if _BUILT:
-        return
-    _BUILT.append(True)
+    built once, only when ``reid adapt`` runs (the methods import torch) — only the
+    invoked one when it is a :data:`NUMPY_ONLY` method."""
     from reidcli import registry
-    for info in registry.methods("adapt"):
+    from reidcli.cli.context import invoked_command
+
+    words = [a for a in invoked_command()[1:] if not a.startswith("-")]
+    if words[:1] == ["adapt"] and len(words) > 1 and words[1] in NUMPY_ONLY:
+        import reidcli.adapt.norm  # noqa: F401  (registers none and norm)
+        found = [registry.get(words[1], "adapt")]
+    else:
+        found = registry.methods("adapt")
+    for info in found:
+        if info.name in _BUILT:
+            continue
+        _BUILT.add(info.name)
         command = _make(info.name, method_options(info))
         command.__doc__ = info.summary
         app.command(info.name, help=info.summary)(command)

@@ -58,16 +58,27 @@ def _parse_value(text: str):
 
 @app.command("list")
 def list_() -> None:
-    """Table of every dataset the registry knows."""
+    """One line per dataset the registry knows: name, aliases, cameras, protocol (the
+    expected counts, terms and folder tree: `reid data info NAME`)."""
     from reidcli.data.check import registry_rows
 
-    table = Table(title="datasets (expected images / ids per split)")
-    for col in ("name", "aliases", "counts", "cams", "protocol", "license"):
-        table.add_column(col, overflow="fold")
-    for row in registry_rows():
-        table.add_row(*(str(row[c]) for c in ("name", "aliases", "counts", "cams", "protocol",
-                                              "license")))
-    Console().print(table)
+    rows = [(r["name"], r["aliases"] or "—", _short(r["cams"]), _short(r["protocol"]))
+            for r in registry_rows()]
+    widths = [max(len(row[i]) for row in rows + [_LIST_HEADER]) for i in range(3)]
+    for row in [_LIST_HEADER] + rows:
+        typer.echo("  ".join(f"{v:<{w}}" for v, w in zip(row, widths)) + "  " + row[3])
+    typer.echo("details (counts, terms, expected folder tree): reid data info NAME")
+
+
+#: the header line of `reid data list`
+_LIST_HEADER = ("name", "aliases", "cams", "protocol")
+
+
+def _short(text) -> str:
+    """The head of a registry field: before its parenthesised explanation and its first
+    ``;``/``:`` clause, at most 32 characters."""
+    head = str(text).split(" (")[0].split(";")[0].split(":")[0].strip()
+    return head if len(head) <= 32 else head[:31] + "…"
 
 
 @app.command("info")

@@ -36,7 +36,7 @@ def demo(
 
     echo = lambda line: typer.echo(line)
     echo(f"# reid demo: synthetic '{preset}' (seed {seed}); each command below ran as "
-         "printed — paste them in this order to redo the demo")
+         "printed — paste them in this order into a shell to redo the demo")
     result = run_demo(root=root, workdir=out, preset=preset, seed=seed, progress=ENABLED,
                       echo=echo)
     total = sum(s.seconds for s in result.steps)
@@ -52,6 +52,10 @@ def demo(
         table.add_row(row["method"], *(f"{100 * row[c]:.1f}" for c in cols[1:-1]),
                       str(row["queries"]))
     console.print(table)
+    width = max(len(row["method"]) for row in result.results)
+    echo("rows:")
+    for row in result.results:
+        echo(f"  {row['method']:<{width}}  {row['shows']}")
     for note in result.notes:
         echo(f"note: {note}")
     echo("outputs:")

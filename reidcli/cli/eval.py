@@ -61,7 +61,8 @@ def evaluate(
                              "subsampling."),
     block_size: int = typer.Option(0, "--block-size", help="Queries per block (0: as many as "
                                    "fit 2^24 distances)."),
-    json_out: Optional[Path] = typer.Option(None, "--json", help="Write the report as JSON."),
+    json_out: Optional[Path] = typer.Option(None, "--json", help="Write the report as JSON "
+                                            "(- = to stdout; the table then goes to stderr)."),
     csv_out: Optional[Path] = typer.Option(None, "--csv", help="Write the CMC curve as CSV."),
     force: bool = typer.Option(False, "--force", help="Overwrite --json/--csv outputs."),
     device: str = typer.Option("auto", "--device", help="auto | cpu | cuda."),
@@ -109,10 +110,12 @@ def evaluate(
                     "csv_out": "--csv"})
     stores = expand_store_patterns(store)
     read_from = stores + ([model] if model is not None else [])
-    for path, option in ((json_out, "--json"), (csv_out, "--csv")):
+    to_stdout = json_out is not None and str(json_out) == "-"     # --json -: JSON on stdout
+    for path, option in ((None if to_stdout else json_out, "--json"), (csv_out, "--csv")):
         if path is not None:
             check_output(path, force=force, option=option, inputs=read_from)
-    if json_out is not None and csv_out is not None and json_out.resolve() == csv_out.resolve():
+    if json_out is not None and csv_out is not None and not to_stdout and \
+            json_out.resolve() == csv_out.resolve():
         raise EvaluationError("--json and --csv name the same file", "give two paths")
     if search is not None:
         given = {"--protocol": protocol != "auto", "--rerank": rerank, "--nmi": nmi,
@@ -153,13 +156,24 @@ def evaluate(
     else:
         report = build_multi_report(evaluation.reports, evaluation.aggregate, provenance)
     if not quiet:
-        render_tables(report, Console())
-    if json_out is not None:
+        render_tables(report, Console(stderr=to_stdout))
+    if to_stdout:
+        typer.echo(json_text(report), nl=False)
+    elif json_out is not None:
         write_json(json_out, report, force=force, inputs=read_from)
         typer.echo(f"wrote {json_out}", err=True)
     if csv_out is not None:
         write_csv(csv_out, report, force=force, inputs=read_from)
         typer.echo(f"wrote {csv_out}", err=True)
+
+
+def json_text(report: dict) -> str:
+    """``report`` as the JSON text ``--json FILE`` would hold (for ``--json -``)."""
+    import json
+
+    from reidcli.io import _json_default
+
+    return json.dumps(report, indent=2, default=_json_default) + "\n"
 
 
 def _search(store, k, model, feature, trials, distance, feat_norm, n_parts, device, precision,
@@ -193,7 +207,10 @@ def _search(store, k, model, feature, trials, distance, feat_norm, n_parts, devi
         write_search(csv_out, search_csv_text(result, records), force=force,
                      option="csv_out", inputs=read_from)
         typer.echo(f"wrote {csv_out}: {what}", err=True)
-    if json_out is not None:
+    if json_out is not None and str(json_out) == "-":
+        typer.echo(json_text(search_json(result, records, make_provenance(
+            command=invoked_command(), inputs=read_from))), nl=False)
+    elif json_out is not None:
         report = search_json(result, records, make_provenance(command=invoked_command(),
                                                               inputs=read_from))
         write_search(json_out, json.dumps(report, indent=2) + "\n", force=force,

@@ -10,7 +10,7 @@ import typer
 HELP = "Figures: CMC, t-SNE, weight maps, rank lists, training curves, distance histograms."
 app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False, help=HELP)
 
-OUT = typer.Option(..., "--out", help="Figure file: .png, .pdf or .svg.")
+OUT = typer.Option(..., "--out", help="Figure file: .png (300 dpi), .pdf or .svg (vector).")
 FORCE = typer.Option(False, "--force", help="Overwrite --out.")
 MODEL = typer.Option(None, "--model", help="Fitted model (.h5) whose distance to use.")
 FEATURE = typer.Option(None, "--feature", help="Store feature (default: the store's).")
@@ -52,8 +52,10 @@ def cmc(results: List[Path] = typer.Argument(..., help="Result JSON files of rei
 def tsne(old_store: Optional[Path] = OLD_STORE, store: Optional[Path] = STORE, out: Path = OUT,
          feature: Optional[str] = FEATURE,
          color_by: str = typer.Option("camid", "--color-by", help="camid | pid | modality | "
-                                      "domain | split | dataset."),
-         marker_by: Optional[str] = typer.Option(None, "--marker-by", help="e.g. split."),
+                                      "domain | split | dataset (at most 10 colours; the "
+                                      "rarest values beyond share one grey 'other')."),
+         marker_by: Optional[str] = typer.Option(None, "--marker-by", help="e.g. split or "
+                                                 "domain (3 shapes; with it, 7 colours)."),
          max_points: int = typer.Option(2000, "--max-points", help="Seeded subsample size."),
          compare: Optional[Path] = typer.Option(None, "--compare", help="Second store with the "
                                                 "same rows (e.g. adapted), drawn beside."),
@@ -114,7 +116,8 @@ def ranklist(old_store: Optional[Path] = OLD_STORE, store: Optional[Path] = STOR
                                                         "are read under (default: the "
                                                         "current directory)."),
              seed: int = SEED, force: bool = FORCE) -> None:
-    """Each query with its top-k gallery images (green = same person, red = other)."""
+    """Each query with its top-k gallery images, each tile labelled rank, distance, pid and
+    camera (border green = same person, red = other, grey = unlabelled)."""
     from reidcli.cli.context import set_flag_names
     from reidcli.errors import UsageError
 

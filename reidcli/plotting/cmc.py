@@ -201,6 +201,23 @@ def rank_ticks(num_ranks: int) -> list[int]:
     return sorted({1, *range(step, num_ranks + 1, step)})
 
 
+#: figure width in inches (a printed column/page width: ≥ 6.5 in) and legend font size
+FIGURE_WIDTH = 6.5
+LEGEND_POINTS = 9
+
+
+def default_title(report: dict, path: str | os.PathLike) -> str:
+    """``CMC — market1501, protocol market, 10 trials`` from the first report; the report's
+    file stem where it names no dataset, no protocol part where it names none."""
+    parts = [str(report.get("dataset") or Path(path).stem)]
+    if report.get("protocol"):
+        parts.append(f"protocol {report['protocol']}")
+    trials = report.get("num_trials", 1)
+    if isinstance(trials, int) and trials > 1:
+        parts.append(f"{trials} trials")
+    return "CMC — " + ", ".join(parts)
+
+
 def plot_cmc(results: Sequence[str | os.PathLike], out: str | os.PathLike | None = None, *,
              labels: Sequence[str] | None = None, max_rank: int = 20, title: str | None = None,
              force: bool = False) -> CMCPlot:
@@ -224,7 +241,8 @@ def plot_cmc(results: Sequence[str | os.PathLike], out: str | os.PathLike | None
     names = labels[:len(reports)]
     names += [report_label(r) for r in reports[len(names):]]
     names = distinct_labels(names, results)
-    fig, ax = plt.subplots(figsize=(6.4, 4.8), layout="constrained")
+    fig, ax = plt.subplots(figsize=(FIGURE_WIDTH, 4.6 + 0.22 * len(reports)),
+                           layout="constrained")
     curves: dict[str, tuple[np.ndarray, np.ndarray | None]] = {}
     legend = []
     longest = 1
@@ -245,12 +263,9 @@ def plot_cmc(results: Sequence[str | os.PathLike], out: str | os.PathLike | None
     ax.set_ylabel("matching rate (%)")
     ax.set_ylim(0, 100)
     ax.grid(alpha=0.3)
-    ax.legend(loc="lower right", fontsize=7 if len(legend) > 4 else 8)
-    first = reports[0]
-    ax.set_title(title or f"CMC — {first.get('dataset') or 'dataset'}, protocol "
-                          f"{first.get('protocol') or '?'}"
-                          + (f", {first.get('num_trials')} trials" if first.get("num_trials", 1) > 1
-                             else ""), fontsize=10)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.13), fontsize=LEGEND_POINTS,
+              frameon=False, ncols=1)                 # below the axes: never over a curve
+    ax.set_title(title or default_title(reports[0], results[0]), fontsize=11)
     plot = CMCPlot(curves=curves, labels=legend, names=names, figure=fig)
     plot.path = finish_figure(fig, out, force=force,
                               metadata={"inputs": ",".join(map(str, results))},
@@ -259,4 +274,5 @@ def plot_cmc(results: Sequence[str | os.PathLike], out: str | os.PathLike | None
 
 
 __all__ = ["plot_cmc", "CMCPlot", "read_result", "cmc_curves", "report_label",
-           "result_label", "distinct_labels", "legend_entry", "rank_ticks", "METHOD_NAMES"]
+           "result_label", "distinct_labels", "legend_entry", "rank_ticks", "default_title",
+           "METHOD_NAMES", "FIGURE_WIDTH", "LEGEND_POINTS"]

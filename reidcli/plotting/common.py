@@ -11,6 +11,9 @@ from reidcli.io import atomic_output
 from reidcli.naming import param
 
 FORMATS = ("png", "pdf", "svg")
+#: resolution of a saved PNG (print quality); PDF and SVG are written as vectors (text and
+#: lines stay sharp at any size; only images such as rank-list thumbnails are raster)
+PNG_DPI = 300
 
 
 def pyplot():
@@ -40,16 +43,17 @@ def check_figure_path(out: str | os.PathLike, option: str = "out") -> Path:
 
 def save_figure(fig, out: str | os.PathLike, *, force: bool = False,
                 metadata: dict[str, Any] | None = None, option: str = "out",
-                inputs: Sequence[str | os.PathLike] = ()) -> Path:
-    """Write ``fig`` atomically (temp file + rename) in the format of ``out``'s suffix; the
-    output may not be one of ``inputs`` (the stores/reports plotted)."""
+                inputs: Sequence[str | os.PathLike] = (), dpi: int = PNG_DPI) -> Path:
+    """Write ``fig`` atomically (temp file + rename) in the format of ``out``'s suffix, a PNG
+    at ``dpi`` dots per inch; the output may not be one of ``inputs`` (the stores/reports
+    plotted)."""
     path = check_figure_path(out, option)
     fmt = path.suffix.lower().lstrip(".")
     meta = {"Software": "reidcli"}
     if fmt == "png" and metadata:
         meta.update({k: str(v) for k, v in metadata.items()})
     with atomic_output(path, force=force, option=param(option), inputs=inputs) as tmp:
-        fig.savefig(tmp, format=fmt, dpi=120, bbox_inches="tight",
+        fig.savefig(tmp, format=fmt, dpi=dpi, bbox_inches="tight",
                     metadata=meta if fmt == "png" else None)
     pyplot().close(fig)
     return path
@@ -67,9 +71,19 @@ def finish_figure(fig, out: str | os.PathLike | None, *, force: bool = False,
 
 
 def short_command(provenance: dict | None, width: int = 90) -> str:
-    """The command that made an input, shortened for a subtitle."""
+    """The command that made an input, shortened (kept for callers; figures no longer
+    print it)."""
     cmd = (provenance or {}).get("command") or ""
     return cmd if len(cmd) <= width else cmd[:width - 1] + "…"
+
+
+def store_name(path: str | os.PathLike, dataset: str | None = None) -> str:
+    """How a figure names a store: its dataset name and file stem, ``market1501 (bot_tiny)``,
+    or the stem alone when the store names no dataset or the stem already says it."""
+    stem = Path(path).stem
+    if not dataset or str(dataset) == stem:
+        return stem
+    return f"{dataset} ({stem})"
 
 
 #: how the papers write the networks (``kind`` of the model spec in a store's provenance)
@@ -111,5 +125,6 @@ def adapt_label(provenance: dict | None) -> str | None:
     return ADAPT_NAMES.get(method, method)
 
 
-__all__ = ["pyplot", "save_figure", "finish_figure", "check_figure_path", "short_command",
+__all__ = ["pyplot", "save_figure", "store_name", "PNG_DPI", "finish_figure",
+           "check_figure_path", "short_command",
            "vectors_label", "adapt_label", "NETWORK_NAMES", "ADAPT_NAMES", "FORMATS"]

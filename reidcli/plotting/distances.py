@@ -21,7 +21,7 @@ from reidcli.evaluation.distances import check_features, l2_normalize
 from reidcli.evaluation.protocols import identity_codes
 from reidcli.params import Interval, check_param
 from reidcli.evaluation.run import trial_distances, trial_rows
-from reidcli.plotting.common import finish_figure, pyplot
+from reidcli.plotting.common import finish_figure, pyplot, store_name
 from reidcli.store.reader import open_store
 
 
@@ -128,7 +128,7 @@ def plot_distances(store: str | os.PathLike, out: str | os.PathLike | None = Non
                              max_pairs=max_pairs, seed=seed, normalize=normalized)
     gap = distance_gap(groups)
     plt = pyplot()
-    fig, ax = plt.subplots(figsize=(6, 4))
+    fig, ax = plt.subplots(figsize=(6.5, 4.3), layout="constrained")
     every = np.concatenate(list(groups.values()))
     edges = np.linspace(every.min(), every.max(), bins + 1)
     for name, values in groups.items():
@@ -137,10 +137,13 @@ def plot_distances(store: str | os.PathLike, out: str | os.PathLike | None = Non
                   else "distance (as reid eval ranks)")
     ax.set_ylabel("density")
     ax.legend(fontsize=8)
-    what = f"model {Path(model).name}" if model is not None else f"feature {feature or 'default'}"
+    with open_store(store) as st:
+        name = store_name(store, st.dataset)
+        what = f"model {Path(model).stem}" if model is not None else \
+            f"feature {st.require_feature(feature)}"
     cross = " cross-modality" if any(k.endswith(" cross-modality") for k in groups) else ""
     delta = "" if gap is None else f"\nδ{cross} = mean inter − mean intra = {gap:.3f}"
-    ax.set_title(f"query–gallery distances — {Path(store).name}, {what}{delta}", fontsize=9)
+    ax.set_title(f"query–gallery distances — {name}, {what}{delta}", fontsize=9)
     plot = DistancePlot(groups=groups, gap=gap, normalized=normalized, figure=fig)
     plot.path = finish_figure(fig, out, force=force,
                               inputs=[store] + ([model] if model is not None else []))

@@ -21,7 +21,7 @@ from reidcli.evaluation.protocols import (TrialLabels, auto_protocol, identity_c
                                           make_groups)
 from reidcli.evaluation.run import trial_distances, trial_rows
 from reidcli.evaluation.search import unlabelled_roles
-from reidcli.plotting.common import finish_figure, pyplot
+from reidcli.plotting.common import finish_figure, pyplot, store_name
 from reidcli.store.reader import open_store
 
 
@@ -35,7 +35,8 @@ class RankListPlot:
     ranked: np.ndarray
     correct: np.ndarray | None
     distances: np.ndarray
-    #: image files that could not be read (drawn as grey tiles), set by plot_ranklist
+    #: image files that could not be read (grey 'image not found' tiles), set by
+    #: plot_ranklist
     missing: list[str] = dataclasses.field(default_factory=list)
     path: Path | None = None
     #: the drawn matplotlib Figure (closed in pyplot, its artists kept for inspection)
@@ -134,63 +135,106 @@ def plot_ranklist(store: str | os.PathLike, out: str | os.PathLike | None = None
                   model=None, feature: str | None = None, trial: int = 0, queries: int = 5,
                   query_index=None, topk: int = 10, seed: int = 0, force: bool = False,
                   images_root: str | os.PathLike | None = None) -> RankListPlot:
-    """Draw :func:`rank_lists`: one row per query, thumbnails with coloured borders. The
-    store's relative image paths are read under ``images_root`` (default: the current
-    directory); a file that cannot be read is a grey tile, listed in ``missing`` (the path
-    tried) and named in one warning."""
+    """Draw :func:`rank_lists`: one row per query (query tile black-bordered), then the
+    top-k tiles, each titled ``rank · d distance`` / ``pid P cam C``, bordered green (same
+    person), red (another) or grey (unlabelled). The store's relative image paths are read
+    under ``images_root`` (default: the current directory); a file that cannot be read is
+    a grey tile saying 'image not found', listed in ``missing`` (the path tried) and
+    counted in one warning (:func:`missing_images_message`)."""
     data = rank_lists(store, model=model, feature=feature, trial=trial, queries=queries,
                       query_index=query_index, topk=topk, seed=seed)
     with open_store(store) as st:
         paths = st.records["path"].to_numpy()
         pids = st.records["pid"].to_numpy()
+        cams = st.records["camid"].to_numpy()
+        name = store_name(store, st.dataset)
+        what = f"model {Path(model).stem}" if model is not None else \
+            f"feature {st.require_feature(feature)}"
     plt = pyplot()
     n, k = data.ranked.shape
-    fig, axes = plt.subplots(n, k + 1, figsize=(0.9 * (k + 1), 2.0 * n), squeeze=False)
+    fig, axes = plt.subplots(n, k + 1, figsize=(TILE_WIDTH * (k + 1) + 0.2, 2.05 * n + 0.6),
+                             squeeze=False, layout="constrained")
+    fig.get_layout_engine().set(w_pad=0.02, h_pad=0.02, wspace=0.04, hspace=0.06)
     size = (128, 64)
+    tried: set[str] = set()
+
+    def draw(ax, row: int) -> None:
+        file = image_file(paths[row], images_root)
+        tried.add(str(file))
+        ax.imshow(_thumbnail(file, size, data.missing))
+        if str(file) in data.missing:
+            ax.text(0.5, 0.5, "image\nnot found", transform=ax.transAxes, ha="center",
+                    va="center", fontsize=TILE_POINTS, color="#555555")
+
     for i in range(n):
-        ax = axes[i][0]
-        ax.imshow(_thumbnail(image_file(paths[data.queries[i]], images_root), size,
-                             data.missing))
-        ax.set_title(f"query\npid {pids[data.queries[i]]}" if data.correct is not None
-                     else f"query\nrow {data.queries[i]}", fontsize=7)
+        q = data.queries[i]
+        draw(axes[i][0], q)
+        axes[i][0].set_title(f"query\npid {pids[q]} cam {cams[q]}" if data.correct is not None
+                             else f"query (row {q})\ncam {cams[q]}", fontsize=TILE_POINTS,
+                             fontweight="bold")
+        for spine in axes[i][0].spines.values():
+            spine.set_edgecolor(QUERY_COLOR)
+            spine.set_linewidth(3)
         for j in range(k):
             ax = axes[i][j + 1]
-            ax.imshow(_thumbnail(image_file(paths[data.ranked[i, j]], images_root), size,
-                                 data.missing))
-            if data.correct is None:            # unlabelled: rank and distance only
-                color, title = "#777777", f"{j + 1}\n{data.distances[i, j]:.3g}"
+            g = data.ranked[i, j]
+            draw(ax, g)
+            if data.correct is None:            # unlabelled: no correctness
+                color = GREY
             else:
-                color = "#1a9850" if data.correct[i, j] else "#d73027"
-                title = f"{j + 1}"
+                color = GREEN if data.correct[i, j] else RED
             for spine in ax.spines.values():
                 spine.set_edgecolor(color)
                 spine.set_linewidth(3)
-            ax.set_title(title, fontsize=7, color=color)
+            ax.set_title(tile_label(j + 1, pids[g], cams[g], data.distances[i, j]),
+                         fontsize=TILE_POINTS, color=color)
     for ax in axes.ravel():
         ax.set_xticks([])
         ax.set_yticks([])
-    what = f"model {Path(model).name}" if model is not None else f"feature {feature or 'default'}"
-    fig.suptitle(f"rank lists — {Path(store).name}, {what}, trial {trial}"
-                 + (" (unlabelled: distances, no correctness)" if data.correct is None
-                    else ""), fontsize=9)
+    fig.suptitle(f"rank lists — {name}, {what}, trial {trial}", fontsize=10)
+    fig.supxlabel("tile: rank · distance / pid · camera; border: green = same person, "
+                  "red = another" if data.correct is not None else
+                  "tile: rank · distance / pid · camera; unlabelled queries: grey borders, "
+                  "no correctness", fontsize=8)
     if data.missing:
-        warnings.warn(missing_images_message(data.missing, images_root), stacklevel=2)
+        warnings.warn(missing_images_message(data.missing, images_root,
+                                             total=len(tried)), stacklevel=2)
     data.figure = fig
     data.path = finish_figure(fig, out, force=force,
                               inputs=[store] + ([model] if model is not None else []))
     return data
 
 
-def missing_images_message(missing: list[str], images_root: str | os.PathLike | None) -> str:
-    """One line, ``<what> — <what to do>``: how many images were not found, the first path
-    tried, and the parameter that says where the store's relative image paths start."""
+#: tile width (inches), tile text size (points) and border colours
+TILE_WIDTH = 0.95
+TILE_POINTS = 6.5
+GREEN, RED, GREY, QUERY_COLOR = "#1a9850", "#d73027", "#777777", "#000000"
+
+
+def tile_label(rank: int, pid, camid, distance: float) -> str:
+    """Two short lines over a gallery tile: ``3 · d 0.412`` / ``pid 17 cam 2`` (``pid ?`` for
+    an unlabelled image, pid −1)."""
+    who = f"pid {pid}" if int(pid) >= 0 else "pid ?"
+    return f"{rank} · d {distance:.3g}\n{who} cam {camid}"
+
+
+def missing_images_message(missing: list[str], images_root: str | os.PathLike | None,
+                           total: int | None = None) -> str:
+    """One line, ``<what> — <what to do>``: how many of the ``total`` images tried were not
+    found (or that none was), the first path tried, and the parameter that says where the
+    store's relative image paths start."""
     where = (f"under {param('images_root', images_root)}" if images_root is not None
              else "relative to the current directory")
-    return (f"rank list: {len(missing)} image file(s) missing or unreadable, drawn as grey "
-            f"tiles (first tried: {missing[0]}; relative paths are read {where}) — pass "
+    if total is not None and len(missing) >= total:
+        what = (f"rank list: none of the {len(missing)} image file(s) found (missing or "
+                "unreadable), drawn as 'image not found' tiles")
+    else:
+        what = (f"rank list: {len(missing)} image file(s) missing or unreadable"
+                + (f" of {total}" if total else "") + ", drawn as 'image not found' tiles")
+    return (f"{what} (first tried: {missing[0]}; relative paths are read {where}) — pass "
             f"{param('images_root', 'DIR')}, the folder the store's image paths are relative "
             "to")
 
 
 __all__ = ["plot_ranklist", "rank_lists", "RankListPlot", "image_file",
-           "missing_images_message"]
+           "missing_images_message", "tile_label"]

@@ -86,7 +86,10 @@ def _run_name(run_dir: Path) -> str:
         return run_dir.name
     if not isinstance(cfg, dict):
         return run_dir.name
-    return f"{cfg.get('method', '?')} on {cfg.get('dataset', '?')} ({cfg.get('backbone', '?')})"
+    if not cfg.get("method"):
+        return run_dir.name
+    name = str(cfg["method"]) + (f" on {cfg['dataset']}" if cfg.get("dataset") else "")
+    return name + (f" ({cfg['backbone']})" if cfg.get("backbone") else "") + f" — {run_dir.name}"
 
 
 def phase_segments(frame: pd.DataFrame) -> list[tuple[str, float, float]]:

@@ -20,7 +20,7 @@ from reidcli.errors import InputFileError, ParameterError, UsageError
 from reidcli.evaluation.distances import normalize_features
 from reidcli.naming import param
 from reidcli.params import Interval, check_param
-from reidcli.plotting.common import (adapt_label, finish_figure, pyplot, short_command,
+from reidcli.plotting.common import (adapt_label, finish_figure, pyplot, store_name,
                                      vectors_label)
 from reidcli.store.reader import open_store
 
@@ -102,17 +102,34 @@ def check_same_rows(records, other, store: str | os.PathLike,
                              f"{i}, {a!r} vs {b!r})", todo)
 
 
+#: dimensions kept by the PCA that precedes t-SNE (van der Maaten & Hinton 2008, §5 reduce
+#: to 30–50 dimensions first): neighbour search and affinities cost O(D), the map barely moves
+PCA_DIMS = 50
+#: gradient-descent iterations (scikit-learn's minimum is 250; 250 of them use early
+#: exaggeration): a PCA-initialised Barnes-Hut map is settled well before the default 1000
+TSNE_ITERATIONS = 500
+
+
 def embed_2d(features: np.ndarray, seed: int, perplexity: float = 30.0) -> np.ndarray:
-    """[n, D] → [n, 2] t-SNE (PCA initialisation, perplexity capped below n/3)."""
+    """[n, D] → [n, 2] t-SNE: PCA to :data:`PCA_DIMS` dimensions, PCA initialisation,
+    Barnes-Hut gradient on one OpenMP thread (its sums then run in one order: the same
+    seed gives the same map whatever the thread count), :data:`TSNE_ITERATIONS` steps,
+    perplexity capped below n/3."""
+    from sklearn.decomposition import PCA
     from sklearn.manifold import TSNE
+    from threadpoolctl import threadpool_limits
+
+    from reidcli.progress import activity
 
     n = len(features)
     perp = float(min(perplexity, max(2.0, (n - 1) / 3.0)))
-    from reidcli.progress import activity
-
-    with activity(f"t-SNE of {n} points", inner=True):
+    x = features.astype(np.float64)
+    with activity(f"t-SNE of {n} points", inner=True), threadpool_limits(1):
+        if x.shape[1] > PCA_DIMS and n > PCA_DIMS:
+            x = PCA(PCA_DIMS, svd_solver="full").fit_transform(x)
         return TSNE(n_components=2, perplexity=perp, init="pca", random_state=seed,
-                    learning_rate="auto").fit_transform(features.astype(np.float32))
+                    learning_rate="auto", method="barnes_hut", max_iter=TSNE_ITERATIONS
+                    ).fit_transform(x.astype(np.float32))
 
 
 def align_2d(points: np.ndarray, reference: np.ndarray) -> np.ndarray:
@@ -133,6 +150,60 @@ def panel_title(provenance: dict | None, feature: str, adapt_groups: Sequence[st
     what = vectors_label(provenance, feature) or feature
     adapted = adapt_label(provenance) or (",".join(adapt_groups) if adapt_groups else None)
     return f"{what} + {adapted}" if adapted else what
+
+
+#: most legend entries of the colour grouping (alone, or beside a marker grouping) and of
+#: the marker grouping; the least frequent categories beyond them are drawn grey as "other"
+MAX_COLORS = 10
+MAX_COLORS_WITH_MARKERS = 7
+MAX_MARKERS = 3
+SHAPES = ("o", "^", "s", "D")
+OTHER_COLOR = "#9e9e9e"
+
+
+def legend_groups(values: np.ndarray, most: int, by: str) -> tuple[np.ndarray, list[str]]:
+    """``values`` [n] of the column ``by`` → (group index [n], legend label per group): one
+    group per category (``camid 3``) when there are at most ``most``, else the ``most`` − 1
+    most frequent (ties: sorted order) and one ``other camid values (k)`` group for the
+    rest — a legend a reader can match by colour."""
+    cats, inverse, counts = np.unique(values, return_inverse=True, return_counts=True)
+    keep = np.arange(len(cats)) if len(cats) <= most else \
+        np.sort(np.argsort(-counts, kind="stable")[:most - 1])
+    slot = np.full(len(cats), len(keep), np.int64)
+    slot[keep] = np.arange(len(keep))
+    names = [f"{by} {cats[i]}" for i in keep]
+    if len(keep) < len(cats):
+        names.append(f"other {by} values ({len(cats) - len(keep)})")
+    return slot[np.asarray(inverse).ravel()], names
+
+
+def _color(i: int, name: str, palette) -> Any:
+    return OTHER_COLOR if name.startswith("other ") else palette[i % len(palette)]
+
+
+def _legend_handles(color_names: list[str], marker_names: list[str]) -> list:
+    """One filled-circle entry per colour group (``camid 3``), then one dark entry per
+    marker group (``domain market``)."""
+    from matplotlib.lines import Line2D
+
+    palette = _palette()
+    handles = [Line2D([], [], linestyle="none", marker="o", markersize=6,
+                      color=_color(i, n, palette), label=n) for i, n in enumerate(color_names)]
+    handles += [Line2D([], [], linestyle="none", marker=SHAPES[i], markersize=6,
+                       color="#333333", label=n) for i, n in enumerate(marker_names)]
+    return handles
+
+
+def _palette() -> list:
+    return [pyplot().get_cmap("tab10")(i) for i in range(10)]
+
+
+def feature_change(before: np.ndarray, after: np.ndarray) -> float:
+    """Mean ‖after − before‖ / mean ‖before‖ over the rows, in percent ([n, D] each, as
+    embedded): says how much an adaptation moved the vectors, so two panels that look
+    alike are read as "little changed", not as a broken plot."""
+    scale = float(np.linalg.norm(before, axis=1).mean()) or 1.0
+    return 100.0 * float(np.linalg.norm(after - before, axis=1).mean()) / scale
 
 
 def plot_tsne(store: str | os.PathLike, out: str | os.PathLike | None = None, *,
@@ -178,40 +249,46 @@ def plot_tsne(store: str | os.PathLike, out: str | os.PathLike | None = None, *,
         panels = [embed_2d(f, seed, perplexity) for f in features]
         panels[1:] = [align_2d(p, panels[0]) for p in panels[1:]]
     plt = pyplot()
-    fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 5.5), squeeze=False,
-                             layout="constrained")
-    cats = sorted(set(colors.tolist()), key=str)
-    cmap = plt.get_cmap("tab20" if len(cats) > 10 else "tab10")
-    shapes = ["o", "^", "s", "x", "D", "v"]
-    mcats = sorted(set(markers.tolist()), key=str) if markers is not None else [None]
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.6 * len(panels) + 1.9, 4.8),
+                             squeeze=False, layout="constrained")
+    color_keys, color_names = legend_groups(colors, MAX_COLORS if markers is None
+                                            else MAX_COLORS_WITH_MARKERS, color_by)
+    marker_keys, marker_names = legend_groups(markers, MAX_MARKERS, marker_by) \
+        if markers is not None else (None, [None])
+    palette = _palette()
     every = np.concatenate(panels)
     pad = 0.05 * (every.max(0) - every.min(0))
     for ax, pts, title in zip(axes[0], panels, titles):
-        for ci, cat in enumerate(cats):
-            for mi, mcat in enumerate(mcats):
-                sel = colors == cat
-                if markers is not None:
-                    sel &= markers == mcat
+        for ci, cname in enumerate(color_names):
+            for mi, mname in enumerate(marker_names):
+                sel = color_keys == ci
+                if marker_keys is not None:
+                    sel &= marker_keys == mi
                 if not sel.any():
                     continue
-                label = f"{color_by} {cat}" + (f", {marker_by} {mcat}" if markers is not None
-                                               else "")
-                ax.scatter(pts[sel, 0], pts[sel, 1], s=8, color=cmap(ci % cmap.N),
-                           marker=shapes[mi % len(shapes)], label=label, alpha=0.8)
+                ax.scatter(pts[sel, 0], pts[sel, 1], s=9, color=_color(ci, cname, palette),
+                           marker=SHAPES[mi], alpha=0.8, linewidths=0.6,
+                           label=f"_{cname}, {mname}")
         ax.set_title(title, fontsize=9)
         ax.set_xlim(every[:, 0].min() - pad[0], every[:, 0].max() + pad[0])
         ax.set_ylim(every[:, 1].min() - pad[1], every[:, 1].max() + pad[1])
         ax.set_xticks([])
         ax.set_yticks([])
-    if len(cats) * len(mcats) <= 24:
-        axes[0][-1].legend(fontsize=7, markerscale=2, loc="center left", bbox_to_anchor=(1, 0.5))
-    how = ("one joint embedding" if joint else "second map aligned to the first") \
-        if compare is not None else ""
+    axes[0][-1].legend(handles=_legend_handles(color_names, [m for m in marker_names if m]),
+                       fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0),
+                       borderaxespad=0.0, frameon=False, handletextpad=0.3)
     with open_store(store) as st:
-        fig.suptitle(f"t-SNE of {st.dataset or 'store'} ({len(rows)} points"
-                     + (f" of {', '.join(splits)}" if splits else "")
-                     + f", coloured by {color_by}" + (f"; {how}" if how else "")
-                     + f")\n{short_command(st.provenance)}", fontsize=9)
+        name = store_name(store, st.dataset)
+    what = (f"{len(rows)} points" + (f" of {', '.join(splits)}" if splits else "")
+            + f", colour = {color_by}" + (f", marker = {marker_by}" if marker_by else ""))
+    fig.suptitle(f"t-SNE of {name} — {names[0]}", fontsize=10)
+    if compare is not None:
+        same = (f"same rows, one joint t-SNE (seed {seed}), shared axes" if joint else
+                f"same rows, right map aligned to the left (seed {seed}), shared axes")
+        what += f"; left: {Path(store).stem}, right: {Path(compare).stem} — {same}"
+        if joint:
+            what += f"; features moved by {feature_change(*features):.3g} % on average"
+    fig.supxlabel(what, fontsize=8)
     plot = TSNEPlot(rows=rows, points=panels, colors=colors, markers=markers, titles=titles,
                     joint=joint, figure=fig)
     plot.path = finish_figure(fig, out, force=force,
@@ -219,5 +296,5 @@ def plot_tsne(store: str | os.PathLike, out: str | os.PathLike | None = None, *,
     return plot
 
 
-__all__ = ["plot_tsne", "TSNEPlot", "check_same_rows", "choose_rows", "embed_2d", "align_2d", "panel_title",
-           "COLOR_BY"]
+__all__ = ["plot_tsne", "TSNEPlot", "check_same_rows", "choose_rows", "embed_2d", "align_2d",
+           "panel_title", "legend_groups", "feature_change", "COLOR_BY", "MAX_COLORS", "MAX_MARKERS"]

@@ -117,8 +117,28 @@ def _camera_name(cam: int | str) -> str:
     return "all cams" if cam == -1 else camera_key_name(str(cam))
 
 
-#: figure inches per weight-map column (a map is drawn at its grid's aspect below it)
+#: largest figure inches per weight-map column (a map is drawn at its grid's aspect below it)
 CELL_WIDTH = 0.8
+#: the page the grid must fit, in inches (A4 portrait: 8.3 × 11.7; at 300 dpi ≤ 2490 × 3510 px)
+PAGE = (8.3, 11.7)
+#: inches a block of one (layer, camera) needs besides its cells (row label, colour-bar
+#: ticks) and per row of blocks (map titles), and the figure's title band
+BLOCK_EXTRA, ROW_EXTRA, TITLE_EXTRA = 0.95, 0.3, 0.6
+
+
+def page_layout(num_blocks: int, cols: int, aspect: float) -> tuple[int, float]:
+    """(blocks per row, cell width in inches) for ``num_blocks`` blocks of ``cols`` cells of
+    height/width ``aspect`` on :data:`PAGE`: the number of blocks side by side that gives
+    the widest cells (at most :data:`CELL_WIDTH`; ties: fewer per row)."""
+    best = (1, 0.0)
+    for per_row in range(1, num_blocks + 1):
+        rows = -(-num_blocks // per_row)
+        by_width = (PAGE[0] - 0.2 - per_row * BLOCK_EXTRA) / (per_row * cols * 1.25)
+        by_height = ((PAGE[1] - TITLE_EXTRA - 0.3) / rows - ROW_EXTRA) / aspect
+        cell = min(CELL_WIDTH, by_width, by_height)
+        if cell > best[1] + 1e-9:
+            best = (per_row, cell)
+    return best[0], max(best[1], 0.05)
 
 
 def _font_size(cols: int) -> float:
@@ -157,9 +177,11 @@ def plot_weight_maps(fitted: str | os.PathLike, out: str | os.PathLike | None = 
 
 def draw_weight_maps(data: WeightMapPlot, title: str, *, num_maps: int = 4,
                      figure: str = "both") -> WeightMapPlot:
-    """Draw ``data`` into a new Figure (set as ``data.figure``): one row per (layer,
-    camera). A row's maps share one symmetric colour scale (coolwarm, 0 = white) with a
-    colour bar right of its last map; Σ|maps| has its own bar. Matplotlib's constrained
+    """Draw ``data`` into a new Figure (set as ``data.figure``) that fits :data:`PAGE`: one
+    block of cells per (layer, camera), several blocks side by side when that gives larger
+    cells (:func:`page_layout`); ``fig.axes`` lists each block's cells in turn. A block's
+    maps share one symmetric colour scale (coolwarm, 0 = white) with a colour bar right of
+    its last map; Σ|maps| has its own bar. Matplotlib's constrained
     layout places titles, row labels and bars so that none overprints another (checked
     for K = 10 maps × 6 cameras in tests/plotting)."""
     plt = pyplot()
@@ -168,16 +190,22 @@ def draw_weight_maps(data: WeightMapPlot, title: str, *, num_maps: int = 4,
     show_sum = figure in ("sum", "both")
     cols = (num_maps if show_maps else 0) + (2 if show_sum else 0)
     h, w = next(iter(data.sums.values())).shape
-    cell_h = CELL_WIDTH * min(h / w, 3.5)
-    size = _font_size(cols)
-    fig, axes = plt.subplots(len(keys), cols, squeeze=False, layout="constrained",
-                             figsize=(CELL_WIDTH * 1.25 * cols + 1.2 + 0.6 * show_maps,
-                                      (cell_h + 0.25) * len(keys) + 0.7))
-    fig.get_layout_engine().set(w_pad=0.03, h_pad=0.03, wspace=0.06, hspace=0.04)
+    aspect = min(h / w, 3.5)
+    per_row, cell = page_layout(len(keys), cols, aspect)
+    grid_rows = -(-len(keys) // per_row)
+    size = float(np.clip(_font_size(cols) * min(1.0, cell / CELL_WIDTH + 0.35), 5.5, 9))
+    fig, axes = plt.subplots(grid_rows, per_row * cols, squeeze=False, layout="constrained",
+                             figsize=(per_row * (cols * 1.25 * cell + BLOCK_EXTRA) + 0.2,
+                                      grid_rows * (cell * aspect + ROW_EXTRA) + TITLE_EXTRA))
+    fig.get_layout_engine().set(w_pad=0.02, h_pad=0.02, wspace=0.06, hspace=0.04)
+    for extra in axes.ravel()[len(keys) * cols:] if per_row > 1 else []:
+        fig.delaxes(extra)                     # the unused cells after the last block
     data.colorbars = []
-    for r, key in enumerate(keys):
+    for b, key in enumerate(keys):
         layer, cam = key
-        c = 0
+        r, c = divmod(b, per_row)
+        c *= cols
+        first = c
         if show_maps:
             scale = float(np.abs(data.maps[key]).max()) or 1.0
             shown = None
@@ -198,13 +226,14 @@ def draw_weight_maps(data: WeightMapPlot, title: str, *, num_maps: int = 4,
             if image is not None:
                 axes[r][c].imshow(image)
             if r == 0:
-                axes[r][c].set_title("mean image", fontsize=size)
+                axes[r][c].set_title("mean\nimage" if cell < 0.6 else "mean image",
+                                     fontsize=size)
             summed = axes[r][c + 1].imshow(data.sums[key], cmap="hot", vmin=0)
             data.colorbars.append(_colorbar(fig, summed, axes[r][c + 1], size))
             if r == 0:
                 axes[r][c + 1].set_title("Σ|maps|", fontsize=size)
-        axes[r][0].set_ylabel(f"{layer}\n{_camera_name(cam)}", fontsize=size)
-    for ax in axes.ravel():
+        axes[r][first].set_ylabel(f"{layer}\n{_camera_name(cam)}", fontsize=size)
+    for ax in fig.axes:
         ax.set_xticks([])
         ax.set_yticks([])
     fig.suptitle(title, fontsize=size + 1.5)
@@ -213,4 +242,4 @@ def draw_weight_maps(data: WeightMapPlot, title: str, *, num_maps: int = 4,
 
 
 __all__ = ["plot_weight_maps", "read_weight_maps", "WeightMapPlot", "draw_weight_maps",
-           "FIGURES", "CELL_WIDTH"]
+           "FIGURES", "CELL_WIDTH", "PAGE", "page_layout"]

@@ -48,6 +48,7 @@ from reidcli.progress import StepBar
 from reidcli.provenance import make_provenance
 from reidcli.training.config import TrainConfig, method_info
 from reidcli.training.data import SeededAugmentDataset, training_options, training_records
+from reidcli.training.preset_fit import fit_preset_batch
 from reidcli.training.resume import (check_data, check_records, data_root_of, load_checkpoint,
                                      records_digest, resumed_config)
 from reidcli.training.run_dir import (RUN_FILES, RUN_FORMAT, RunDirectory, resume_source,
@@ -265,6 +266,7 @@ def _train(cfg: TrainConfig, out: Path, run: RunDirectory | None, dist: _Distrib
         check_records(recorded_data, len(base), data["records_sha256"], out)
         if run is not None:
             run.copy_source()
+    cfg = fit_preset_batch(cfg, base.labels, dist.world, echo)   # a tiny set, a preset's batch
     sampler = EpochTaggedSampler(trainer.batch_sampler(cfg, base.labels, dist.world, dist.rank,
                                                        records=records), len(base))
     loader = make_loader(SeededAugmentDataset(base, cfg.seed), batch_sampler=sampler,

@@ -84,7 +84,8 @@ def test_tsne_points_colours_and_compare(tiny_store, tiny_store_lbp, tmp_path):
         np.testing.assert_allclose(np.sort(drawn, axis=0), np.sort(pts, axis=0), rtol=1e-6)
         assert ax.get_title() == title
     legend = [t.get_text() for t in panels[-1].get_legend().get_texts()]
-    assert len(legend) == len(groups) and all(t.startswith("camid ") for t in legend)
+    # one entry per camera (colour) and per split (marker), not one per combination
+    assert legend == ["camid 0", "camid 1", "split gallery", "split query", "split train"]
     assert png_size(out)[0] > png_size(out)[1]                      # two panels side by side
     with pytest.raises(UsageError, match="color_by='colour'"):
         plot_tsne(tiny_store, color_by="colour")
@@ -163,7 +164,8 @@ def test_ranklist_follows_the_market_rule(tiny_store, tmp_path, recwarn):
     assert not plot.correct.all() and plot.correct.any()            # both colours are used
     axes = np.array(plot.figure.axes).reshape(3, 5)
     for i in range(3):
-        assert axes[i][0].get_title() == f"query\npid {pid[plot.queries[i]]}"
+        q = plot.queries[i]
+        assert axes[i][0].get_title() == f"query\npid {pid[q]} cam {cam[q]}"
         for j in range(4):
             want = GREEN if plot.correct[i, j] else RED
             ax = axes[i][j + 1]
@@ -176,9 +178,10 @@ def test_ranklist_follows_the_market_rule(tiny_store, tmp_path, recwarn):
 
 
 def test_ranklist_warns_about_missing_images(two_modality_store):
-    with pytest.warns(UserWarning, match=r"rank list: (\d+) image file\(s\) missing or "
-                                         r"unreadable, drawn as grey tiles \(first tried: "
-                                         r"/.*mm/.* — pass images_root=DIR") as w:
+    with pytest.warns(UserWarning, match=r"rank list: none of the (\d+) image file\(s\) found "
+                                         r"\(missing or unreadable\), drawn as 'image not "
+                                         r"found' tiles \(first tried: /.*mm/.* — pass "
+                                         r"images_root=DIR") as w:
         plot = plot_ranklist(two_modality_store, queries=2, topk=3)
     shown = {*plot.queries.tolist(), *plot.ranked.ravel().tolist()}
     assert len(plot.missing) == len(shown)                          # every distinct file once
