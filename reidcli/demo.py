@@ -184,13 +184,23 @@ def run_demo(root: str | Path | None = None, workdir: str | Path = "reid-demo",
     """Run the demo; returns the steps, a results table (rank-1, mAP, … per method), the
     files written and notes. ``echo`` receives each command line before it runs and its
     time after; ``progress=False`` adds ``--quiet`` where a command has it."""
-    if preset not in BOT_SCHEDULE:
-        from reidcli.errors import UsageError
-        raise UsageError(f"demo preset {preset!r} is unknown",
-                         f"use one of {', '.join(BOT_SCHEDULE)}")
+    from reidcli.errors import OutputError
+    from reidcli.naming import param
+    from reidcli.params import Options, check_param, check_seed
+
+    # checked before anything runs, so a bad value is one line, not a failed stage
+    preset = check_param("demo", "preset", preset, Options(tuple(BOT_SCHEDULE)))
+    seed = check_seed("demo", seed)
+    if Path(workdir).exists() and not Path(workdir).is_dir():
+        raise OutputError(f"{param('workdir')} {workdir} is a file, not a folder",
+                          "give a folder for the demo's outputs")
     demo = _Demo(_Runner(run, echo), data_root(root), Path(workdir), preset,
                  _demo_name(preset, seed), [] if progress else ["--quiet"])
-    demo.workdir.mkdir(parents=True, exist_ok=True)
+    try:
+        demo.workdir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OutputError(f"cannot create {param('workdir')} {workdir}: "
+                          f"{exc.strerror or exc}", "give a writable folder") from None
     echo(activate_line())                              # `reid` on a pasting shell's PATH
     echo(shlex.join(["mkdir", "-p", str(demo.workdir)]))     # done; the commands need it
     echo("export " + " ".join(f"{k}={v}" for k, v in ONE_THREAD.items()))

@@ -31,8 +31,11 @@ def demo(
     from rich.console import Console
     from rich.table import Table
 
+    from reidcli.cli.context import set_flag_names
     from reidcli.demo import run_demo
     from reidcli.progress import ENABLED
+
+    set_flag_names({"workdir": "--out"})
 
     echo = lambda line: typer.echo(line)
     echo(f"# reid demo: synthetic '{preset}' (seed {seed}); each command below ran as "

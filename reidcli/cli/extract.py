@@ -266,7 +266,7 @@ def _extract_with_model(model, dataset, out, root, names, map_names, maps_dtype,
     from reidcli.progress import ENABLED
     from reidcli.store.writer import parse_shard
 
-    size = parse_size(map_size)
+    size = parse_size(map_size, "map_size")
     part = parse_shard(shard) if shard else None
     check_output(out, force)
     layout, loaded = _model_layout(model, dataset, root, option, trials, ENABLED,
@@ -299,7 +299,7 @@ def _extract_distributed(launch, model, dataset, out, root, names, map_names, ma
     from reidcli.progress import ENABLED
     from reidcli.store.writer import parse_shard
 
-    size = parse_size(map_size)
+    size = parse_size(map_size, "map_size")
     requested = parse_shard(shard) if shard else None
 
     def layout():

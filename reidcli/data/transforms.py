@@ -34,6 +34,7 @@ import torch
 from torchvision.transforms import v2
 
 from reidcli.errors import UsageError
+from reidcli.naming import param
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -48,7 +49,7 @@ COLOR_JITTER = (0.8, 0.15, 0.15, 0.1, 0.1)
 _SIZE_RE = re.compile(r"^\s*(\d+)\s*[xX×]\s*(\d+)\s*$")
 
 
-def parse_size(text: str | Sequence[int]) -> tuple[int, int]:
+def parse_size(text: str | Sequence[int], parameter: str | None = None) -> tuple[int, int]:
     """``"384x128"`` → ``(384, 128)`` = (height, width).
 
     Also accepts a 2-sequence of ints. Raises :class:`UsageError` on anything else,
@@ -67,7 +68,8 @@ def parse_size(text: str | Sequence[int]) -> tuple[int, int]:
             raise UsageError(f"size {text!r} is not HxW", "write e.g. 384x128 (height x width)")
         h, w = int(match.group(1)), int(match.group(2))
     if h < 1 or w < 1:
-        raise UsageError(f"size {text!r} must have positive height and width",
+        named = f"{param(parameter)} {text!r}" if parameter else f"size {text!r}"
+        raise UsageError(f"{named} must have positive height and width",
                          "write e.g. 384x128")
     return h, w
 

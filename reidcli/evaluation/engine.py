@@ -20,7 +20,7 @@ from reidcli.evaluation.protocols import (SKIP_JUNK_QUERY, SKIP_NO_MATCH, Protoc
                                           TrialLabels, make_groups, scorable_queries)
 from reidcli.evaluation.scores import cmc_auc, pur
 from reidcli.naming import param
-from reidcli.params import NONE, Interval, Options
+from reidcli.params import NONE, SEED, Interval, Options
 from reidcli.progress import track
 
 #: status of queries left out by the query-camera selection (query_cams) (neither scored nor counted as skipped)
@@ -78,6 +78,8 @@ class EvalOptions:
         self.gallery_block_rows = check_eval_param(owner, "gallery_block_rows",
                                                    self.gallery_block_rows, Interval(int, 0),
                                                    todo="use 0 (rows from the default budget)")
+        self.seed = check_eval_param(owner, "seed", self.seed, SEED,
+                                     todo="use an integer seed in [0, 2**32)")
         self.auc_max_rank = check_eval_param(owner, "auc_max_rank", self.auc_max_rank,
                                              Interval(int, 1), NONE,
                                              todo="give a positive rank or none (gallery size)")

@@ -310,7 +310,8 @@ def unseen_query_cameras(query_cams: Iterable[int], query_cameras: list[int] | N
                               "(lists of 0-based camids)")
     missing = [c for c in chosen if c not in present]
     if missing or not chosen:
-        raise EvaluationError(f"no query of the store is from camera(s) "
+        given = param("query_cams") if query_cameras is not None else param("train_cams")
+        raise EvaluationError(f"{given}: no query of the store is from camera(s) "
                               f"{', '.join(map(str, missing or chosen)) or '(none left)'}",
                               f"query cameras are {', '.join(map(str, present))}")
     return list(chosen)

@@ -158,12 +158,14 @@ def evaluate_store(request: StoreEvalRequest) -> StoreEvaluation:
         metric_name, nmi = None, None
         embedded = EmbeddingCache()
         streamed = []
+        distractor_queries = 0           # query rows with pid 0: never scored (docs/errors.md)
         try:
             runs = list(_runs(plan.trials, model))
             for k, repeat, q_rows, g_rows in track(runs, description="evaluating", unit="trials",
                                                    enabled=options.progress):
                 labels = TrialLabels.from_records(plan.records, plan.codes, q_rows,
                                                   g_rows, cameras=plan.cameras)
+                distractor_queries += int((labels.query_pids == 0).sum())
                 q_feat = _trial_inputs(st, plan, model, k, repeat, q_rows, request, "query")
                 if streams_gallery(request, plan, g_rows):
                     source, metric_name = _streamed_source(st, plan, model, k, repeat, q_feat,
@@ -196,6 +198,11 @@ def evaluate_store(request: StoreEvalRequest) -> StoreEvaluation:
                 del source, q_feat
         finally:
             backend.close()
+        if distractor_queries:
+            warnings.warn(f"store {st.path}: {distractor_queries} query row(s) carry pid 0, "
+                          "which means distractor, and are not scored — if the store's pids "
+                          "were 0-based, import it again with "
+                          f"{param('pid_base', 0)} (reid store import)", stacklevel=2)
         meta = {
             "store": str(st.path), "dataset": st.dataset, "feature": plan.feature,
             # the dataset's protocol as built (e.g. SYSU-MM01's gallery draw family)

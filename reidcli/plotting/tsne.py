@@ -123,6 +123,11 @@ def embed_2d(features: np.ndarray, seed: int, perplexity: float = 30.0) -> np.nd
 
     n = len(features)
     perp = float(min(perplexity, max(2.0, (n - 1) / 3.0)))
+    if perp < perplexity:
+        import warnings
+
+        warnings.warn(f"{param('perplexity')} {perplexity:g} is above what {n} points allow "
+                      f"(below n/3): the map uses {perp:g}", stacklevel=2)
     x = features.astype(np.float64)
     with activity(f"t-SNE of {n} points", inner=True), threadpool_limits(1):
         if x.shape[1] > PCA_DIMS and n > PCA_DIMS:

@@ -15,6 +15,7 @@ import numpy as np
 
 from reidcli.cameras import CameraTable, camera_key_name
 from reidcli.errors import FittedModelError, ParameterError
+from reidcli.params import Interval, check_param
 from reidcli.plotting.common import finish_figure, pyplot
 
 FIGURES = ("maps", "sum", "both")
@@ -166,6 +167,7 @@ def plot_weight_maps(fitted: str | os.PathLike, out: str | os.PathLike | None = 
     if figure not in FIGURES:
         raise ParameterError("weight-map plot", "figure", figure,
                              f"must be one of {', '.join(FIGURES)}")
+    num_maps = check_param("weight-map plot", "num_maps", num_maps, Interval(int, 1, 10_000))
     data = read_weight_maps(fitted, trial, layers, num_maps)
     from reidcli import fitted as fitted_files
     method = fitted_files.load(fitted).method

@@ -133,8 +133,8 @@ def apply_pid_base(records: pd.DataFrame, pid_base: int | None, source: str,
 
     ``pid_base`` 0 adds 1 to every pid ≥ 0 (0-based labels: ``np.arange``, a label encoder),
     so person 0 becomes 1 (-1 stays junk); 1 keeps them; None (default) keeps them and, when
-    query rows carry pid 0 (which every evaluation skips as distractors, and training drops),
-    adds a warning line to ``notes`` (warned at once when ``notes`` is None)."""
+    query or train rows carry pid 0 (evaluation skips such queries as distractors, training
+    drops such rows), adds a warning line to ``notes`` (warned at once when ``notes`` is None)."""
     if pid_base not in (None, 0, 1):
         raise ParameterError("store import", "pid_base", pid_base, "must be 0 or 1",
                              "give the number the input's first identity has")
@@ -149,11 +149,12 @@ def apply_pid_base(records: pd.DataFrame, pid_base: int | None, source: str,
     if pid_base is None:
         split = records["split"].to_numpy()
         zero = {s: int(((pids == 0) & (split == s)).sum()) for s in ("query", "train")}
-        if zero["query"]:
-            trained = (f" and {zero['train']} train row(s)" if zero["train"] else "")
-            note = (f"{source}: {zero['query']} query row(s){trained} carry pid 0, which "
-                    "means distractor: evaluation skips those queries"
-                    + (" and training drops those rows" if zero["train"] else "")
+        if zero["query"] or zero["train"]:
+            rows = " and ".join(f"{n} {s} row(s)" for s, n in zero.items() if n)
+            effects = [what for s, what in (("query", "evaluation skips those queries"),
+                                            ("train", "training drops those rows")) if zero[s]]
+            note = (f"{source}: {rows} carry pid 0, which means distractor: "
+                    + " and ".join(effects)
                     + f" — if the pids are 0-based, import with {param('pid_base', 0)}")
             if notes is None:
                 warnings.warn(note, stacklevel=2)
