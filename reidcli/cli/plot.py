@@ -61,7 +61,9 @@ def tsne(old_store: Optional[Path] = OLD_STORE, store: Optional[Path] = STORE, o
                                                 "same rows (e.g. adapted), drawn beside."),
          split: Optional[str] = typer.Option(None, "--split", help="Only these splits, e.g. "
                                              "query,gallery."),
-         perplexity: float = typer.Option(30.0, "--perplexity"),
+         perplexity: Optional[float] = typer.Option(None, "--perplexity", help="t-SNE "
+                                                    "perplexity (default 30, lowered below a "
+                                                    "third of the points)."),
          seed: int = SEED, force: bool = FORCE) -> None:
     """t-SNE of embeddings coloured by camera / identity / modality / domain."""
     from reidcli.cli.context import set_flag_names

@@ -110,11 +110,16 @@ PCA_DIMS = 50
 TSNE_ITERATIONS = 500
 
 
-def embed_2d(features: np.ndarray, seed: int, perplexity: float = 30.0) -> np.ndarray:
+#: perplexity when none is given (sklearn's default); capped below n/3 without a word
+DEFAULT_PERPLEXITY = 30.0
+
+
+def embed_2d(features: np.ndarray, seed: int, perplexity: float | None = None) -> np.ndarray:
     """[n, D] → [n, 2] t-SNE: PCA to :data:`PCA_DIMS` dimensions, PCA initialisation,
     Barnes-Hut gradient on one OpenMP thread (its sums then run in one order: the same
     seed gives the same map whatever the thread count), :data:`TSNE_ITERATIONS` steps,
-    perplexity capped below n/3."""
+    perplexity capped below n/3 (a given ``perplexity`` that is capped warns; None is
+    :data:`DEFAULT_PERPLEXITY`)."""
     from sklearn.decomposition import PCA
     from sklearn.manifold import TSNE
     from threadpoolctl import threadpool_limits
@@ -122,8 +127,10 @@ def embed_2d(features: np.ndarray, seed: int, perplexity: float = 30.0) -> np.nd
     from reidcli.progress import activity
 
     n = len(features)
+    given = perplexity is not None
+    perplexity = DEFAULT_PERPLEXITY if perplexity is None else perplexity
     perp = float(min(perplexity, max(2.0, (n - 1) / 3.0)))
-    if perp < perplexity:
+    if given and perp < perplexity:
         import warnings
 
         warnings.warn(f"{param('perplexity')} {perplexity:g} is above what {n} points allow "
@@ -215,14 +222,17 @@ def plot_tsne(store: str | os.PathLike, out: str | os.PathLike | None = None, *,
               feature: str | None = None, color_by: str = "camid",
               marker_by: str | None = None, max_points: int = 2000,
               compare: str | os.PathLike | None = None, splits: Sequence[str] | None = None,
-              seed: int = 0, perplexity: float = 30.0, force: bool = False) -> TSNEPlot:
+              seed: int = 0, perplexity: float | None = None, force: bool = False
+              ) -> TSNEPlot:
     """One panel per store (``compare`` adds the second: "before" = ``store``, "after" =
     ``compare``), same rows and colours in both. Two stores of the same feature and
     dimension are embedded jointly (one t-SNE of the 2n rows, split in two), so distances
     across the panels compare; otherwise (another descriptor) the second map is aligned
     to the first (:func:`align_2d`). Both panels share their axis limits."""
     check_param("t-SNE plot", "max_points", max_points, Interval(int, 5))
-    check_param("t-SNE plot", "perplexity", perplexity, Interval(float, 0, None, "neither"))
+    if perplexity is not None:
+        check_param("t-SNE plot", "perplexity", perplexity,
+                    Interval(float, 0, None, "neither"))
     check_param("t-SNE plot", "seed", seed, Interval(int, 0, 2**32 - 1))
     for name, value in (("color_by", color_by), ("marker_by", marker_by)):
         if value is not None and value not in COLOR_BY:

@@ -134,10 +134,10 @@ def test_paper_symbols_stay_where_they_are_the_names(tree):
 
 def _npz(tmp_path, n_ids=8, per_id=6):
     rng = np.random.default_rng(0)
-    pid = np.repeat(np.arange(n_ids), per_id)
+    pid = np.repeat(np.arange(1, n_ids + 1), per_id)        # native ids (pid 0: distractor)
     camid = np.tile([0, 1], n_ids * per_id // 2)
     feats = (rng.standard_normal((len(pid), 6)) + pid[:, None]).astype(np.float32)
-    split = np.where(pid < n_ids // 2, "train", np.where(np.arange(len(pid)) % 2, "query",
+    split = np.where(pid <= n_ids // 2, "train", np.where(np.arange(len(pid)) % 2, "query",
                                                            "gallery"))
     np.savez(tmp_path / "e.npz", features=feats, pid=pid, camid=camid, split=split)
     return tmp_path / "e.npz"
