@@ -91,20 +91,23 @@ class _Distributed:
         from reidcli.distributed_env import read_launch
 
         launch = read_launch()              # each variable checked; an error names it
+        self.launch = launch
         self.world = launch.world_size if launch else 1
         self.rank = launch.rank if launch else 0
         self.local_rank = launch.local_rank if launch else 0
         self.active = self.world > 1
 
     def setup(self, device: torch.device) -> None:
+        """Join the group as extraction does (reidcli.distributed_env): the wait for the other
+        ranks is announced and bounded, a failure is one line."""
         if self.active and not torch.distributed.is_initialized():
+            from reidcli.distributed_env import join_process_group
+
             if device.type == "cuda":
                 # NCCL binds each rank to the current device: select it before the group
                 torch.cuda.set_device(self.local_rank if device.index is None
                                       else device.index)
-                torch.distributed.init_process_group("nccl")
-            else:
-                torch.distributed.init_process_group("gloo")
+            join_process_group("nccl" if device.type == "cuda" else "gloo", self.launch)
 
     @property
     def main(self) -> bool:

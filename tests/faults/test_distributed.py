@@ -178,3 +178,21 @@ def test_a_local_rank_beyond_the_gpus_is_named(monkeypatch):
     ok = DistributedEnv(rank=1, world_size=4, local_rank=1, master_addr="h", master_port=1)
     assert rank_device("cuda", ok) == "cuda:1"
     assert rank_device("cpu", env) == "cpu"
+
+
+# the same case for `reid train` under a hand-made launch: rank 0 alone used to wait silently
+# for torch's default 30 minutes; it now joins through the same announced, bounded rendezvous
+def test_a_training_rank_started_alone_gives_up_in_one_line(clean_launch, capfd,
+                                                            tiny_synthetic_root, tmp_path):
+    port = _free_port()
+    for name, value in {**GOOD, "RANK": "0", "LOCAL_RANK": "0", "MASTER_PORT": str(port),
+                        JOIN_TIMEOUT_ENV: "0.2"}.items():
+        clean_launch.setenv(name, value)
+    result = reid_in_process("train", "bot", "--dataset", "synthetic", "--root",
+                             tiny_synthetic_root, "--option", "name=tiny", "--preset", "tiny",
+                             "--epochs", "1", "--device", "cpu", "--quiet", "--out",
+                             tmp_path / "run", capsys=capfd)
+    assert_one_line_error_in_process(result, "rank 0 gave up after 0.2 s", f"127.0.0.1:{port}",
+                                     JOIN_TIMEOUT_ENV)
+    assert "rank 0: waiting for 1 other rank" in result[2]
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
