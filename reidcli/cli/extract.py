@@ -148,9 +148,9 @@ def extract(
         raise UsageError("--codebook-from and --color-names are bow options",
                          "drop them with --model")
     if launch is not None:
-        if arch is not None or allow_partial:        # every rank loads the same way
-            from reidcli.models.checkpoint import load_model
-            model = load_model(model, "cpu", **foreign)
+        # once per rank: the trial choice (training identities) and the extraction share it
+        from reidcli.models.checkpoint import load_model
+        model = load_model(model, "cpu", **foreign)
         _extract_distributed(launch, model, dataset, out, root, names, map_names, maps_dtype,
                              map_size, flip, shard, allow_large, device, amp, workers, option,
                              trials, batch_size, force, not no_merge, dist_timeout,
