@@ -50,9 +50,24 @@ def _raise_interrupt(signum, frame) -> None:
     raise KeyboardInterrupt()
 
 
+def _quiet_lost_interrupt(unraisable) -> None:
+    """An interrupt raised inside a destructor or weakref callback cannot propagate and
+    Python prints it as "Exception ignored …"; the signal is in :data:`RECEIVED`, so the
+    command still stops with its one-line error — print nothing for it here."""
+    if isinstance(getattr(unraisable, "exc_value", None), KeyboardInterrupt) and RECEIVED:
+        return
+    _PREVIOUS_UNRAISABLE_HOOK[0](unraisable)
+
+
+_PREVIOUS_UNRAISABLE_HOOK = [sys.unraisablehook]
+
+
 def install_signal_handlers() -> None:
     """SIGTERM → :class:`Terminated`; SIGINT → KeyboardInterrupt (Python's default handler,
     re-installed in case the parent process ignored it). Main thread only."""
+    if sys.unraisablehook is not _quiet_lost_interrupt:
+        _PREVIOUS_UNRAISABLE_HOOK[0] = sys.unraisablehook
+        sys.unraisablehook = _quiet_lost_interrupt
     try:
         signal.signal(signal.SIGTERM, _raise_terminated)
         if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:

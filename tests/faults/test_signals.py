@@ -131,3 +131,24 @@ def test_sigint_during_adapt_copy_exits_130_and_leaves_nothing(tmp_path, monkeyp
     lines = [line for line in err.splitlines() if line.startswith("error: ")]
     assert len(lines) == 1 and "interrupted" in lines[0] and "Traceback" not in err
     assert list(tmp_path.iterdir()) == []
+
+
+def test_an_interrupt_lost_in_a_callback_prints_no_traceback(monkeypatch):
+    """A SIGTERM whose exception lands in a weakref callback is "Exception ignored …" to
+    Python; the command notes the signal and stops with its one line, so the hook stays quiet
+    for it — and passes every other unraisable error on."""
+    import types
+
+    from reidcli.cli import main as cli_main
+
+    passed_on = []
+    monkeypatch.setattr(cli_main, "_PREVIOUS_UNRAISABLE_HOOK", [passed_on.append])
+    monkeypatch.setattr(cli_main, "RECEIVED", [signal.SIGTERM])
+    lost = types.SimpleNamespace(exc_value=cli_main.Terminated())
+    other = types.SimpleNamespace(exc_value=OSError("disk"))
+    cli_main._quiet_lost_interrupt(lost)
+    cli_main._quiet_lost_interrupt(other)
+    assert passed_on == [other]
+    monkeypatch.setattr(cli_main, "RECEIVED", [])
+    cli_main._quiet_lost_interrupt(lost)          # no signal noted: not ours to hide
+    assert passed_on == [other, lost]
