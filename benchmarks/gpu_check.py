@@ -69,6 +69,9 @@ LIMITS = {"env": 60, "data": 60, "train_pcb": 70, "train_bot": 70, "train_dgvae"
           "train_dmgnet": 60, "agree_train": 45, "extract": 60, "eval": 90, "rerank": 50,
           "adapt": 80, "nccl": 45}
 TOTAL_BUDGET_S = 450
+#: checks whose outputs another check reads (added by --only)
+NEEDS = {"extract": ("train_bot",), "adapt": ("train_bot", "extract"),
+         "nccl": ("train_bot", "extract")}
 
 
 # -- context -----------------------------------------------------------------------------------
@@ -167,8 +170,12 @@ def check_env(ctx: Context) -> dict:
 def check_data(ctx: Context) -> dict:
     seconds = {}
     if ctx.tiny:
-        plans = {"tiny": [], "vi": ["--option", "num_train_ids=8", "--option", "num_test_ids=8"],
-                 "dg": ["--option", "num_train_ids=8", "--option", "num_test_ids=6"]}
+        small = ["--option", "imgs_per_id_cam=2", "--option", "num_distractors=0", "--option",
+                 "num_junk=0"]
+        plans = {"tiny": [], "vi": ["--option", "num_train_ids=8", "--option", "num_test_ids=6",
+                                    *small],
+                 "dg": ["--option", "num_train_ids=8", "--option", "num_test_ids=4",
+                        "--option", "num_cameras=3", *small]}
     else:
         plans = {"default": [], "vi": ["--option", "num_train_ids=32", "--option",
                                        "num_test_ids=16"],
@@ -643,10 +650,9 @@ def main(argv=None) -> int:
     unknown = sorted(set(names) - set(CHECKS))
     if unknown:
         parser.error(f"--only: unknown check(s) {', '.join(unknown)}; known: {', '.join(CHECKS)}")
-    if "env" not in names:
-        names.insert(0, "env")
-    if any(n != "env" for n in names) and "data" not in names:
-        names.insert(1, "data")
+    wanted = set(names) | {"env"} | ({"data"} if set(names) - {"env"} else set())
+    wanted |= {need for n in names for need in NEEDS.get(n, ())}
+    names = [n for n in CHECKS if n in wanted]
     work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="gpu_check_"))
     work.mkdir(parents=True, exist_ok=True)
     ctx = Context(work, tiny=args.tiny)
