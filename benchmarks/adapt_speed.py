@@ -11,13 +11,15 @@ on CUDA), whose embeddings (d = 128 for tiny) replace the 2,048-d ones.
 
 Same-run references: DART3 LITE with its loss written in plain autograd
 (:func:`reidcli.adapt.losses.dart3_loss_reference`), at the batch sizes of ``--ref-batches``;
-and the methods of ``--before-methods`` with the previous CPU schedule of the fused loss
-(``"blocks"``: torch's intra-op threads inside every block's GEMMs and element-wise ops,
-:class:`reidcli.adapt.losses.PreparedGallery`), with the ratio previous / current.
+and the methods of ``--before-methods`` with the fused loss of an earlier revision
+(``--before-rev``, default the code before issue 32: ``reidcli/adapt/losses.py`` read from
+git and loaded beside the current one, so both run in this process on the same problem),
+timed right after the current code, ``--repeats`` times alternately; medians are printed,
+with the ratio before / now.
 
     python benchmarks/adapt_speed.py [--gallery 82161] [--dim 2048] [--batches 1,2,8,16,32,64]
         [--methods none,norm,dart3-lite,dart3,tent,temp] [--device auto|cpu|cuda]
-        [--before-methods dart3-lite]
+        [--before-methods dart3-lite] [--before-rev 882d295] [--repeats 1]
 """
 from __future__ import annotations
 
@@ -25,7 +27,12 @@ import argparse
 import contextlib
 import os
 import platform
+import statistics
+import subprocess
+import sys
 import time
+import types
+from pathlib import Path
 from unittest import mock
 
 # as `reid` does before torch loads (reidcli/cli/main.py): idle OpenMP workers sleep
@@ -48,6 +55,8 @@ PAPER_BATCHES = (1, 2, 8, 16, 32, 64)
 MODEL_METHODS = ("dart3", "tent", "temp")
 #: target of issue 7: DART3 LITE at batch 64 on 2 CPU cores
 TARGET_MS = 5.0
+#: the revision whose DART3 loss is timed as "before": the last one before issue 32
+BEFORE_REV = "882d295"
 
 
 def random_problem(num_gallery: int, dim: int, num_queries: int, cams: int, seed: int = 0):
@@ -72,6 +81,24 @@ def make_model(backbone: str, input_size, device, num_classes: int = 1000):
                        device=torch.device(device))
 
 
+def losses_at(rev: str) -> types.ModuleType:
+    """``reidcli/adapt/losses.py`` as of git revision ``rev``, loaded as a separate module."""
+    root = Path(__file__).resolve().parents[1]
+    path = "reidcli/adapt/losses.py"
+    try:
+        source = subprocess.run(["git", "-C", str(root), "show", f"{rev}:{path}"],
+                                capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError) as exc:
+        raise SystemExit(f"error: cannot read {path} at revision {rev} ({exc}) — pass "
+                         "--before-methods '' or another --before-rev") from None
+    name = f"_losses_before_{rev}"
+    module = types.ModuleType(name)
+    module.__file__ = f"{rev}:{path}"
+    sys.modules[name] = module                  # dataclasses look their module up
+    exec(compile(source, module.__file__, "exec"), module.__dict__)
+    return module
+
+
 def _reference_loss(zhat, gallery, tau, k, distance="euclidean"):
     """DART3's loss in plain autograd on the prepared gallery's rows (the reference)."""
     return losses.dart3_loss_reference(zhat, gallery.rows, tau, k, distance)
@@ -79,12 +106,12 @@ def _reference_loss(zhat, gallery, tau, k, distance="euclidean"):
 
 def time_method(inputs, method: str, batch: int, device: str, model=None, images=None,
                 reference: bool = False, precision: str = "fp32",
-                schedule: str | None = None) -> float:
+                before: types.ModuleType | None = None) -> float:
     """Seconds per query of one (method, batch size) run through ``adapt_features``.
 
     ``images`` [≥ batch, 3, H, W] are fed to the model-based methods in place of decoded
-    files; ``reference`` swaps DART3's fused loss for the autograd one; ``schedule`` sets the
-    fused loss's gallery pass schedule (``"blocks"``: the previous CPU one)."""
+    files; ``reference`` swaps DART3's fused loss for the autograd one; ``before`` (a
+    :func:`losses_at` module) swaps it for that revision's fused loss and gallery."""
     mode = "full" if method == "dart3" else "lite"
     name = "dart3" if method == "dart3-lite" else method
     cfg = AdaptConfig(name, mode=mode, batch_size=batch, device=device, precision=precision)
@@ -96,8 +123,10 @@ def time_method(inputs, method: str, batch: int, device: str, model=None, images
             stack.enter_context(mock.patch("reidcli.adapt.run._image_batches", feed))
         if reference:
             stack.enter_context(mock.patch("reidcli.adapt.dart3.dart3_loss", _reference_loss))
-        if schedule is not None:
-            stack.enter_context(mock.patch.object(losses, "SCHEDULE", schedule))
+        if before is not None:
+            stack.enter_context(mock.patch("reidcli.adapt.dart3.dart3_loss", before.dart3_loss))
+            stack.enter_context(mock.patch("reidcli.adapt.dart3.PreparedGallery",
+                                           before.PreparedGallery))
         out = adapt_features(inputs, cfg, model=model)
     if device.startswith("cuda"):
         torch.cuda.synchronize()
@@ -125,9 +154,13 @@ def main(argv=None) -> None:
                         "bfloat16 (--precision bf16)")
     parser.add_argument("--before-methods", default="dart3-lite",
                         help="methods of --methods also timed, right after each current "
-                        "timing, with the previous CPU schedule of DART3's fused loss (torch "
-                        "threads inside every block): dart3-lite, dart3-lite/bf16 or none "
-                        "(empty)")
+                        "timing, with DART3's fused loss of --before-rev: dart3-lite, "
+                        "dart3-lite/bf16 or none (empty)")
+    parser.add_argument("--before-rev", default=BEFORE_REV,
+                        help="git revision of reidcli/adapt/losses.py timed as 'before' "
+                        f"(default {BEFORE_REV}: before issue 32)")
+    parser.add_argument("--repeats", type=int, default=1,
+                        help="timings per cell (current and before alternately); medians")
     parser.add_argument("--min-queries", type=int, default=32,
                         help="queries per run (at least 3 batches)")
     parser.add_argument("--device", default="auto", help="auto (cpu, and cuda if present) | "
@@ -141,6 +174,7 @@ def main(argv=None) -> None:
     before_methods = [m for m in args.before_methods.split(",") if m]
     if any(m.partition("/")[0] != "dart3-lite" for m in before_methods):
         parser.error("--before-methods takes dart3-lite and dart3-lite/bf16")
+    previous = losses_at(args.before_rev) if before_methods else None
     devices = (["cpu"] + (["cuda"] if torch.cuda.is_available() else [])) \
         if args.device == "auto" else [args.device]
     n_max = queries_for(max(batches), args.min_queries)
@@ -154,7 +188,7 @@ def main(argv=None) -> None:
         backbone = args.backbone or ("resnet50" if device == "cuda" else "tiny")
         size = (256, 128) if backbone != "tiny" else (64, 32)
         rows: dict[str, list[float | None]] = {}
-        before: dict[str, list[float]] = {}      # the previous CPU schedule (--before-methods)
+        before: dict[str, list[float]] = {}      # --before-rev (--before-methods)
         setup = time.perf_counter()
         base = inputs_from_arrays(q, q_cams, g, g_cams)
         adapt_features(inputs_from_arrays(q[:8], q_cams[:8], g, g_cams), AdaptConfig("norm"))
@@ -187,14 +221,19 @@ def main(argv=None) -> None:
                                          src.cameras.cam_ids[src.query_codes[:n]],
                                          src.gallery, src.cameras.cam_ids[src.gallery_codes],
                                          feature=src.feature)
-                fresh = make_model(backbone, size, device) if is_model else None
-                rows[label].append(time_method(sub, method, b, device, fresh,
-                                               images if is_model else None,
-                                               precision=precision or "fp32"))
-                if label in before_methods and device == "cpu":   # right after: same load
-                    before.setdefault(label, []).append(time_method(
-                        sub, method, b, device, precision=precision or "fp32",
-                        schedule="blocks"))
+                now, then = [], []
+                for _ in range(max(args.repeats, 1)):
+                    fresh = make_model(backbone, size, device) if is_model else None
+                    now.append(time_method(sub, method, b, device, fresh,
+                                           images if is_model else None,
+                                           precision=precision or "fp32"))
+                    if label in before_methods and device == "cpu":  # right after: same load
+                        then.append(time_method(sub, method, b, device,
+                                                precision=precision or "fp32",
+                                                before=previous))
+                rows[label].append(statistics.median(now))
+                if then:
+                    before.setdefault(label, []).append(statistics.median(then))
         ref_row = []
         for b in batches:
             if b not in ref_batches:
@@ -211,7 +250,9 @@ def main(argv=None) -> None:
         for method, vals in rows.items():
             print(method.ljust(26) + "".join(("–" if v is None else f"{1e3 * v:.2f}").rjust(10)
                                              for v in vals))
-        for label, vals in before.items():     # previous schedule, then previous / current
+        if before:
+            print(f"before: DART3's loss of revision {args.before_rev} (--before-rev)")
+        for label, vals in before.items():     # --before-rev, then before / now
             print(f"{label}, before".ljust(26) + "".join(
                 f"{1e3 * v:.2f}".rjust(10) for v in vals))
             now = rows.get(label)

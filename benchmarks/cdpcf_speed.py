@@ -4,10 +4,11 @@ Problem: 1,940 training images (485 persons × 2 views × 2 images), four layers
 D' = 256/512/1024/2048 channels on a 24 × 8 grid (S = 192), E = 64, K = 10, G = 6 — the
 weight-map learning steps 3.1–3.4 only (projection, Σ_S/Σ_D, eigenproblem), maps in memory
 as float16 (as stored). Prints ours beside the paper's Matlab seconds (Core i9-10940X), the
-previous implementation on the same maps in the same run (whole-chunk float16 → float32
-conversion, per-image numpy GEMMs, one-hot person sums) with the speed-up and the largest
-differences of the learned maps, and a same-run reference: the pair-enumeration definition
-of Σ_S/Σ_D against our closed form on a small subset.
+previous implementation (before issue 32: whole chunks projected by ``project_maps`` on
+torch's threads, numpy Grams) on the same maps in the same run with the speed-up and the
+largest absolute and relative differences of the learned maps and eigenvalues, and a
+same-run reference: the pair-enumeration definition of Σ_S/Σ_D against our closed form on a
+small subset. ``--repeats N`` times each path N times per layer, alternately; medians.
 
     python benchmarks/cdpcf_speed.py [--persons 485] [--without-r] [--repeats 1]
 
@@ -50,67 +51,14 @@ def layer_maps(channels: int, n: int, layer: int, dtype=np.float32) -> np.ndarra
     return rng.standard_normal((n, channels, 24, 8), dtype=np.float32).astype(dtype)
 
 
-# -- the previous implementation (before per-block conversion), kept to time it -------------
-def previous_project_maps(maps: np.ndarray, projection: np.ndarray | None,
-                          positions: list[np.ndarray]) -> np.ndarray:
-    """q [n, E, S]: the whole chunk converted to float32, then per area n numpy GEMMs."""
-    maps = np.asarray(maps)
-    dtype = np.float64 if maps.dtype == np.float64 else np.float32
-    n, channels = maps.shape[:2]
-    flat = maps.reshape(n, channels, -1)
-    if projection is None:
-        return flat.astype(dtype, copy=False)
-    proj_t = projection.astype(dtype, copy=False).T
-    flat = flat.astype(dtype, copy=False)
-    out = np.empty((n, projection.shape[1], flat.shape[2]), dtype=dtype)
-    for g, pos in enumerate(positions):
-        block = proj_t[:, g * channels:(g + 1) * channels]
-        if len(pos) and pos[-1] - pos[0] + 1 == len(pos):
-            cols = slice(int(pos[0]), int(pos[-1]) + 1)
-            out[:, :, cols] = np.matmul(block, flat[:, :, cols])
-        else:
-            out[:, :, pos] = np.matmul(block, flat[:, :, pos])
-    return out
-
-
-class PreviousScatter(CrossCameraScatter):
-    """The previous :meth:`CrossCameraScatter.add`: q copied whole to float64, Grams of
-    boolean-indexed copies, person sums y_{p,c} by a dense one-hot product."""
-
-    def add(self, index: np.ndarray, q: np.ndarray) -> None:
-        index = np.asarray(index, dtype=np.int64)
-        n, rows, s = q.shape
-        if self._rows is None:
-            self._rows = rows
-            c, p = self.num_cameras, len(self.persons)
-            self._self_same = np.zeros((c, s, s))
-            self._self_all = np.zeros((c, s, s))
-            self._sums = np.zeros((p, c, rows * s))
-        self._seen[index] = True
-        q = np.asarray(q, dtype=np.float64)
-        cams = self.cam_index[index]
-        for c in np.unique(cams):
-            pick = cams == c
-            qc = q[pick].reshape(-1, s)
-            w_same = self.weight_same[index[pick]]
-            gram = qc.T @ qc
-            self._self_all[c] += self.weight_all[index[pick][0]] * gram
-            if np.all(w_same == w_same[0]):
-                self._self_same[c] += w_same[0] * gram
-            else:
-                a = qc * np.repeat(np.sqrt(w_same), rows)[:, None]
-                self._self_same[c] += a.T @ a
-        groups = self.person_index[index] * self.num_cameras + cams
-        uniq, inverse = np.unique(groups, return_inverse=True)
-        onehot = np.zeros((len(uniq), n))
-        onehot[inverse, np.arange(n)] = 1.0
-        self._sums.reshape(-1, rows * s)[uniq] += onehot @ q.reshape(n, rows * s)
-
-
+# -- the previous implementation (before issue 32), kept to time it in the same run -------
 def previous_learn_weight_maps(read, layer: str, layer_idx: int, rows: np.ndarray,
                                pids: np.ndarray, camids: np.ndarray,
                                config: PoolingConfig) -> dict[str, np.ndarray]:
-    """The previous :func:`learn_weight_maps` (same chunks, same eigen-solver)."""
+    """:func:`learn_weight_maps` before issue 32 (same chunks, same eigen-solver): each chunk
+    projected whole by :func:`project_maps` (float16 → float32 transposing copies, one
+    torch.mm per block and area on torch's threads), then :meth:`CrossCameraScatter.add`
+    (numpy Grams, person sums by ``reduceat``)."""
     first = read(layer, rows[:1])
     channels, height, width = first.shape[1:]
     areas = position_areas(height, width, config.grid)
@@ -121,11 +69,13 @@ def previous_learn_weight_maps(read, layer: str, layer_idx: int, rows: np.ndarra
     else:
         projection = random_orthonormal_projection(len(positions) * channels, config.E,
                                                    config.seed, layer_idx)
-    scatter = PreviousScatter(pids, camids, height * width,
-                              camera_specific=config.camera_specific, mask=mask)
+    scatter = CrossCameraScatter(pids, camids, height * width,
+                                 camera_specific=config.camera_specific, mask=mask)
     for start in range(0, len(rows), config.chunk):
         idx = np.arange(start, min(start + config.chunk, len(rows)))
-        scatter.add(idx, previous_project_maps(read(layer, rows[idx]), projection, positions))
+        raw = read(layer, rows[idx])
+        scatter.add(idx, raw.reshape(len(idx), channels, -1) if projection is None else
+                    project_maps(raw, projection, positions))
     weights, values = top_eigenvectors(scatter.result(), config.K, context=f"layer {layer}")
     return {"weight_maps": weights, "eigenvalues": values}
 
@@ -133,11 +83,12 @@ def previous_learn_weight_maps(read, layer: str, layer_idx: int, rows: np.ndarra
 def time_methods(runs: list[tuple[str, str, int]], persons: int, dtype, repeats: int,
                  previous: bool) -> dict[str, dict[str, float]]:
     """Per run label: seconds of the current and previous paths summed over the four layers
-    (best of ``repeats`` per layer) and the largest |Δ| of weight maps / eigenvalues."""
+    (median of ``repeats`` per layer, the two paths alternately, so both see the same load)
+    and the largest absolute and relative |Δ| of weight maps / eigenvalues."""
     pids, camids = labels(persons)
     rows = np.arange(len(pids))
-    out = {label: {"new": 0.0, "old": 0.0, "maps": 0.0, "values": 0.0}
-           for label, _, _ in runs}
+    out = {label: {"new": 0.0, "old": 0.0, "maps": 0.0, "values": 0.0, "maps_rel": 0.0,
+                   "values_rel": 0.0} for label, _, _ in runs}
     warm = layer_maps(64, 40, 0, dtype)                     # imports and thread pools, untimed
     for learn in (learn_weight_maps, previous_learn_weight_maps):
         learn(lambda _layer, r: warm[r[0]:r[-1] + 1], "warm-up", 0, rows[:40], pids[:40],
@@ -150,18 +101,21 @@ def time_methods(runs: list[tuple[str, str, int]], persons: int, dtype, repeats:
             paths = [("new", learn_weight_maps)]
             if previous:
                 paths.append(("old", previous_learn_weight_maps))
-            learned = {}
-            for name, learn in paths:
-                best = np.inf
-                for _ in range(repeats):
+            learned, seconds = {}, {name: [] for name, _ in paths}
+            for _ in range(max(repeats, 1)):
+                for name, learn in paths:
                     start = time.perf_counter()
                     learned[name] = learn(read, layer, i, rows, pids, camids, config)
-                    best = min(best, time.perf_counter() - start)
-                out[label][name] += best
+                    seconds[name].append(time.perf_counter() - start)
+            for name, values in seconds.items():
+                out[label][name] += float(np.median(values))
             if previous:
                 for key, field in (("maps", "weight_maps"), ("values", "eigenvalues")):
-                    diff = np.abs(learned["new"][field] - learned["old"][field]).max()
+                    old = learned["old"][field]
+                    diff = np.abs(learned["new"][field] - old).max()
                     out[label][key] = max(out[label][key], float(diff))
+                    out[label][f"{key}_rel"] = max(out[label][f"{key}_rel"],
+                                                   float(diff / np.abs(old).max()))
         del maps
     return out
 
@@ -225,16 +179,20 @@ def main() -> None:
                          not args.no_previous)
     print(f"{'method':<16}{'ours (s)':>10}{'paper (s)':>11}{'speed-up':>10}"
           + ("" if args.no_previous else
-             f"{'previous (s)':>14}{'ours/prev.':>12}{'max|Δ maps|':>13}{'max|Δ eig.|':>13}"))
+             f"{'previous (s)':>14}{'prev./ours':>12}{'max|Δ maps|':>13}{'rel.':>9}"
+             f"{'max|Δ eig.|':>13}{'rel.':>9}"))
     for label, _, _ in runs:
         t = times[label]
         line = (f"{label:<16}{t['new']:>10.2f}{PAPER[label]:>11.1f}"
                 f"{PAPER[label] / t['new']:>9.1f}×")
         if not args.no_previous:
             line += (f"{t['old']:>14.2f}{t['old'] / t['new']:>11.1f}×"
-                     f"{t['maps']:>13.1e}{t['values']:>13.1e}")
+                     f"{t['maps']:>13.1e}{t['maps_rel']:>9.1e}"
+                     f"{t['values']:>13.1e}{t['values_rel']:>9.1e}")
         print(line)
     t_fast, t_slow, err = pair_enumeration_reference()
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(f"finished; load {load:.2f}")
     print(f"same-run reference (80 images, conv2_x, C-DPCF Σ_S/Σ_D): closed form "
           f"{t_fast * 1e3:.1f} ms vs pair enumeration {t_slow * 1e3:.0f} ms "
           f"({t_slow / t_fast:.0f}× faster), max rel. difference {err:.1e}")

@@ -3,6 +3,7 @@
     python -m benchmarks.eval_speed [--sizes market,msmt17,person30k] [--dim 2048] [--rerank]
                                     [--cosine] [--bf16] [--stream DIR [--in-memory-too]]
                                     [--ref-queries market=all,msmt17=1000] [--peer [WHEEL]]
+                                    [--rounds 3] [--baseline-tree DIR]
 
 Builds Market-1501-sized (3,368 × 15,913, 751 ids + 2,793 distractors, 6 cameras) and
 MSMT17-sized (11,659 × 82,161, 3,060 ids, 15 cameras) random problems: every identity is
@@ -21,7 +22,14 @@ RSS (``ru_maxrss``, which includes the problem's features). Rows:
   same id & camera, CMC/AP/INP from the ranked list). Run on a subset of queries when asked
   and then extrapolated linearly — the output says so.
 * ``re-ranking``: k-reciprocal re-ranking (k1=20, k2=6, λ=0.3) + evaluation, Market size.
-* ``--peer``: fast-reid's ``rank.py`` (Python path) loaded from a pip-downloaded wheel.
+* ``--peer``: fast-reid's ``rank.py`` (Python path) loaded from a pip-downloaded wheel; at
+  Market size also the whole command against the peer's fast path and the GEMM floor
+  (:func:`whole_command_rows`): fast-reid's compiled evaluator (``rank_cy.pyx`` from its
+  wheel, Cythonised with Cython from the package index into the benchmark's cache and built
+  with the C compiler Python was built with) after its fp32 distance GEMM, the fp32 GEMM of
+  the Q × G product alone (the floor no evaluator can beat), and `reid eval --store S
+  --json R` as a whole process. When the extension cannot be built (no network, no
+  compiler) one line says why and the peer's Python evaluator is timed instead, labelled.
 * ``--cosine``: cosine distances prepared three ways — the previous path (every set
   normalised into new arrays through a second temporary copy), rows normalised in place
   (what `reid eval` now does with rows it read), rows a store marks ``normalized`` (no pass).
@@ -281,8 +289,10 @@ def work_reference(size, dim, seed, subset_spec) -> dict:
             "per_query": {k: v.tolist() for k, v in ref.items()}}
 
 
-def load_peer(wheel: Path):
-    """fast-reid's evaluation/rank.py loaded straight from its wheel (no install)."""
+def load_peer(wheel: Path, compiled: bool = False):
+    """fast-reid's evaluation/rank.py loaded straight from its wheel (no install); with
+    ``compiled``, its ``evaluate_cy`` comes from the ``rank_cy`` extension built by
+    :func:`build_peer_extension` (its folder on ``sys.path``)."""
     import importlib.util
     import warnings
     import zipfile
@@ -291,7 +301,8 @@ def load_peer(wheel: Path):
     spec = importlib.util.spec_from_loader("fastreid_rank_peer", loader=None)
     module = importlib.util.module_from_spec(spec)
     source = source.replace("from .rank_cylib.rank_cy import evaluate_cy",
-                            "raise ImportError('Cython extension not built')")
+                            "from rank_cy import evaluate_cy" if compiled
+                            else "raise ImportError('Cython extension not built')")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         exec(compile(source, f"{wheel}!fastreid/evaluation/rank.py", "exec"), module.__dict__)
@@ -377,9 +388,78 @@ def work_cli(args) -> dict:
     return {"wall_s": time.perf_counter() - start, "peak_rss_mb": _peak_rss_mb(), "code": code}
 
 
+def _gemm_features(size, dim, seed):
+    problem = make_problem(size, dim, seed)
+    return problem, np.ascontiguousarray(problem["qf"]), np.ascontiguousarray(problem["gf"])
+
+
+def work_gemm_floor(size, dim, seed) -> dict:
+    """The fp32 GEMM of the whole Q × G product, once with NumPy and once with torch (on
+    this process's threads); the floor is the faster one."""
+    _, qf, gf = _gemm_features(size, dim, seed)
+    (qf[:64] @ gf[:64].T).sum()                              # BLAS threads started
+    start = time.perf_counter()
+    qf @ gf.T
+    numpy_s = time.perf_counter() - start
+    out = {"numpy_s": numpy_s}
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    if torch is not None:
+        qt, gt = torch.from_numpy(qf), torch.from_numpy(gf)
+        torch.mm(qt[:64], gt[:64].T)
+        start = time.perf_counter()
+        torch.mm(qt, gt.T)
+        out["torch_s"] = time.perf_counter() - start
+    out["floor_s"] = min(v for k, v in out.items() if k.endswith("_s"))
+    return out
+
+
+def work_peer_whole(size, dim, seed, wheel, build_dir=None, queries=None) -> dict:
+    """fast-reid's evaluation of the whole trial from features in memory: its euclidean
+    distance (torch fp32 ``addmm_``, as its ``compute_euclidean_distance``; NumPy's GEMM where
+    torch is missing), then ``evaluate_rank`` — its compiled ``rank_cy`` when ``build_dir``
+    holds it, else its Python evaluator on ``queries`` queries, extrapolated."""
+    if build_dir:
+        sys.path.insert(0, build_dir)
+    module = load_peer(Path(wheel), compiled=bool(build_dir))
+    problem, qf, gf = _gemm_features(size, dim, seed)
+    q_pids, q_cams = problem["q_pids"], problem["q_cams"]
+    subset = np.arange(len(q_pids)) if build_dir or not queries else \
+        np.arange(min(int(queries), len(q_pids)))
+    start = time.perf_counter()
+    try:
+        import torch
+        qt, gt = torch.from_numpy(qf[subset]), torch.from_numpy(gf)
+        m, n = len(qt), len(gt)
+        dist = (torch.pow(qt, 2).sum(dim=1, keepdim=True).expand(m, n)
+                + torch.pow(gt, 2).sum(dim=1, keepdim=True).expand(n, m).t())
+        dist.addmm_(qt, gt.t(), beta=1, alpha=-2)
+        dist = dist.numpy()
+        gemm = "torch addmm"
+    except ImportError:
+        q = qf[subset]
+        dist = (q * np.float32(-2.0)) @ gf.T
+        dist += np.einsum("ij,ij->i", q, q)[:, None]
+        dist += np.einsum("ij,ij->i", gf, gf)[None, :]
+        gemm = "numpy"
+    distances_s = time.perf_counter() - start
+    start = time.perf_counter()
+    cmc, aps, inps = module.evaluate_rank(dist, q_pids[subset], problem["g_pids"],
+                                          q_cams[subset], problem["g_cams"], max_rank=50,
+                                          use_cython=bool(build_dir))
+    ranking_s = time.perf_counter() - start
+    factor = len(q_pids) / len(subset)
+    return {"compiled": bool(build_dir), "gemm": gemm, "queries_run": int(len(subset)),
+            "queries_total": int(len(q_pids)), "distances_s": distances_s * factor,
+            "ranking_s": ranking_s * factor, "wall_s": (distances_s + ranking_s) * factor,
+            "mAP": float(np.mean(aps)), "peak_rss_mb": _peak_rss_mb()}
+
+
 WORKERS = {"engine": work_engine, "engine_matrix": work_engine_matrix,
            "reference": work_reference, "peer": work_peer, "write_store": work_write_store,
-           "cli": work_cli}
+           "cli": work_cli, "gemm_floor": work_gemm_floor, "peer_whole": work_peer_whole}
 
 
 def run_child(task: dict) -> dict:
@@ -408,6 +488,159 @@ def find_peer_wheel(given: str | None) -> tuple[Path | None, str]:
                       f"{(proc.stderr or proc.stdout).strip().splitlines()[-1:]}); peer "
                       "comparison skipped — pass --peer PATH/TO/fastreid-*.whl")
     return cached[-1], f"downloaded {cached[-1]}"
+
+
+def build_peer_extension(wheel: Path) -> tuple[Path | None, str]:
+    """(folder holding fast-reid's compiled ``rank_cy`` extension, message), built once into
+    the cache: ``rank_cy.pyx`` from the wheel → C with Cython (this interpreter's, else
+    ``pip install --target`` into the cache) → the extension with the C compiler Python was
+    built with (its own ``setup.py`` does the same through distutils). None and the reason
+    when any step fails."""
+    import sysconfig
+    import zipfile
+
+    folder = WHEEL_CACHE / f"rank_cy-{wheel.stem}-{sys.implementation.cache_tag}"
+    suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
+    built = folder / f"rank_cy{suffix}"
+    if built.is_file():
+        return folder, f"compiled rank_cy cached in {folder}"
+    folder.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(wheel) as zf:
+        (folder / "rank_cy.pyx").write_bytes(
+            zf.read("fastreid/evaluation/rank_cylib/rank_cy.pyx"))
+    env = dict(os.environ)
+    try:
+        import Cython  # noqa: F401
+    except ImportError:
+        target = WHEEL_CACHE / f"cython-{sys.implementation.cache_tag}"
+        if not (target / "Cython").is_dir():
+            proc = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--target",
+                                   str(target), "cython"], capture_output=True, text=True,
+                                  timeout=600)
+            if proc.returncode != 0:
+                return None, ("cannot install Cython (pip install --target: "
+                              f"{_last_line(proc)})")
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(target),
+                                                          env.get("PYTHONPATH")]))
+    proc = subprocess.run([sys.executable, "-m", "cython", "-3", "rank_cy.pyx", "-o",
+                           "rank_cy.c"], cwd=folder, env=env, capture_output=True, text=True,
+                          timeout=600)
+    if proc.returncode != 0:
+        return None, f"Cython failed on rank_cy.pyx: {_last_line(proc)}"
+    cc = (sysconfig.get_config_var("CC") or "cc").split()
+    includes = [f"-I{sysconfig.get_paths()['include']}", f"-I{np.get_include()}"]
+    proc = subprocess.run(cc + ["-O3", "-shared", "-fPIC", "-DNPY_NO_DEPRECATED_API=0",
+                                *includes, "rank_cy.c", "-o", built.name], cwd=folder,
+                          capture_output=True, text=True, timeout=600)
+    if proc.returncode != 0 or not built.is_file():
+        return None, f"compiling rank_cy.c failed ({' '.join(cc)}): {_last_line(proc)}"
+    return folder, f"built fast-reid's rank_cy into {folder}"
+
+
+def _last_line(proc) -> str:
+    lines = (proc.stderr or proc.stdout or "").strip().splitlines()
+    return lines[-1] if lines else f"exit {proc.returncode}"
+
+
+#: the whole `reid eval` as a user runs it (``reid`` is this console script)
+REID_LAUNCHER = ("import sys; from reidcli.cli.main import main; sys.argv[0] = 'reid'; "
+                 "sys.exit(main())")
+
+
+def time_whole_command(args: list[str], tree: str | None = None) -> dict:
+    """Wall seconds and CPU seconds (user + system) of ``reid ARGS`` in a fresh interpreter,
+    interpreter start and imports included (bytecode written: a warm-up run comes first).
+    ``tree``: a folder holding another ``reidcli`` package (e.g. the previous release's),
+    run instead of this checkout's."""
+    root = Path(tree) if tree else Path(__file__).resolve().parents[1]
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-c", REID_LAUNCHER, *args], cwd=root, env=env,
+                          capture_output=True, text=True)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if proc.returncode != 0:
+        raise RuntimeError(f"reid {' '.join(args)} failed:\n{proc.stderr[-2000:]}")
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return {"wall_s": wall, "cpu_s": cpu}
+
+
+def whole_command_rows(args, common: dict, wheel: Path | None, eng: dict) -> dict:
+    """Issue 32: `reid eval --store S --json R` as a whole process against the fp32 GEMM
+    floor and fast-reid's evaluation (compiled when it builds), all in this run, interleaved
+    over ``--rounds`` rounds (medians)."""
+    import statistics
+    import tempfile
+
+    build_dir, message = (None, "no fast-reid wheel") if wheel is None \
+        else build_peer_extension(wheel)
+    print(f"  peer fast path: {message}" + ("" if build_dir else
+          " — timing fast-reid's Python evaluator instead (labelled 'Python')"))
+    folder = (Path(args.via_store) if args.via_store else Path(tempfile.mkdtemp())).resolve()
+    folder.mkdir(parents=True, exist_ok=True)
+    store = folder / f"eval_speed_{common['size']}_{common['dim']}_whole.h5"
+    report = folder / "eval_speed_whole.json"
+    run_child({"kind": "write_store", "path": str(store), **common})
+    cli_args = ["eval", "--store", str(store), "--json", str(report), "--force", "--quiet",
+                "--device", "cpu"]
+    time_whole_command(cli_args)                         # warm-up: page cache, bytecode
+    baseline = args.baseline_tree
+    if baseline:
+        time_whole_command(cli_args, baseline)
+    rounds: dict[str, list] = {"floor": [], "peer": [], "whole": [], "baseline": []}
+    for _ in range(args.rounds):                         # interleaved: load drifts hit all
+        if baseline:
+            rounds["baseline"].append(time_whole_command(cli_args, baseline))
+        rounds["floor"].append(run_child({"kind": "gemm_floor", **common}))
+        rounds["peer"].append(run_child({"kind": "peer_whole", "wheel": str(wheel),
+                                         "build_dir": str(build_dir) if build_dir else None,
+                                         "queries": args.peer_queries, **common})
+                              if wheel is not None else None)
+        rounds["whole"].append(time_whole_command(cli_args))
+    med = statistics.median
+    floor = med(r["floor_s"] for r in rounds["floor"])
+    whole = med(r["wall_s"] for r in rounds["whole"])
+    whole_cpu = med(r["cpu_s"] for r in rounds["whole"])
+    mAP = json.loads(report.read_text())["mAP"]
+    out = {"floor_s": floor, "whole_s": whole, "whole_cpu_s": whole_cpu, "rounds": rounds,
+           "mAP": mAP, "peer_compiled": bool(build_dir)}
+    f = rounds["floor"][0]
+    print(f"  fp32 GEMM floor (Q×G product)  {floor:8.2f} s   (median of {args.rounds}; "
+          f"numpy {med(r['numpy_s'] for r in rounds['floor']):.2f} s"
+          + (f", torch {med(r['torch_s'] for r in rounds['floor']):.2f} s" if "torch_s" in f
+             else "") + ")")
+    print(f"  engine in process (features)  {eng['wall_s']:8.2f} s   ({eng['wall_s'] / floor:.2f}"
+          " × the floor; features already in memory)")
+    if wheel is not None:
+        peer = med(r["wall_s"] for r in rounds["peer"])
+        p0 = rounds["peer"][0]
+        label = "compiled rank_cy" if build_dir else "Python evaluator"
+        ext = "" if p0["queries_run"] == p0["queries_total"] else \
+            f"; ran {p0['queries_run']} of {p0['queries_total']} queries, extrapolated"
+        print(f"  fast-reid ({label:16s}) {peer:8.2f} s   (distances "
+              f"{med(r['distances_s'] for r in rounds['peer']):.2f} s by {p0['gemm']} + "
+              f"evaluate_rank {med(r['ranking_s'] for r in rounds['peer']):.2f} s; features "
+              f"in memory, imports not counted{ext}; mAP {p0['mAP']:.4f})")
+        out.update(peer_s=peer, peer_label=label)
+    print(f"  reid eval --store --json (whole process) {whole:6.2f} s   (CPU {whole_cpu:.2f} s; "
+          f"interpreter start, imports, store read, provenance hashing included; "
+          f"mAP {mAP:.4f})")
+    if baseline:
+        base = med(r["wall_s"] for r in rounds["baseline"])
+        out.update(baseline_s=base,
+                   baseline_cpu_s=med(r["cpu_s"] for r in rounds["baseline"]))
+        print(f"  the same, reidcli of {baseline}  {base:6.2f} s   (CPU "
+              f"{out['baseline_cpu_s']:.2f} s; ratio this checkout / that one "
+              f"{whole / base:.2f} ×)")
+    print(f"  ratio whole command / GEMM floor {whole / floor:5.2f} ×"
+          + (f";  whole command / fast-reid ({out['peer_label']}) "
+             f"{whole / out['peer_s']:5.2f} ×" if "peer_s" in out else ""))
+    if not args.via_store:
+        store.unlink(missing_ok=True)
+        report.unlink(missing_ok=True)
+        folder.rmdir()
+    return out
 
 
 # -- comparison and printing --------------------------------------------------------------------
@@ -531,6 +764,12 @@ def main(argv=None) -> int:
     parser.add_argument("--peer", nargs="?", const="", default=None,
                         help="compare with fast-reid's rank.py (optional wheel path)")
     parser.add_argument("--peer-queries", type=int, default=PEER_QUERIES)
+    parser.add_argument("--baseline-tree", metavar="DIR",
+                        help="--peer, Market size: also time the whole `reid eval` with the "
+                             "reidcli package in DIR (e.g. `git archive` of an older commit)")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="--peer, Market size: interleaved rounds of the GEMM floor, "
+                             "fast-reid and the whole `reid eval` (medians)")
     parser.add_argument("--via-store", metavar="DIR",
                         help="also write each problem as a store in DIR and time the whole "
                              "`reid eval --store` command (reads, provenance hashing included)")
@@ -628,6 +867,8 @@ def main(argv=None) -> int:
                       f"{cmp_peer['queries_differing']} queries, "
                       f"{cmp_peer['differing_with_tied_positive']} of them with a positive tied "
                       "in distance (fast-reid's argsort is not stable)")
+        if args.peer is not None and size == "market":
+            row["whole"] = whole_command_rows(args, common, wheel, eng)
         if args.rerank and size == "market":
             rr = run_child({"kind": "engine", "rerank": True, **common})
             row["rerank"] = rr

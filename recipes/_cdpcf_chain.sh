@@ -22,7 +22,7 @@ cdpcf_chain() {
       --json "$work/pcb_source.json" --force --quiet "${trials[@]}"
     results+=("PCB (source)=$work/pcb_source.json")
   fi
-  python -m reidcli.paper.compare cdpcf --dataset "$column" "${results[@]}"
+  reid paper compare cdpcf --dataset "$column" "${results[@]}"
   # shellcheck disable=SC2086
   shrunk_notice CDPCF_TRIALS ${RECIPE_KNOBS:-}
 }

@@ -29,7 +29,7 @@ dart3_chain() {
     results+=("${labels[$method]}=$work/$method.json")
   done
   [ -n "${UPPER_JSON:-}" ] && results+=("Upper Bound=$UPPER_JSON")
-  python -m reidcli.paper.compare dart3 --table "$table" --dataset "$column" "${results[@]}"
+  reid paper compare dart3 --table "$table" --dataset "$column" "${results[@]}"
   # shellcheck disable=SC2086
   shrunk_notice ${RECIPE_KNOBS:-}
 }
@@ -56,7 +56,7 @@ dart3_setting_a() {
     n=$(python -c "import json,sys; print(json.load(open(sys.argv[1]))['num_images'])" \
         "$run/config.json")
     reid train "${BACKBONE:-bot}" --dataset "$dataset" "${DATA_ARGS[@]}" \
-      --max-train-images "$n" --subsample-seed 0 --out "$work/upper" --force "$@"
+      --max-images "$n" --subsample-seed 0 --out "$work/upper" --force "$@"
     reid extract --model "$work/upper" "${split[@]}" --out "$work/upper_store.h5" --force
     reid eval --store "$work/upper_store.h5" --protocol camera-split --per-camera \
       --json "$work/upper.json" --force --quiet

@@ -46,7 +46,7 @@ dgvae_eval() {
 
 # The notes after a recipe's tables. usage: dgvae_notes RUN_DIR...
 dgvae_notes() {
-  python -m reidcli.paper.dgvae_budget "$@"
+  reid paper budget dgvae "$@"
   # shellcheck disable=SC2086
   shrunk_notice ${RECIPE_KNOBS:-}
 }

@@ -101,7 +101,7 @@ dmgnet_target() {
 
 # The notes after a recipe's tables. usage: dmgnet_notes RUN_DIR...
 dmgnet_notes() {
-  python -m reidcli.paper.dmgnet_budget "$@"
+  reid paper budget dmgnet "$@"
   # shellcheck disable=SC2086
   shrunk_notice ${RECIPE_KNOBS:-}
 }
@@ -130,7 +130,7 @@ dmgnet_mixed() {
       dmgnet_target "$work/$variant" "$target" "$ROOT" "$work/${variant}_$target.json"
       results+=("$(dmgnet_label "$variant")=$work/${variant}_$target.json")
     done
-    python -m reidcli.paper.compare dmgnet --table 5 --setting "$setting" --dataset "$target" \
+    reid paper compare dmgnet --table 5 --setting "$setting" --dataset "$target" \
       "${results[@]}"
   done
   dmgnet_notes "${runs[@]}"

@@ -23,7 +23,7 @@ warca_chain() {
   local results=()
   local trials="${WARCA_TRIALS:-all}" iters=() gamma="${WARCA_GAMMA:-auto}"
   [ -n "${WARCA_ITERATIONS:-}" ] && iters=(--iterations "$WARCA_ITERATIONS")
-  python -m reidcli.paper.warca_protocol header "$store" --dim "$dim" --table "$table"
+  reid paper warca-protocol header "$store" --dim "$dim" --table "$table"
   echo "χ² bandwidth: gamma=$gamma (auto = 1 / median χ² of the training rows; the authors'" \
        "code uses 1 / D: WARCA_GAMMA=inv_dim)"
   slug_of() { echo "$1" | tr -c 'A-Za-z0-9\n' '_'; }
@@ -44,7 +44,7 @@ warca_chain() {
     reid train warca --store "$store" --out "$cv_file" --force --quiet --trials 0 \
       --dim "$dim" --param cv=true "${grid[@]}" "$@" "${iters[@]}"
     local lines
-    mapfile -t lines < <(python -m reidcli.paper.warca_protocol cv "$cv_file" --with-values)
+    mapfile -t lines < <(reid paper warca-protocol cv "$cv_file" --with-values)
     [ "${#lines[@]}" -eq 2 ] || { echo "error: cannot read the cv selection of $cv_file" >&2
                                   exit 2; }
     echo "$label: ${lines[0]}"
@@ -86,7 +86,7 @@ warca_chain() {
   reid eval --store "$store" --full-cmc --trials "$trials" --json "$work/euclidean.json" \
     --force --quiet
   results+=("Euclidean=$work/euclidean.json")
-  python -m reidcli.paper.compare warca --dataset "$dataset" --table "$table" "${results[@]}"
+  reid paper compare warca --dataset "$dataset" --table "$table" "${results[@]}"
   # shellcheck disable=SC2086
   shrunk_notice WARCA_SKIP WARCA_TEST_IDS WARCA_TRIALS WARCA_ITERATIONS WARCA_DRAWS \
     WARCA_DRAW WARCA_CV WARCA_CV_LAMS WARCA_CV_LRS ${RECIPE_KNOBS:-}

@@ -16,7 +16,7 @@ work="${1:-runs/cdpcf_synthetic}"
 mkdir -p "$work"
 RECIPE_KNOBS="CDPCF_SOURCE_IDS PCB_EPOCHS PCB_MAX_IMAGES"
 synth=()
-[ -n "${CDPCF_SOURCE_IDS:-}" ] && synth=(--param "num_train_ids=$CDPCF_SOURCE_IDS")
+[ -n "${CDPCF_SOURCE_IDS:-}" ] && synth=(--option "num_train_ids=$CDPCF_SOURCE_IDS")
 [ -d "$work/data/synthetic/cdpcf" ] || reid data synth --out "$work/data" --preset cdpcf \
   "${synth[@]}"
 target=(--dataset synthetic --root "$work/data" --option name=cdpcf

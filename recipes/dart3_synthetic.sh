@@ -15,8 +15,8 @@ work="${1:-runs/dart3_synthetic}"
 mkdir -p "$work"
 RECIPE_KNOBS="DART3_TRAIN_IDS DART3_TEST_IDS BOT_EPOCHS BOT_MAX_IMAGES"
 synth=()
-[ -n "${DART3_TRAIN_IDS:-}" ] && synth+=(--param "num_train_ids=$DART3_TRAIN_IDS")
-[ -n "${DART3_TEST_IDS:-}" ] && synth+=(--param "num_test_ids=$DART3_TEST_IDS")
+[ -n "${DART3_TRAIN_IDS:-}" ] && synth+=(--option "num_train_ids=$DART3_TRAIN_IDS")
+[ -n "${DART3_TEST_IDS:-}" ] && synth+=(--option "num_test_ids=$DART3_TEST_IDS")
 [ -d "$work/data/synthetic/dart3" ] || reid data synth --out "$work/data" --preset dart3 \
   "${synth[@]}"
 limit=()

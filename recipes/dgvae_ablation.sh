@@ -50,5 +50,5 @@ case "$DATASET" in
     echo "gallery draws: ${DRAWS:-seeded} (DRAWS=seeded|official|agw)" ;;
   *) echo "DATASET=$DATASET: use regdb or sysu" >&2; exit 2 ;;
 esac
-python -m reidcli.paper.compare dgvae --dataset "$DATASET" --table 2 "${results[@]}"
+reid paper compare dgvae --dataset "$DATASET" --table 2 "${results[@]}"
 dgvae_notes "${runs[@]}"

@@ -30,7 +30,7 @@ done
 dgvae_eval "$work/v2t.json" "${v2t[@]}"
 dgvae_eval "$work/t2v.json" "${t2v[@]}"
 for direction in v2t t2v; do
-  python -m reidcli.paper.compare dgvae --dataset regdb --table 1 --protocol "$direction" \
+  reid paper compare dgvae --dataset regdb --table 1 --protocol "$direction" \
     "DG-VAE=$work/$direction.json"
 done
 dgvae_notes "${runs[@]}"

@@ -28,7 +28,7 @@ for variant in ${DGVAE_VARIANTS:-dgvae baseline}; do
   results+=("$(dgvae_label "$variant")=$work/$variant.json")
   runs+=("$work/$variant")
 done
-python -m reidcli.paper.compare dgvae --dataset synthetic --table 2 "${results[@]}"
+reid paper compare dgvae --dataset synthetic --table 2 "${results[@]}"
 # The vi preset shares only coarse cues across modalities (body shape, clothing texture, bag;
 # infrared shows per-person emissivities, visible shows colours), so small models stay near
 # chance on it; the toy below shares each identity's pattern across modalities by
@@ -38,7 +38,7 @@ echo "note: the vi preset carries little cross-modality identity signal (shared 
   "chain ran, not that a method won or failed, and PASS/FAIL lines on them say nothing —" \
   "see the toy below, where the identity signal is shared by construction"
 if [ "${DGVAE_TOY_SEEDS:-0,1,2}" != none ]; then
-  python -m reidcli.testing.dgvae_toy_run --variants "$(echo ${DGVAE_VARIANTS:-dgvae baseline} | tr ' ' ,)" \
+  reid paper dgvae-toy --variants "$(echo ${DGVAE_VARIANTS:-dgvae baseline} | tr ' ' ,)" \
     --seeds "${DGVAE_TOY_SEEDS:-0,1,2}" --iterations "${DGVAE_TOY_ITERS:-60}"
 fi
 dgvae_notes "${runs[@]}"

@@ -25,7 +25,7 @@ for mode in ${SYSU_MODES:-all indoor}; do
   dgvae_extract "$work/dgvae" "$work/$mode.h5" --option "mode=$mode" --option shots=1 \
     "${draws[@]}"
   dgvae_eval "$work/$mode.json" "$work/$mode.h5"
-  python -m reidcli.paper.compare dgvae --dataset sysu --table 1 --protocol "$mode" \
+  reid paper compare dgvae --dataset sysu --table 1 --protocol "$mode" \
     "DG-VAE=$work/$mode.json"
 done
 echo "gallery draws: ${DRAWS:-seeded} (DRAWS=seeded|official|agw)"

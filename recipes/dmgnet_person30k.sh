@@ -33,6 +33,6 @@ for subset in ${SUBSETS:-A B C}; do
     dmgnet_eval "$work/${variant}_$subset.json" "$work/${variant}_$subset.h5"
     results+=("$(dmgnet_label "$variant")=$work/${variant}_$subset.json")
   done
-  python -m reidcli.paper.compare dmgnet --table 6 --subset "$subset" "${results[@]}"
+  reid paper compare dmgnet --table 6 --subset "$subset" "${results[@]}"
 done
 dmgnet_notes "${runs[@]}"

@@ -31,5 +31,5 @@ for variant in ${DMG_VARIANTS:-bot dmgnet metagen}; do
   results+=("$(dmgnet_label "$variant")=$work/$variant.json")
   runs+=("$work/$variant")
 done
-python -m reidcli.paper.compare dmgnet --dataset synthetic "${results[@]}"
+reid paper compare dmgnet --dataset synthetic "${results[@]}"
 dmgnet_notes "${runs[@]}"

@@ -14,8 +14,8 @@ mkdir -p "$work"
 RECIPE_KNOBS="WARCA_SYNTH_IDS"
 if [ ! -d "$work/data/synthetic/warca" ]; then
   if [ -n "${WARCA_SYNTH_IDS:-}" ]; then
-    reid data synth --out "$work/data" --preset warca --param "num_train_ids=$WARCA_SYNTH_IDS" \
-      --param "num_test_ids=$WARCA_SYNTH_IDS"
+    reid data synth --out "$work/data" --preset warca --option "num_train_ids=$WARCA_SYNTH_IDS" \
+      --option "num_test_ids=$WARCA_SYNTH_IDS"
   else
     reid data synth --out "$work/data" --preset warca
   fi

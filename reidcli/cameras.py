@@ -11,10 +11,12 @@ are ``camid`` values and apply within every domain.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
+
+if TYPE_CHECKING:  # pragma: no cover - annotations only (evaluate_arrays needs no pandas)
+    import pandas as pd
 
 from reidcli.errors import ParameterError, UsageError
 

@@ -1,11 +1,12 @@
 """`reid demo`: the synthetic dataset through every pipeline stage that exists.
 
 Stages: synthesise data → describe images (hand-crafted HSV stripe histograms and colour-grid
-maps) → feature store → XQDA metric learning → on domain d0 alone (one camera network, the
-C-DPCF paper's set-up) C-DPCF camera-specific pooling beside its baselines → a tiny BoT
-network trained on CPU and its BNNeck embeddings → test-time adaptation of those embeddings
-(camera Norm, DART3 LITE) → evaluation of each → a CMC plot of every method and a t-SNE of
-the test embeddings before/after DART3 LITE.
+maps) → feature store → XQDA metric learning → C-DPCF camera-specific pooling beside its
+baselines, on the data and protocol of the C-DPCF paper's synthetic recipe (the ``cdpcf``
+preset's two-camera target domain, half/half trials: recipes/cdpcf_synthetic.sh with
+``CDPCF_MAPS=color-grid``) → a tiny BoT network trained on CPU and its BNNeck embeddings →
+test-time adaptation of those embeddings (camera Norm, DART3 LITE) → evaluation of each → one
+CMC plot per data set and a t-SNE of the test embeddings before/after DART3 LITE.
 
 Every stage is a ``reid`` command line, built here as an argument list, printed and then run
 in this process through the CLI itself (:func:`run_in_process`), so what is printed is what
@@ -13,8 +14,8 @@ ran: pasted into a shell in the printed order (the first line, ``source …/bin/
 puts this ``reid`` on the shell's PATH), the commands redo the demo. The demo runs
 with one OpenMP/BLAS/torch thread and prints ``export OMP_NUM_THREADS=1`` first: on a busy
 2-core machine, spinning OpenMP threads make its tiny workloads (a 16–128-channel CNN on
-64×32 images, C-DPCF on colour-grid maps, t-SNE) several times slower. Everything lands in one work folder; the demo replaces its own previous
-outputs there (``--force``).
+64×32 images, C-DPCF on colour-grid maps, t-SNE) several times slower. Everything lands in one
+work folder; the demo replaces its own previous outputs there (``--force``).
 """
 from __future__ import annotations
 
@@ -48,6 +49,22 @@ BOT_SCHEDULE = {"tiny": {"epochs": 2, "batch_size": 16}, "default": {"epochs": 6
 #: ``--episodic`` restarts each batch from the camera statistics; with it, rank-1 and mAP
 #: rise by a few points over camera Norm
 DART3_LITE = {"lr": 3e-2, "steps": 10, "emit": "post", "episodic": True}
+
+#: the C-DPCF rows' data (docs/methods/cdpcf.md): the ``cdpcf`` synthetic preset's target
+#: domain d1 — 2 cameras, 200 persons with one image per camera, a strong camera-specific
+#: spatial bias — under the paper's protocol (10 seeded half/half trials, probe camera 0,
+#: gallery camera 1), as recipes/cdpcf_synthetic.sh runs it with ``CDPCF_MAPS=color-grid``.
+#: The preset's source domain d0 only trains that recipe's PCB, which colour-grid maps do not
+#: need, so the demo renders it with one identity (``synth``): d1's images and trials are the
+#: full preset's, byte for byte.
+CDPCF_DATA = {"preset": "cdpcf", "name": "cdpcf-target",
+              "synth": ("num_train_ids=1", "num_test_ids=0"),
+              "loader": ("protocol=single_shot_half", "domain=synthetic/d1")}
+
+#: the half/half trials of the C-DPCF rows per demo preset (loader option ``num_trials``;
+#: None: the protocol's 10, as the paper): ``tiny`` (tests, seconds) keeps the first one, the
+#: same draw as trial 0 of the 10
+CDPCF_TRIALS = {"tiny": 1, "default": None}
 
 #: one-line descriptions of the files ``reid train`` writes into its run folder
 RUN_FILES = {"model.pt": "trained network (weights + config) read by reid extract --model",
@@ -205,16 +222,51 @@ def run_demo(root: str | Path | None = None, workdir: str | Path = "reid-demo",
     echo(shlex.join(["mkdir", "-p", str(demo.workdir)]))     # done; the commands need it
     echo("export " + " ".join(f"{k}={v}" for k, v in ONE_THREAD.items()))
     lite, note = _stages(demo, seed)
-    cdpcf = ("rows marked (d0): fitted and evaluated on domain d0's cameras alone, as the "
-             "C-DPCF paper does (one camera network whose cameras share identities); rows "
-             "marked (all domains): every domain of the dataset")
-    rank1 = {r["method"]: r["rank-1"] for r in demo.results}
-    if rank1["colour-grid maps + DPCF (d0)"] > rank1["colour-grid maps + C-DPCF (d0)"]:
-        cdpcf += ("; DPCF's shared maps score above C-DPCF's camera-specific ones on this "
-                  "data, unlike the paper's results (its own set-up, 2 cameras and half/half "
-                  "trials: recipes/cdpcf_synthetic.sh)")
-    return DemoResult(demo.step.steps, demo.results, demo.step.outputs, [cdpcf, note],
-                      demo.workdir)
+    return DemoResult(demo.step.steps, demo.results, demo.step.outputs,
+                      [*data_notes(demo), pooling_note(demo.results), note], demo.workdir)
+
+
+def data_notes(demo: "_Demo") -> list[str]:
+    """One line per data set of the table (its ``data`` column): what it is, the split and
+    rule scored, the command line that made it and the files of its rows."""
+    from reidcli.data.synthetic_params import PRESET_PURPOSES
+
+    trials = CDPCF_TRIALS[demo.preset]
+    which = ("the first of the seeded" if trials == 1 else
+             f"mean of {trials or 10} seeded")
+    return [f"data '{demo.data_label}': synthetic preset '{demo.preset}' "
+            f"({PRESET_PURPOSES[demo.preset]}), its test split (query vs gallery of every "
+            "domain) under the Market-1501 rule E1 (gallery images of the query's person "
+            "taken by the query's camera are not counted)",
+            f"data '{demo.cdpcf_label}': the target domain d1 of synthetic preset 'cdpcf' "
+            "(2 cameras, 200 persons with one image per camera, strong camera-specific "
+            f"spatial bias), {which} half/half trials (100 training persons; probe camera 0 "
+            "against gallery camera 1, rule E3), as the C-DPCF paper and "
+            "recipes/cdpcf_synthetic.sh (CDPCF_MAPS=color-grid) do; the preset's source "
+            "domain d0, which trains that recipe's PCB, is rendered with one person "
+            f"({' '.join('--option ' + o for o in CDPCF_DATA['synth'])}): colour-grid maps "
+            "need no training, and d1's images are the full preset's"]
+
+
+def pooling_note(results: list[dict[str, Any]]) -> str:
+    """Where C-DPCF ranks among its baselines on its own data and which of the paper's
+    orderings (Fig. 3: ``reid paper compare cdpcf``'s claims) hold, with the rank-1 figures —
+    whichever way they come out."""
+    from reidcli.paper.compare import CDPCF_CLAIMS
+
+    rank1 = {POOLING_LABELS[r["method"]]: 100 * r["rank-1"] for r in results
+             if r["method"] in POOLING_LABELS}
+    cdpcf = rank1["C-DPCF"]
+    others = ", ".join(f"{m} {v:.1f}" for m, v in rank1.items() if m != "C-DPCF")
+    above = all(cdpcf > v for m, v in rank1.items() if m != "C-DPCF")
+    text = (f"on its data C-DPCF (camera-specific maps) reaches rank-1 {cdpcf:.1f} %, "
+            + ("above" if above else "NOT above all of")
+            + f" its baselines ({others}); the paper's orderings (Fig. 3):")
+    for claim, better, worse, ties in CDPCF_CLAIMS:
+        if better in rank1 and worse in rank1:
+            holds = rank1[better] >= rank1[worse] if ties else rank1[better] > rank1[worse]
+            text += f" {claim} {'holds' if holds else 'does NOT hold'};"
+    return text.rstrip(";")
 
 
 def activate_line() -> str:
@@ -234,18 +286,26 @@ def activate_line() -> str:
 
 
 def _stages(demo: _Demo, seed: int) -> tuple[Path, str]:
-    """Every stage in order; returns the DART3 LITE store and the note on its settings."""
-    demo.step(DemoCommand(
-        "data", ["reid", "data", "synth", "--out", str(demo.root), "--preset", demo.preset,
-                 "--seed", str(seed)]
-        + (["--name", demo.name] if demo.name != demo.preset else []),
-        [(demo.root / "synthetic" / demo.name, "synthetic dataset: images, images.csv, "
-          "identities.csv, meta.json (reused when already there)")]))
+    """Every stage in order, the rows of one data set together; returns the DART3 LITE store
+    and the note on its settings."""
+    demo.step(_synth(demo.root, demo.preset, demo.name, seed))
     _handcrafted_stages(demo)
     cnn = _network_stages(demo)
     lite, note = _adaptation_stages(demo, cnn)
+    _pooling_stages(demo, seed)
     _figure_stages(demo, cnn, lite)
     return lite, note
+
+
+def _synth(root: Path, preset: str, name: str, seed: int,
+           options: tuple[str, ...] = ()) -> DemoCommand:
+    """``reid data synth`` of one data set (reused by the command when already there)."""
+    return DemoCommand(
+        "data", ["reid", "data", "synth", "--out", str(root), "--preset", preset, "--seed",
+                 str(seed)] + (["--name", name] if name != preset else [])
+        + [a for o in options for a in ("--option", o)],
+        [(root / "synthetic" / name, "synthetic dataset: images, images.csv, "
+          "identities.csv, meta.json (reused when already there)")])
 
 
 @dataclasses.dataclass
@@ -258,11 +318,12 @@ class _Demo:
     preset: str
     name: str                                   # the synthetic dataset's folder name
     quiet: list[str]                            # ["--quiet"] without progress output
+    cdpcf_name: str = CDPCF_DATA["name"]        # the C-DPCF rows' dataset folder name
     results: list[dict[str, Any]] = dataclasses.field(default_factory=list)
-    reports: list[Path] = dataclasses.field(default_factory=list)
+    reports: dict[str, list[Path]] = dataclasses.field(default_factory=dict)
 
-    def out(self, suffix: str) -> Path:
-        return self.workdir / f"synthetic_{self.preset}_{suffix}"
+    def out(self, suffix: str, dataset: str | None = None) -> Path:
+        return self.workdir / f"synthetic_{dataset or self.preset}_{suffix}"
 
     @property
     def data(self) -> list[str]:
@@ -270,70 +331,96 @@ class _Demo:
         return ["--dataset", "synthetic", "--root", str(self.root), "--option",
                 f"name={self.name}"]
 
+    @property
+    def data_label(self) -> str:
+        """The ``data`` column of the rows on the demo's own preset."""
+        return self.preset
+
+    @property
+    def cdpcf_label(self) -> str:
+        """The ``data`` column of the C-DPCF rows (:data:`CDPCF_DATA`)."""
+        return "cdpcf d1"
+
     def evaluate(self, store: Path, method: str, shows: str, model: Path | None = None,
-                 suffix: str | None = None) -> Path:
-        """``reid eval`` of ``store`` (through ``model``) into a JSON report; adds a row
-        named ``method`` and the line ``shows`` (what the row shows). Without ``--quiet``
-        (unless the demo is quiet), so a pasted command prints its scores; run here, its
-        table is replaced by the step's one-line summary (:class:`_Runner`)."""
-        json_out = self.out(f"{suffix}.json") if suffix else store.with_suffix(".json")
+                 report: Path | None = None, data: str | None = None) -> Path:
+        """``reid eval`` of ``store`` (through ``model``) into the JSON
+        ``report`` (default: the store's name, ``.json``); adds a row named ``method`` on ``data`` (default: the demo's preset) and the
+        line ``shows`` (what the row shows). Without ``--quiet`` (unless the demo is quiet),
+        so a pasted command prints its scores; run here, its table is replaced by the step's
+        one-line summary (:class:`_Runner`)."""
+        json_out = report or store.with_suffix(".json")
         argv = ["reid", "eval", "--store", str(store)] + (["--model", str(model)] if model
                                                           else [])
-        self.step(DemoCommand("eval", argv + ["--json", str(json_out), "--force", *self.quiet],
+        self.step(DemoCommand("eval", argv + ["--json", str(json_out), "--force",
+                                              *self.quiet],
                               [(json_out, f"evaluation report (CMC, mAP, mINP): {method}")]),
                   summary=lambda: _score(json_out))
-        self.reports.append(json_out)
-        self.results.append({"method": method, "shows": shows, "store": str(store),
-                             **_headline(json.loads(json_out.read_text()))})
+        data = data or self.data_label
+        self.reports.setdefault(data, []).append(json_out)
+        self.results.append({"method": method, "data": data, "shows": shows,
+                             "store": str(store), **_headline(json.loads(json_out.read_text()))})
         return json_out
 
 
+#: what the hand-crafted baseline row shows (on either data set)
+HANDCRAFTED_SHOWS = "hand-crafted baseline: colour histograms, Euclidean distance, no learning"
+
+
 def _handcrafted_stages(demo: _Demo) -> None:
-    """HSV stripes + colour-grid maps of every domain → Euclidean baseline, XQDA; then the
-    C-DPCF paper's set-up on one camera network (domain d0's cameras; docs/methods/cdpcf.md,
-    "Several domains") → Euclidean, AvgP+XQDA, AvgP+pad.+XQDA, DPCF, C-DPCF."""
+    """HSV stripes of every domain → Euclidean baseline, XQDA."""
     store = demo.out("hsv.h5")
     demo.step(DemoCommand("extract", ["reid", "extract", *demo.data, "--features",
-                                      "hsv-stripes", "--maps", "color-grid", "--out",
-                                      str(store), "--force"],
-                          [(store, "feature store: HSV stripe histograms + colour-grid maps")]),
+                                      "hsv-stripes", "--out", str(store), "--force"],
+                          [(store, "feature store: HSV stripe histograms")]),
               summary=lambda: _junk_note(demo))
-    demo.evaluate(store, "HSV stripes, Euclidean (all domains)",
-                  "hand-crafted baseline: colour histograms, no learning")
+    demo.evaluate(store, "HSV stripes, Euclidean", HANDCRAFTED_SHOWS)
     xqda = demo.out("xqda.h5")
     demo.step(DemoCommand("train", ["reid", "train", "xqda", "--store", str(store),
                                     "--feature", "hsv-stripes", "--out", str(xqda), "--force",
                                     *demo.quiet], [(xqda, "fitted XQDA metric (per trial)")]))
-    demo.evaluate(store, "HSV stripes + XQDA (all domains)",
+    demo.evaluate(store, "HSV stripes + XQDA",
                   "the same histograms with a metric learnt on the training identities",
-                  xqda, "xqda")
-    # C-DPCF learns maps per camera of one camera network whose camera pairs share
-    # identities; the demo's domains share none, so it runs on domain d0's cameras alone
-    d0 = demo.out("d0.h5")
-    demo.step(DemoCommand("extract", ["reid", "extract", *demo.data, "--option", "domains=d0",
-                                      "--features", "hsv-stripes", "--maps", "color-grid",
-                                      "--out", str(d0), "--force"],
-                          [(d0, "feature store of domain d0 alone (C-DPCF's set-up: one camera "
-                            "network)")]))
-    demo.evaluate(d0, "HSV stripes, Euclidean (d0)",
-                  "the hand-crafted baseline on the C-DPCF rows' data (domain d0 only)")
-    for method, label, shows in POOLING_ROWS:
-        fitted = demo.out(f"d0_{method}.h5")
+                  xqda, demo.out("xqda.json"))
+
+
+def _pooling_stages(demo: _Demo, seed: int) -> None:
+    """The C-DPCF paper's set-up (:data:`CDPCF_DATA`): HSV stripes + colour-grid maps of the
+    ``cdpcf`` preset's target domain over its half/half trials → Euclidean, then the paper's
+    baselines, its ablation and C-DPCF (K=10, E=64, G=6, the paper's values)."""
+    name = _demo_name(CDPCF_DATA["name"], seed)
+    demo.cdpcf_name = name
+    demo.step(_synth(demo.root, CDPCF_DATA["preset"], name, seed, CDPCF_DATA["synth"]))
+    trials = CDPCF_TRIALS[demo.preset]
+    loader = CDPCF_DATA["loader"] + ((f"num_trials={trials}",) if trials else ())
+    store = demo.out("hsv.h5", name)
+    demo.step(DemoCommand("extract", [
+        "reid", "extract", "--dataset", "synthetic", "--root", str(demo.root), "--option",
+        f"name={name}", *(a for o in loader for a in ("--option", o)),
+        "--features", "hsv-stripes", "--maps", "color-grid", "--out", str(store), "--force"],
+        [(store, "feature store of the C-DPCF rows: HSV stripe histograms + colour-grid maps "
+          "of cdpcf's domain d1, with its half/half trials")]))
+    label = demo.cdpcf_label
+    demo.evaluate(store, "HSV stripes, Euclidean", HANDCRAFTED_SHOWS, data=label)
+    for method, row, shows in POOLING_ROWS:
+        fitted = demo.out(f"{method}.h5", name)
         demo.step(DemoCommand("fit-pooling", ["reid", "fit-pooling", method, "--store",
-                                              str(d0), "--out", str(fitted), "--force",
-                                              *demo.quiet],
-                              [(fitted, f"fitted {label} pooling on d0 (K=10, E=64, G=6 "
-                                "defaults)")]))
-        demo.evaluate(d0, f"colour-grid maps + {label} (d0)", shows, fitted, f"d0_{method}")
+                                              str(store), "--K", "10", "--E",
+                                              "64", "--G", "6", "--out", str(fitted),
+                                              "--force", *demo.quiet],
+                              [(fitted, f"fitted {row} pooling, per trial")]))
+        demo.evaluate(store, f"colour-grid maps + {row}", shows, fitted,
+                      demo.out(f"{method}.json", name), data=label)
 
 
-#: the C-DPCF paper's pooling methods as the demo runs them on domain d0 (reid fit-pooling
-#: METHOD, row label, what the row shows): its baselines (§IV-C), its ablation, the method
+#: the C-DPCF paper's pooling methods as the demo runs them (reid fit-pooling METHOD, row
+#: label, what the row shows): its baselines (§IV-C), its ablation, the method
 POOLING_ROWS = (
     ("avgp", "AvgP+XQDA", "the paper's baseline: stripe means of the maps, one XQDA"),
     ("avgp-pad", "AvgP+pad.+XQDA", "the paper's baseline: stripe means zero-padded per camera"),
     ("dpcf", "DPCF", "the paper's ablation: learnt pooling maps shared by all cameras"),
     ("cdpcf", "C-DPCF", "the C-DPCF paper's method: learnt pooling maps per camera"))
+#: the row labels of :data:`POOLING_ROWS` as the table prints them
+POOLING_LABELS = {f"colour-grid maps + {row}": row for _, row, _ in POOLING_ROWS}
 
 
 def _junk_note(demo: _Demo) -> str:
@@ -363,7 +450,7 @@ def _network_stages(demo: _Demo) -> Path:
     demo.step(DemoCommand("extract", ["reid", "extract", *demo.data, "--model", str(run_dir),
                                       "--device", "cpu", "--out", str(cnn), "--force"],
                           [(cnn, "feature store: the tiny BoT's BNNeck embeddings")]))
-    demo.evaluate(cnn, "tiny BoT, BNNeck (all domains)",
+    demo.evaluate(cnn, "tiny BoT, BNNeck",
                   "a small CNN trained by reid train bot --preset tiny on the training ids")
     return cnn
 
@@ -375,7 +462,7 @@ def _adaptation_stages(demo: _Demo, cnn: Path) -> tuple[Path, str]:
     demo.step(DemoCommand("adapt", ["reid", "adapt", "norm", "--store", str(cnn), "--out",
                                     str(norm), "--force", *demo.quiet],
                           [(norm, "BoT store, queries and gallery normalised per camera")]))
-    norm_report = demo.evaluate(norm, "tiny BoT + camera Norm (all domains)",
+    norm_report = demo.evaluate(norm, "tiny BoT + camera Norm",
                                 "the BoT embeddings z-scored per camera at test time")
     lite = demo.out("bot_tiny_dart3-lite.h5")
     settings = [a for k, v in DART3_LITE.items()
@@ -383,18 +470,23 @@ def _adaptation_stages(demo: _Demo, cnn: Path) -> tuple[Path, str]:
     demo.step(DemoCommand("adapt", ["reid", "adapt", "dart3-lite", "--store", str(cnn),
                                     *settings, "--out", str(lite), "--force", *demo.quiet],
                           [(lite, "BoT store, queries adapted by DART3 LITE")]))
-    lite_report = demo.evaluate(lite, "tiny BoT + DART3 LITE (all domains)",
+    lite_report = demo.evaluate(lite, "tiny BoT + DART3 LITE",
                                 "the BoT embeddings adapted per camera at test time ("
                                 + " ".join(settings) + ")")
     return lite, dart3_scale_note(lite, lite_report, norm_report)
 
 
 def _figure_stages(demo: _Demo, cnn: Path, lite: Path) -> None:
-    """CMC curves of every evaluation; t-SNE of the test rows, BoT before/after LITE."""
-    cmc = demo.out("cmc.png")                 # legend names come from the reports
-    demo.step(DemoCommand("plot", ["reid", "plot", "cmc", *map(str, demo.reports),
-                                   "--out", str(cmc), "--force"],
-                          [(cmc, "CMC curves of every method above")]))
+    """CMC curves of every evaluation, one figure per data set (curves of one figure share
+    their data and protocol); t-SNE of the test rows, BoT before/after LITE."""
+    for data, reports in demo.reports.items():     # legend names come from the reports
+        cdpcf = data == demo.cdpcf_label
+        cmc = demo.out("cmc.png", demo.cdpcf_name if cdpcf else None)
+        title = (f"CMC — synthetic '{CDPCF_DATA['preset']}', domain d1, half/half trials"
+                 if cdpcf else f"CMC — synthetic '{demo.preset}', test split (E1)")
+        demo.step(DemoCommand("plot", ["reid", "plot", "cmc", *map(str, reports), "--title",
+                                       title, "--out", str(cmc), "--force"],
+                              [(cmc, f"CMC curves of the rows on data '{data}'")]))
     tsne = demo.out("tsne.png")
     demo.step(DemoCommand("plot", ["reid", "plot", "tsne", "--store", str(cnn), "--compare",
                                    str(lite), "--split", "query,gallery", "--color-by",

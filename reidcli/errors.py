@@ -93,10 +93,6 @@ class OfflineError(ReidError):
     """A download was needed but the network is unavailable."""
 
 
-class NotImplementedYetError(ReidError):
-    """A pipeline stage that a later release fills in."""
-
-
 class StoreLockedError(StoreError):
     """A feature store is locked by another process that is writing it."""
 

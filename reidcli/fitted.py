@@ -96,10 +96,8 @@ class TrialModel:
         if not uses_feature_metric(self):
             raise NotImplementedError(f"{type(self).__name__} defines no distance "
                                       f"{self.metric!r}")
-        from reidcli.evaluation.backend import make_backend
-        from reidcli.evaluation.distances import FeatureMetric
-        metric = FeatureMetric(self.metric, make_backend("cpu"))
-        return metric.pairwise(metric.prepare(query), metric.prepare(gallery))
+        from reidcli.pairwise import pairwise_distances
+        return pairwise_distances(query, gallery, self.metric)
 
     def distance(self, query: np.ndarray, gallery: np.ndarray) -> np.ndarray:
         return self.embedded_distance(self.transform(query), self.transform(gallery))
@@ -372,6 +370,7 @@ def load(path: str | os.PathLike) -> FittedFile:
                                    f"expected format={FITTED_FORMAT!r}; a feature store is "
                                    "evaluated as a store, not as a model")
         method = str(_attr(h5, "method"))
+        _import_method_module(method)
         info = registry.lookup(method, ("train", "fit-pooling", "fitted"))
         if info is None or info.load_trial is None:
             known = ", ".join(m.name for m in registry.methods() if m.load_trial) or "none"
@@ -396,6 +395,29 @@ def load(path: str | os.PathLike) -> FittedFile:
         return FittedFile(path, info, _json_attr(h5, "hyperparameters", path),
                           _json_attr(h5, "provenance", path), _attr(h5, "feature") or None,
                           groups, int(h5.attrs.get("num_repeats", 1)), shared)
+
+
+def _import_method_module(method: str) -> None:
+    """Import the module named after ``method`` in a stage package that declares fitted
+    methods (``xqda`` → ``reidcli.metric.xqda``), when there is one: the method then
+    registers without :func:`reidcli.registry.discover` importing every other method module
+    (`reid eval --model xqda.h5` loads XQDA only). Methods declared in a module of another
+    name are still found by the registry's discovery."""
+    import importlib.util
+
+    name = method.replace("-", "_")
+    if not name.isidentifier():
+        return
+    for stage in ("train", "fit-pooling"):
+        for package in registry.STAGE_PACKAGES.get(stage, ()):
+            module = f"{package}.{name}"
+            try:
+                found = importlib.util.find_spec(module) is not None
+            except (ImportError, ValueError):
+                found = False
+            if found:
+                registry._import(module)
+                return
 
 
 def _ranges(ids: Sequence[int]) -> str:

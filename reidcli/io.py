@@ -78,11 +78,6 @@ def unregister_temp(path: str | os.PathLike) -> None:
     _LIVE.pop(Path(path), None)
 
 
-def live_temp_files() -> list[Path]:
-    """The temporary/lock paths this process currently owns."""
-    return list(_LIVE)
-
-
 def cleanup_temp_files() -> None:
     """Remove every registered temporary and lock path (interrupt or exit)."""
     for path in list(_LIVE):

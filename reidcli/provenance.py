@@ -44,6 +44,36 @@ def describe_input(path: str | os.PathLike) -> dict[str, str]:
     return {"path": str(path), "sha256": sha256_file(path)}
 
 
+class InputDigests:
+    """:func:`describe_input` of every path, computed on a background thread from the moment
+    this is made (hashing reads the files at disk / page-cache speed and releases the GIL, so
+    it overlaps a command's own work), e.g. ``reid eval`` hashing its store while it scores it.
+    :meth:`result` waits for the thread and returns exactly what ``[describe_input(p) for p in
+    paths]`` returns, or raises what it raised."""
+
+    def __init__(self, paths: Iterable[str | os.PathLike]):
+        import threading
+
+        self.paths = [Path(p) for p in paths]
+        self._described: list[dict[str, str]] | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="reid-input-digests",
+                                        daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self._described = [describe_input(p) for p in self.paths]
+        except BaseException as exc:          # re-raised by result(), in the caller's thread
+            self._error = exc
+
+    def result(self) -> list[dict[str, str]]:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return [dict(d) for d in self._described]
+
+
 def versions() -> dict[str, str]:
     """Versions of Python, reidcli and the numeric libraries (imported lazily)."""
     import importlib.metadata as md
@@ -58,11 +88,12 @@ def versions() -> dict[str, str]:
 
 
 def make_provenance(command: str | Iterable[str] | None = None, seed: int | None = None,
-                    inputs: Iterable[str | os.PathLike] = (), model: Any = None,
-                    **extra: Any) -> dict[str, Any]:
+                    inputs: Iterable[str | os.PathLike] | InputDigests = (),
+                    model: Any = None, **extra: Any) -> dict[str, Any]:
     """Provenance record stored with every output (as JSON in an attribute).
 
-    ``command`` defaults to the current ``sys.argv``.
+    ``command`` defaults to the current ``sys.argv``. ``inputs``: paths, hashed here, or an
+    :class:`InputDigests` started earlier (the same record, hashed while the command ran).
     """
     if command is None:
         command = [Path(sys.argv[0]).name, *sys.argv[1:]]
@@ -72,7 +103,8 @@ def make_provenance(command: str | Iterable[str] | None = None, seed: int | None
         "command": command,
         "seed": seed,
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "inputs": [describe_input(p) for p in inputs],
+        "inputs": inputs.result() if isinstance(inputs, InputDigests)
+        else [describe_input(p) for p in inputs],
         "model": model,
         "versions": versions(),
     }

@@ -46,20 +46,15 @@ ENTRY_POINT_GROUP = "reidcli.methods"
 
 @dataclasses.dataclass(frozen=True)
 class Parameter:
-    """One parameter of a method: name, default, constraints, help, and the CLI flag that
-    sets it (``--`` + name with ``-`` for ``_`` unless the method names another)."""
+    """One parameter of a method: name, default, constraints and help (the CLI names its flag:
+    :mod:`reidcli.cli.flags`)."""
 
     name: str
     default: Any
     constraints: tuple[Constraint, ...] = ()
     help: str = ""
-    flag: str | None = None
     #: shown by ``--help`` as its own option (else set through ``--param name=value``)
     cli: bool = True
-
-    @property
-    def cli_flag(self) -> str:
-        return self.flag or "--" + self.name.replace("_", "-")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,10 +79,6 @@ class MethodInfo:
     def defaults(self) -> dict[str, Any]:
         """A fresh copy of the defaults (callers may change it)."""
         return copy.deepcopy({p.name: p.default for p in self.parameters})
-
-    def flags(self) -> dict[str, str]:
-        """parameter name → CLI flag."""
-        return {p.name: p.cli_flag for p in self.parameters}
 
     def resolve_params(self, given: Mapping[str, Any]) -> dict[str, Any]:
         """Defaults updated with ``given``, validated: UsageError for a name the method does
@@ -121,27 +112,25 @@ def _add(info: MethodInfo) -> None:
     _METHODS[info.name] = info
 
 
-def _parameters_of(cls: type, flags: Mapping[str, str] | None,
-                   hidden: Iterable[str]) -> tuple[Parameter, ...]:
+def _parameters_of(cls: type, hidden: Iterable[str]) -> tuple[Parameter, ...]:
     defaults = cls.default_params()
     constraints = getattr(cls, "_parameter_constraints", {})
     helps = getattr(cls, "_parameter_help", {})
     hidden = set(hidden)
-    flags = dict(flags or {})
-    unknown = (set(flags) | hidden) - set(defaults)
+    unknown = hidden - set(defaults)
     if unknown:
-        raise MethodRegistryError(f"{cls.__module__}.{cls.__name__} names flags for unknown "
+        raise MethodRegistryError(f"{cls.__module__}.{cls.__name__} hides unknown "
                                   f"parameters {sorted(unknown)}", "fix the registration")
     return tuple(Parameter(name, default, tuple(constraints.get(name, ())), helps.get(name, ""),
-                           flags.get(name), name not in hidden)
+                           name not in hidden)
                  for name, default in defaults.items())
 
 
 def register(name: str, *, stage: str, paper: str, summary: str,
-             flags: Mapping[str, str] | None = None, hidden: Sequence[str] = ()):
+             hidden: Sequence[str] = ()):
     """Class decorator: register an :class:`~reidcli.estimator.Estimator` subclass as method
-    ``name`` of ``stage`` (``train`` or ``fit-pooling``). ``flags`` maps parameters to CLI
-    flags other than ``--name``; ``hidden`` parameters are set with ``--param`` only."""
+    ``name`` of ``stage`` (``train`` or ``fit-pooling``); ``hidden`` parameters are not shown
+    as options of their own (``reid`` sets them with ``--param``)."""
     if stage not in ESTIMATOR_STAGES:
         raise MethodRegistryError(f"register({name!r}): stage {stage!r} is not one of "
                                   f"{', '.join(ESTIMATOR_STAGES)}", "use register_info")
@@ -149,7 +138,7 @@ def register(name: str, *, stage: str, paper: str, summary: str,
     def decorate(cls: type) -> type:
         cls.method = name
         _add(MethodInfo(name=name, stage=stage, paper=paper, summary=summary,
-                        module=cls.__module__, parameters=_parameters_of(cls, flags, hidden),
+                        module=cls.__module__, parameters=_parameters_of(cls, hidden),
                         estimator=cls, load_trial=cls.model_from_arrays,
                         reads=getattr(cls, "reads", "features")))
         return cls
@@ -168,13 +157,21 @@ def register_loader(name: str, load_trial: Callable, *, paper: str, summary: str
 
 def register_info(name: str, *, stage: str, paper: str, summary: str,
                   defaults: Mapping[str, Any] | None = None, module: str | None = None,
-                  extras: Mapping[str, Any] | None = None) -> None:
-    """Register a method whose command is hand-written (adaptation, network training): its
-    defaults (listed by ``reid methods``, read by the stage's config) and ``extras`` — what the
-    stage needs to run it (e.g. ``{"trainer": cls, "presets": {...}}``)."""
+                  extras: Mapping[str, Any] | None = None,
+                  parameters: Sequence[Parameter] = ()) -> None:
+    """Register a method run by its stage's own code (adaptation, network training): its
+    ``parameters`` (name, default, constraints, help: the method's own settings, from which
+    e.g. ``reid adapt <name>`` is generated), ``defaults`` (plain values, e.g. the method's
+    defaults of settings its stage declares for every method) — both listed by
+    ``reid methods`` — and ``extras``: what the stage needs to run it (e.g.
+    ``{"trainer": cls, "presets": {...}}``)."""
     if module is None:                   # the registering module (cheap: no source lookup)
         module = sys._getframe(1).f_globals.get("__name__", "?")
-    params = tuple(Parameter(k, v) for k, v in (defaults or {}).items())
+    params = tuple(parameters) + tuple(Parameter(k, v) for k, v in (defaults or {}).items())
+    names = [p.name for p in params]
+    if len(set(names)) != len(names):
+        raise MethodRegistryError(f"method {name!r} declares a parameter twice ({names})",
+                                  "fix the registration")
     _add(MethodInfo(name=name, stage=stage, paper=paper, summary=summary, module=module,
                     parameters=params, extras=dict(extras or {})))
 

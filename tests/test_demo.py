@@ -52,33 +52,46 @@ def test_demo_tiny_end_to_end(capsys, tmp_path, monkeypatch):
     assert env == reidcli.demo.ONE_THREAD
     stages = [s.stage for s in demo.steps]
     assert set(stages) == {"data", "extract", "train", "fit-pooling", "adapt", "eval", "plot"}
-    # the network stages name the dataset, root and options they read
+    # the stages name the dataset, root and options they read: the demo's preset, and the
+    # cdpcf preset's target domain under half/half trials for the C-DPCF rows
+    cdpcf_data = ["--dataset", "synthetic", "--root", "data", "--option", "name=cdpcf-target",
+                  "--option", "protocol=single_shot_half", "--option", "domain=synthetic/d1",
+                  "--option", "num_trials=1"]
     for argv in argvs:
         if argv[1] == "extract" or argv[1:3] == ["train", "bot"]:
-            assert ["--dataset", "synthetic", "--root", "data", "--option", "name=tiny"] == \
-                argv[argv.index("--dataset"):argv.index("--dataset") + 6]
-    # the CMC legend comes from the result JSONs, in the order evaluated
-    # (a name two reports share carries its store, e.g. " [synthetic_tiny_d0]")
-    assert [n.split(" [")[0] for n in cmc_plots[0].names] == [
-        "hsv-stripes (euclidean)", "hsv-stripes + XQDA", "hsv-stripes (euclidean)",
-        "color-grid + AvgP+XQDA", "color-grid + AvgP+pad.+XQDA", "color-grid + DPCF",
-        "color-grid + C-DPCF", "BoT tiny bnneck (euclidean)",
-        "BoT tiny bnneck + camera Norm (euclidean)", "BoT tiny bnneck + DART3 LITE (euclidean)"]
+            data = argv[argv.index("--dataset"):]
+            assert data[:12] == cdpcf_data if \
+                "name=cdpcf-target" in argv else \
+                data[:6] == ["--dataset", "synthetic", "--root", "data", "--option", "name=tiny"]
+    synth, = [argv for argv in argvs if argv[1:3] == ["data", "synth"] and "cdpcf" in argv]
+    assert synth[synth.index("--preset") + 1] == "cdpcf"
+    # one CMC figure per data set; legends name the method alone (no store suffix), from the
+    # result JSONs in the order evaluated
+    assert [plot.names for plot in cmc_plots] == [
+        ["hsv-stripes (euclidean)", "hsv-stripes + XQDA", "BoT tiny bnneck (euclidean)",
+         "BoT tiny bnneck + camera Norm (euclidean)", "BoT tiny bnneck + DART3 LITE (euclidean)"],
+        ["hsv-stripes (euclidean)", "color-grid + AvgP+XQDA", "color-grid + AvgP+pad.+XQDA",
+         "color-grid + DPCF", "color-grid + C-DPCF"]]
     # t-SNE: test rows only, BoT before / after DART3 LITE side by side
     tsne, = tsne_plots
     assert len(tsne.points) == 2 and tsne.titles[0].startswith("before")
     with open_store("out/synthetic_tiny_bot_tiny.h5") as st:
         assert set(st.records["split"].to_numpy()[tsne.rows]) == {"query", "gallery"}
 
-    # issue 33: C-DPCF runs as its paper does, on one camera network (domain d0), and beats
-    # its baselines there; a pasted eval prints its scores (no --quiet); `source …/activate`
+    # issue 33: C-DPCF runs as its paper does (2 cameras sharing identities, half/half
+    # trials; tiny: the first only) and beats its baselines there, which the notes say; each
+    # row names its data; a pasted eval prints its scores (no --quiet); `source …/activate`
     # comes first, so a pasting shell finds `reid`
-    by_name = {row["method"]: row for row in demo.results}
-    d0 = [argv for argv in argvs if "domains=d0" in argv]
-    assert len(d0) == 1 and d0[0][1] == "extract"
-    for baseline in ("HSV stripes, Euclidean (d0)", "colour-grid maps + AvgP+XQDA (d0)",
-                     "colour-grid maps + AvgP+pad.+XQDA (d0)"):
-        assert by_name["colour-grid maps + C-DPCF (d0)"]["rank-1"] > by_name[baseline]["rank-1"]
+    by_name = {(row["method"], row["data"]): row for row in demo.results}
+    assert [row["data"] for row in demo.results] == ["tiny"] * 5 + ["cdpcf d1"] * 5
+    cdpcf = by_name["colour-grid maps + C-DPCF", "cdpcf d1"]["rank-1"]
+    for baseline in ("HSV stripes, Euclidean", "colour-grid maps + AvgP+XQDA",
+                     "colour-grid maps + AvgP+pad.+XQDA", "colour-grid maps + DPCF"):
+        assert cdpcf > by_name[baseline, "cdpcf d1"]["rank-1"]
+    note, = [line for line in out.splitlines() if line.startswith("note: on its data C-DPCF")]
+    assert f"rank-1 {100 * cdpcf:.1f} %, above its baselines" in note
+    assert "note: data 'cdpcf d1': the target domain d1 of synthetic preset 'cdpcf'" in out
+    assert "note: data 'tiny': synthetic preset 'tiny'" in out
     assert all("--quiet" not in argv for argv in argvs if argv[1] == "eval")
     assert out.splitlines()[1].startswith(("source ", "# "))
     assert "1 junk images (pid -1)" in out
@@ -87,7 +100,8 @@ def test_demo_tiny_end_to_end(capsys, tmp_path, monkeypatch):
     lines = out.splitlines()
     assert all(f"  {row['method']}" in out and row["shows"] in out for row in demo.results)
     for row in demo.results:
-        line, = [l for l in lines if f" {row['method']} " in l and l.startswith("│")]
+        line, = [l for l in lines if f" {row['method']} " in l and f" {row['data']} " in l
+                 and l.startswith("│")]
         assert f" {100 * row['mAP']:.1f} " in line and f" {100 * row['rank-1']:.1f} " in line
     cnn = json.loads(Path("out/synthetic_tiny_bot_tiny.json").read_text())
     assert cnn["feature"] == "bnneck" and cnn["num_valid_queries"] > 0
@@ -103,41 +117,38 @@ def test_demo_tiny_end_to_end(capsys, tmp_path, monkeypatch):
     assert np.all(np.diff(cmc) >= 0) and 0 <= cmc[0] <= cmc[-1] <= 1
     with open_store("out/synthetic_tiny_hsv.h5") as st:
         assert st.feature_info("hsv-stripes")["dim"] == 144
-        assert st.convmap_layers == ["color-grid"]
         assert st.provenance["command"] == shlex.join(argvs[1])      # the printed command
         assert st.provenance["inputs"][0]["listing_sha256"]           # the images it read
+    with open_store("out/synthetic_cdpcf-target_hsv.h5") as st:
+        assert st.convmap_layers == ["color-grid"] and st.protocol.num_trials == 1
+        assert sorted(set(st.records["camid"])) == [0, 1]
+        assert set(st.records["domain"]) == {"synthetic/d1"}
 
     # the outputs list names every file the demo wrote, each with a description
     listed = {Path(l.strip().split(" — ")[0]) for l in
               lines[lines.index("outputs:") + 1:] if " — " in l}
     written = {p for p in Path("out").rglob("*") if p.is_file()}
     assert written <= listed and all(p.exists() for p in listed)
-    for figure in ("cmc", "tsne"):
-        assert Path(f"out/synthetic_tiny_{figure}.png").stat().st_size > 10_000
+    for figure in ("tiny_cmc", "cdpcf-target_cmc", "tiny_tsne"):
+        assert Path(f"out/synthetic_{figure}.png").stat().st_size > 10_000
 
-    # pasted in order into a fresh folder, the printed commands redo the demo
-    (tmp_path / "pasted").mkdir()
-    monkeypatch.chdir(tmp_path / "pasted")
+    # pasted in order, the printed commands redo the demo: over the demo's own outputs (as a
+    # second run: `reid data synth` finds its data, every output is replaced) and with the
+    # same scores
+    first = scores(Path("out"))
+    assert len(first) == 10
+    before = {p: p.stat().st_mtime_ns for p in Path("out").glob("*.json")}
     mkdir, = [shlex.split(l) for l in out.splitlines() if l.startswith("mkdir -p ")]
-    Path(mkdir[2]).mkdir(parents=True)
+    assert mkdir == ["mkdir", "-p", "out"]
     with reidcli.demo.thread_limit(env):
         for argv in argvs:
             code, _, err = run_cli(capsys, *argv[1:])
             assert code == 0, (shlex.join(argv), err)
-    first = scores(tmp_path / "demo" / "out")
-    assert len(first) == 10
-    assert scores(tmp_path / "pasted" / "out").keys() == first.keys()
-    for name, (curve, m_ap) in scores(tmp_path / "pasted" / "out").items():
+    assert all(p.stat().st_mtime_ns > t for p, t in before.items())     # rewritten
+    assert scores(Path("out")).keys() == first.keys()
+    for name, (curve, m_ap) in scores(Path("out")).items():
         np.testing.assert_allclose(curve, first[name][0], atol=1e-6, err_msg=name)
         np.testing.assert_allclose(m_ap, first[name][1], atol=1e-6, err_msg=name)
-
-    # a second run reuses the data and replaces its own outputs
-    monkeypatch.chdir(tmp_path / "demo")
-    code, _, err = run_cli(capsys, "demo", "--preset", "tiny", "--root", "data",
-                           "--out", "out")
-    assert code == 0, err
-    assert json.loads(Path("out/synthetic_tiny_hsv.json").read_text())["cmc"] == \
-        report["cmc"]
 
 
 def test_demo_stage_failure_names_the_command(capsys, tmp_path):

@@ -275,6 +275,12 @@ CASES: dict[str, Case] = {
     "docs/methods/cdpcf.md: reid extract --model runs/pcb_msmt17 --dataset viper --maps "
     "conv2_x,conv3_x,conv4_x,conv5_x \\": Case(skip=REAL.format("VIPeR") + " and a PCB "
                                                 "trained on MSMT17"),
+    "docs/methods/cdpcf.md: reid data synth --preset default --out data": Case(
+        slow="ten reid processes: two extractions, four fits, four evaluations (about 15 s)",
+        setup=("data",),
+        subs=(("reid data synth --preset default --out data",
+               "true  # the tiny synthetic dataset stands in (setup)"),),
+        outputs=("all_cdpcf.json", "all_dpcf.json", "d0_cdpcf.json", "d0_dpcf.json")),
     "docs/methods/pcb.md: reid train pcb --dataset market1501 --root /data --init imagenet "
     "--out runs/pcb [--rpp]": Case(skip=REAL.format("Market-1501") + " and a GPU"),
 }

@@ -17,7 +17,7 @@ ESTIMATORS = [m.name for m in registry.methods() if m.estimator is not None]
 def toy(tmp_path_factory):
     """A small conv-map store (40 persons × 2 cameras, 1 half/half trial) with its training,
     query and gallery rows, labels, feature rows and conv maps."""
-    from reidcli.pooling.synthetic_maps import write_toy_store
+    from reidcli.synthetic.conv_maps import write_toy_store
     from reidcli.store import open_store
 
     path = write_toy_store(tmp_path_factory.mktemp("estimators") / "toy.h5", persons=40,

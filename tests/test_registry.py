@@ -76,7 +76,7 @@ def plugin_dir(tmp_path_factory):
 
 def test_a_new_metric_learner_is_one_module(plugin_dir, tmp_path):
     from reidcli.evaluation.arrays import evaluate_arrays
-    from reidcli.pooling.synthetic_maps import write_toy_store
+    from reidcli.synthetic.conv_maps import write_toy_store
     from reidcli.store import open_store
 
     store = write_toy_store(tmp_path / "s.h5", persons=40, trials=1)

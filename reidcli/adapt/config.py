@@ -1,18 +1,29 @@
-"""Hyper-parameters of ``reid adapt`` and the per-method defaults (docs/methods/dart3.md).
+"""Settings of ``reid adapt``: one declaration of the settings every adaptation method shares,
+and each method's own parameters, declared by its module (docs/methods/dart3.md;
+docs/architecture.md, "Adding an adaptation method").
 
-Every option of docs/methods/dart3.md is a field of :class:`AdaptConfig`; ``None`` means "the
-method's default", declared by the method's own module in the registry
-(:func:`method_defaults`) and resolved by :meth:`AdaptConfig.resolved`.
+* :data:`SETTINGS` — the shared settings (feature, trial, seed, device, batch size, learning
+  rate …), each a :class:`~reidcli.registry.Parameter` with its constraints and help, in the
+  groups of :data:`GROUPS` (``every`` method, the camera ``stats``, the optimisation
+  ``loop``, the ``model`` re-run);
+* a method registers with :func:`reidcli.registry.register_info` (stage ``adapt``) its own
+  ``parameters`` (Parameters with constraints and help), its ``defaults`` of shared settings
+  (``batch_size``, ``lr``, ``bn_mode`` …) and ``extras`` (:data:`EXTRAS`).
+
+:class:`AdaptConfig` is the shared settings (fields) plus ``params``, the method's own
+parameters (also readable as attributes: ``cfg.tau``); :meth:`AdaptConfig.resolved` fills
+the method's defaults and validates every value.
 """
 from __future__ import annotations
 
 import dataclasses
 import re
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from reidcli.errors import ParameterError, UsageError
 from reidcli.naming import param
 from reidcli.params import BOOL, NONE, SEED, Constraint, Interval, Options, check_param
+from reidcli.registry import Parameter
 
 #: who the parameters below belong to, in error messages
 OWNER = "adaptation"
@@ -25,6 +36,22 @@ MAX_COUNT = 2**31 - 1
 TAU_RANGE = (1e-6, 1e6)
 #: the largest learning rate / regularisation weight (torch takes them as float32)
 MAX_FLOAT = 1e30
+
+#: what a method's registration ``extras`` may hold (docs/architecture.md)
+EXTRAS = {
+    "closed_form": "closed_form(queries [N, d], codes [N], stats, cfg) -> adapted [N, d]",
+    "normalizes_gallery": "closed form: score against G̃ (else the stored gallery)",
+    "build": "build(cfg, inputs, stats, runner, gallery_normalized, device) -> (Adapter, "
+             "gallery [Ng, d]): an online method run by reidcli.adapt.loop",
+    "needs_model": "True, or {parameter: values}: re-runs the backbone (then --model)",
+    "settings": "further groups of SETTINGS it reads (e.g. ('stats',))",
+    "check": "check(cfg): checks between values (UsageError), after each value's own",
+    "hints": "{parameter: what to do} when a value is refused",
+    "alias_of": "(method, {parameter: value}): another name of a method with fixed values",
+    "hidden": "parameters set only through --param (no option of their own)",
+    "spellings": "other names the method is found under",
+    "label": "how plots and tables name it: a string or label(settings) -> str",
+}
 
 
 class _Text(Constraint):
@@ -51,64 +78,81 @@ class _Device(Constraint):
         return "auto, cpu, cuda or cuda:N"
 
 
-def _count(low: int, high: int = MAX_COUNT) -> Interval:
+def count(low: int, high: int = MAX_COUNT) -> Interval:
+    """An integer in [low, high] (a count passed on to torch/numpy)."""
     return Interval(int, low, high)
 
 
-#: every field's allowed values (:mod:`reidcli.params` constraints, docs/methods/dart3.md);
-#: :meth:`AdaptConfig.resolved` checks each value against them and converts it (``"3"`` → 3,
-#: ``"yes"`` → True). ``method`` (the registry), ``order`` (also an explicit permutation)
-#: and ``query_cams`` (:func:`reidcli.cameras.parse_cameras`) are checked on their own.
-CONSTRAINTS: dict[str, tuple[Constraint, ...]] = {
-    "mode": (Options(("lite", "full")),),
-    "feature": (NONE, _Text()),
-    "trial": (_count(0),),
-    "batch_size": (_count(1),),
-    "steps": (_count(1, MAX_STEPS),),
-    "lr": (Interval(float, 0.0),),
-    "optimizer": (Options(("adam", "sgd")),),
-    "tau": (Interval(float, *TAU_RANGE),),
-    "topk": (_count(1),),
-    "distance": (Options(("euclidean", "cosine")),),
-    "external": (BOOL,),
-    "episodic": (BOOL,),
-    "split_by_query_camera": (BOOL,),
-    "emit": (Options(("pre", "post")),),
-    "seed": (SEED,),
-    "stats": (Options(("pooled", "separate")),),
-    "std_ddof": (Interval(int, 0, 1),),
-    "eps": (Interval(float, 0.0, 1.0, closed="right"),),
-    "stats_max_per_camera": (NONE, _count(1)),
-    "grounding": (_count(0),),
-    "grounding_split": (_Text(),),
-    "bn_mode": (NONE, Options(("batch", "running"))),
-    "tent_logits": (Options(("classifier", "features")),),
-    "temp_k": (_count(1),),
-    "temp_gallery_sample": (_count(1),),
-    "temp_reg": (Interval(float, 0.0),),
-    "precision": (Options(("fp32", "bf16")),),
-    "device": (_Device(),),
-    "workers": (NONE, _count(0, 1024)),
+#: a non-empty name (for methods' own parameters too)
+NAME = _Text()
+
+
+def _s(name: str, default: Any, help: str, *constraints: Constraint) -> Parameter:
+    return Parameter(name, default, tuple(constraints), help)
+
+
+#: the settings every adaptation method shares (``None``: the method's default, declared in
+#: its registration's ``defaults``). ``order`` (also an explicit permutation from the
+#: library) and ``query_cams`` (:func:`reidcli.cameras.parse_cameras`) are checked on their
+#: own.
+SETTINGS: tuple[Parameter, ...] = (
+    _s("feature", None, "Store feature (default: the store's default feature).", NONE, NAME),
+    _s("trial", 0, "Protocol trial to adapt.", count(0)),
+    _s("query_cams", None, "Adapt only queries of these 0-based camids (in every domain; "
+       "default: all)."),
+    _s("batch_size", None, "Queries per batch.", count(1)),
+    _s("steps", 1, "Optimisation steps per batch T.", count(1, MAX_STEPS)),
+    _s("lr", None, "Learning rate.", Interval(float, 0.0)),
+    _s("optimizer", "adam", "adam | sgd.", Options(("adam", "sgd"))),
+    _s("episodic", False, "Reset the state before every batch.", BOOL),
+    _s("split_by_query_camera", False, "One independent stream per query camera (setting A).",
+       BOOL),
+    _s("emit", "pre", "pre (Alg 2: before the batch's update) | post.",
+       Options(("pre", "post"))),
+    _s("order", "shuffle", "shuffle (seeded) | stored."),
+    _s("seed", 0, "Seed of the order, subsamples, grounding.", SEED),
+    _s("stats", "pooled", "pooled (Alg 1) | separate.", Options(("pooled", "separate"))),
+    _s("std_ddof", 0, "0 population std | 1 unbiased.", Interval(int, 0, 1)),
+    _s("eps", 1e-6, "Floor of the scales ε.", Interval(float, 0.0, 1.0, closed="right")),
+    _s("stats_max_per_camera", None, "At most N rows per camera for the statistics "
+       "(default: all).", NONE, count(1)),
+    _s("grounding", 0, "Grounding rows per batch (seen-camera / source samples).", count(0)),
+    _s("grounding_split", "auto", "Store split of the grounding pool (auto: grounding, else "
+       "train).", NAME),
+    _s("bn_mode", None, "batch | running.", NONE, Options(("batch", "running"))),
+    _s("device", "auto", "auto | cpu | cuda.", _Device()),
+    _s("workers", None, "Image loader workers (default: automatic).", NONE, count(0, 1024)),
+)
+SETTING_NAMES = tuple(p.name for p in SETTINGS)
+
+#: which methods read which settings: ``every`` method; the camera ``stats``; the ``loop``
+#: of an online method (``build``); the ``model`` of a method that re-runs the backbone
+GROUPS: dict[str, tuple[str, ...]] = {
+    "every": ("feature", "trial", "query_cams"),
+    "stats": ("stats", "std_ddof", "eps", "stats_max_per_camera", "seed"),
+    "loop": ("batch_size", "steps", "lr", "optimizer", "episodic", "split_by_query_camera",
+             "emit", "order", "seed", "grounding", "grounding_split", "device"),
+    "model": ("bn_mode", "workers"),
 }
 
-#: what to do, per field, when its value is refused
+#: what to do, per shared setting, when its value is refused
 HINTS = {
     "seed": "give an integer seed in [0, 2³²)",
     "std_ddof": "0 = population std (the paper's formula), 1 = unbiased",
     "steps": "the paper uses 1 step per batch (docs/methods/dart3.md)",
-    "lr": "give a small positive learning rate (dart3 1e-4, tent/temp 3.5e-4)",
-    "tau": "the paper uses 100 with Euclidean distances (docs/methods/dart3.md)",
+    "lr": "give a small positive learning rate (`reid methods --stage adapt` lists each "
+          "method's)",
     "eps": "the floor of the scales; the default is 1e-6",
-    "external": "give true or false (also yes/no, 1/0)",
     "episodic": "give true or false (also yes/no, 1/0)",
     "split_by_query_camera": "give true or false (also yes/no, 1/0)",
     "workers": "give 0 (load in this process) or a few loader workers",
 }
 
 
+# -- the methods -------------------------------------------------------------------------------
 def adapt_method(name: str):
-    """The registry entry of adaptation method ``name`` (its module declares defaults and how
-    it runs: ``closed_form`` or ``build``, ``needs_model``, ``alias_of``, ``spellings``)."""
+    """The registry entry of adaptation method ``name`` (its module declares its parameters,
+    defaults and how it runs: :data:`EXTRAS`)."""
     from reidcli import registry
     return registry.get(name, "adapt")
 
@@ -120,148 +164,254 @@ def method_names() -> list[str]:
 
 
 def method_defaults(name: str) -> dict[str, Any]:
-    """Default batch size, optimiser lr and BN mode of ``name`` (docs/methods/dart3.md)."""
+    """Every default of method ``name``: its own parameters' and its defaults of the shared
+    settings (batch size, lr, BN mode …; docs/methods/dart3.md)."""
     return adapt_method(name).defaults()
 
 
-@dataclasses.dataclass
-class AdaptConfig:
-    """What to adapt and how (CLI option in brackets; defaults = docs/methods/dart3.md).
+def own_parameters(info) -> tuple[Parameter, ...]:
+    """The parameters a method declares for itself (not its defaults of shared settings);
+    an alias has its target's."""
+    if "alias_of" in info.extras:
+        info = adapt_method(info.extras["alias_of"][0])
+    return tuple(p for p in info.parameters if p.name not in SETTING_NAMES)
 
-    ``order`` is ``"shuffle"`` (seeded permutation), ``"stored"`` (store order) or, from the
-    library API, an explicit sequence of positions into the selected queries.
-    """
 
-    method: str = "dart3"
-    mode: str = "lite"                         # --mode lite|full (dart3)
-    feature: str | None = None                 # --feature
-    trial: int = 0                             # --trial (stores with several trials)
-    query_cams: list[int] | None = None        # --query-cams
-    batch_size: int | None = None              # --batch-size (method default)
-    steps: int = 1                             # --steps T
-    lr: float | None = None                    # --lr (method default)
-    optimizer: str = "adam"                    # --optimizer adam|sgd
-    tau: float = 100.0                         # --tau
-    topk: int = 3                              # --topk
-    distance: str = "euclidean"                # --distance euclidean|cosine
-    external: bool = True                      # --no-external sets False (Tab 4 ablation)
-    episodic: bool = False                     # --episodic
-    split_by_query_camera: bool = False        # --split-by-query-camera
-    emit: str = "pre"                          # --emit pre|post
-    order: Any = "shuffle"                     # --order shuffle|stored
-    seed: int = 0                              # --seed
-    stats: str = "pooled"                      # --stats pooled|separate
-    std_ddof: int = 0                          # --std-ddof 0|1
-    eps: float = 1e-6                          # --eps
-    stats_max_per_camera: int | None = None    # --stats-max-per-camera
-    grounding: int = 0                         # --grounding N
-    grounding_split: str = "auto"              # --grounding-split
-    bn_mode: str | None = None                 # --bn-mode batch|running (method default)
-    tent_logits: str = "classifier"            # --tent-logits classifier|features
-    temp_k: int = 50                           # --temp-k
-    temp_gallery_sample: int = 30000           # --temp-gallery-sample
-    temp_reg: float = 1e-4                     # --temp-reg
-    precision: str = "fp32"                    # --precision fp32|bf16 (DART3's gallery GEMMs)
-    device: str = "auto"                       # --device auto|cpu|cuda
-    workers: int | None = None                 # --workers (image loading)
+def setting_defaults(info) -> dict[str, Any]:
+    """The method's defaults of shared settings (``batch_size``, ``lr``, ``bn_mode`` …)."""
+    return {p.name: p.default for p in info.parameters if p.name in SETTING_NAMES}
 
-    # -- derived ------------------------------------------------------------------------
+
+def merged_extras(info) -> dict[str, Any]:
+    """``info.extras``, an alias's over its target's."""
+    if "alias_of" in info.extras:
+        return {**adapt_method(info.extras["alias_of"][0]).extras, **info.extras}
+    return dict(info.extras)
+
+
+def fixed_values(info) -> dict[str, Any]:
+    """The parameters an alias fixes (``dart3-lite``: ``{"mode": "lite"}``)."""
+    alias = info.extras.get("alias_of")
+    return dict(alias[1]) if alias else {}
+
+
+def needs_model(extras: Mapping[str, Any], values: Mapping[str, Any] | None) -> bool:
+    """Whether a method re-runs the backbone with ``values`` of its parameters (with
+    ``values=None``: whether it may, for some value)."""
+    need = extras.get("needs_model", False)
+    if isinstance(need, Mapping):
+        if values is None:
+            return bool(need)
+        return any(values.get(k) in tuple(v) for k, v in need.items())
+    return bool(need)
+
+
+def setting_groups(info) -> tuple[str, ...]:
+    """The groups of :data:`SETTINGS` method ``info`` reads."""
+    extras = merged_extras(info)
+    fixed = fixed_values(info)
+    groups = ["every", *extras.get("settings", ())]
+    if "build" in extras:
+        groups.append("loop")
+    need = extras.get("needs_model")
+    if isinstance(need, Mapping) and fixed and all(k in fixed for k in need):
+        uses = needs_model(extras, fixed)           # an alias fixing the deciding values
+    else:
+        uses = needs_model(extras, None)
+    if uses:
+        groups.append("model")
+    return tuple(dict.fromkeys(groups))
+
+
+def read_settings(info) -> tuple[str, ...]:
+    """The shared settings method ``info`` reads, in :data:`SETTINGS` order."""
+    names = {n for g in setting_groups(info) for n in GROUPS.get(g, ())}
+    return tuple(n for n in SETTING_NAMES if n in names)
+
+
+def defaults_of(parameters: Sequence[Parameter]) -> dict[str, Any]:
+    return {p.name: p.default for p in parameters}
+
+
+def method_label(name: str, settings: Mapping[str, Any] | None = None) -> str:
+    """How plots name adaptation method ``name`` run with ``settings`` (its registration's
+    ``label``; the name when it declares none or is not registered)."""
+    from reidcli import registry
+
+    lowered = str(name).lower()
+    found = registry.lookup(lowered, ["adapt"])
+    if found is None:
+        found = next((m for m in registry.methods("adapt")
+                      if lowered in m.extras.get("spellings", ())), None)
+    return label_of(found, settings) if found is not None else str(name)
+
+
+def label_of(info, settings: Mapping[str, Any] | None = None) -> str:
+    """The ``label`` method ``info`` declares (called with ``settings`` when it is a
+    function), else its name."""
+    label = info.extras.get("label")
+    if callable(label):
+        return str(label(dict(settings or {})))
+    return str(label) if label else info.name
+
+
+# -- the configuration -------------------------------------------------------------------------
+class _ConfigMethods:
+    """Behaviour of :class:`AdaptConfig` (its fields come from :data:`SETTINGS`)."""
+
+    def __init__(self, method: str = "dart3", *, params: Mapping[str, Any] | None = None,
+                 **settings: Any):
+        self.method = method
+        for p in SETTINGS:
+            setattr(self, p.name, p.default)
+        own = dict(params or {})
+        for name, value in settings.items():
+            if name in SETTING_NAMES:
+                setattr(self, name, value)
+            else:
+                own[name] = value          # the method's own parameter (checked by resolved)
+        self.params = own
+
+    def __getattr__(self, name: str) -> Any:
+        """The method's own parameters read as attributes (``cfg.tau``)."""
+        params = self.__dict__.get("params")
+        if params is not None and name in params:
+            return params[name]
+        raise AttributeError(f"{type(self).__name__} of {self.__dict__.get('method')!r} has "
+                             f"no setting {name!r}")
+
     @property
     def uses_model(self) -> bool:
         """True when the method re-runs the backbone (needs a model and the images)."""
-        return self.mode in adapt_method(self.method).extras.get("needs_model", ())
-
-    @property
-    def optimises(self) -> bool:
-        return "build" in adapt_method(self.method).extras
+        return needs_model(merged_extras(adapt_method(self.method)), self.params)
 
     def resolved(self) -> "AdaptConfig":
-        """A copy with the method defaults filled in and every value validated."""
-        method, mode = canonical_method(self.method, self.mode)
-        defaults = method_defaults(method)
+        """A copy with the method's defaults filled in and every value validated."""
+        info = adapt_method(canonical_method(self.method))
+        target = adapt_method(info.extras["alias_of"][0]) if "alias_of" in info.extras \
+            else info
+        declared = own_parameters(info)
+        names = {p.name for p in declared}
+        unknown = sorted(set(self.params) - names)
+        if unknown:                     # a ParameterError: the CLI names the flag it came by
+            raise ParameterError(OWNER, unknown[0], self.params[unknown[0]],
+                                 f"is not a setting of {info.name}",
+                                 f"its settings: {', '.join(sorted(names))} and those of "
+                                 f"every method ({', '.join(SETTING_NAMES)})")
+        own = {**defaults_of(declared), **_fixed(info, self.params)}
+        defaults = setting_defaults(target)
         unset = lambda v: v is None or (isinstance(v, str) and v.strip().lower() == "none")
-        cfg = dataclasses.replace(
-            self, method=method, mode=mode,
-            batch_size=defaults["batch_size"] if unset(self.batch_size) else self.batch_size,
-            lr=defaults["lr"] if unset(self.lr) else self.lr,
-            bn_mode=defaults["bn_mode"] if unset(self.bn_mode) else self.bn_mode)
-        cfg = dataclasses.replace(cfg, **cfg._checked_values())
-        cfg._validate()
+        values = {n: defaults[n] if unset(getattr(self, n)) and n in defaults
+                  else getattr(self, n) for n in SETTING_NAMES}
+        read = set(read_settings(info))
+        hints = {**HINTS, **merged_extras(info).get("hints", {})}
+        checked: dict[str, Any] = {}
+        for p in SETTINGS:
+            if p.constraints and (values[p.name] is not None or p.name in read):
+                checked[p.name] = _check(p, values[p.name], hints)
+        if isinstance(values["order"], str) or values["order"] is None:
+            _choice("order", values["order"], ("shuffle", "stored"))
+        from reidcli.cameras import parse_cameras
+        checked["query_cams"] = parse_cameras(values["query_cams"], "query_cams", owner=OWNER)
+        for p in declared:
+            own[p.name] = _check(p, own[p.name], hints) if p.constraints else own[p.name]
+        cfg = AdaptConfig(target.name, params=own, **{**values, **checked})
+        cfg._validate(merged_extras(info))
         return cfg
 
-    def _checked_values(self) -> dict[str, Any]:
-        """Every field checked against :data:`CONSTRAINTS` and converted (a ParameterError
-        naming the first field refused); ``order`` and ``query_cams`` likewise."""
-        from reidcli.cameras import parse_cameras
-
-        out: dict[str, Any] = {}
-        for name, constraints in CONSTRAINTS.items():
-            value = getattr(self, name)
-            try:
-                out[name] = check_param(OWNER, name, value, *constraints)
-            except ParameterError as refused:
-                options = [c.values for c in constraints if isinstance(c, Options)]
-                if options:
-                    _choice(name, value, options[0])
-                raise ParameterError(OWNER, name, value, refused.requirement,
-                                     HINTS.get(name, f"see {param(name)} in docs/methods/"
-                                                     "dart3.md")) from None
-        if isinstance(self.order, str) or self.order is None:
-            _choice("order", self.order, ("shuffle", "stored"))
-        out["query_cams"] = parse_cameras(self.query_cams, "query_cams", owner=OWNER)
-        return out
-
-    def _validate(self) -> None:
-        """The checks between fields (each field's own range: :meth:`_checked_values`)."""
-        for name in ("lr", "temp_reg"):
-            if getattr(self, name) > MAX_FLOAT:
-                raise ParameterError(OWNER, name, getattr(self, name), f"must be ≤ {MAX_FLOAT:g}",
-                                     HINTS.get(name, "give a small weight (default 1e-4)"))
-        if self.method == "dart3" and not self.external and self.mode == "lite":
-            raise UsageError(f"{param('external', False)} with {param('mode', 'lite')} leaves "
-                             "nothing to learn",
-                             f"use {param('mode', 'full')} (BN γ/β only, the Tab 4 ablation)")
+    def _validate(self, extras: Mapping[str, Any]) -> None:
+        """The checks between values (each value's own range: :meth:`resolved`)."""
+        if self.lr is not None and self.lr > MAX_FLOAT:
+            raise ParameterError(OWNER, "lr", self.lr, f"must be ≤ {MAX_FLOAT:g}",
+                                 HINTS["lr"])
+        if "build" in extras:
+            for name in ("batch_size", "lr"):
+                if getattr(self, name) is None:
+                    raise ParameterError(OWNER, name, None, f"has no default for {self.method}",
+                                         f"give {param(name)}")
+        if "check" in extras:
+            extras["check"](self)
         if self.uses_model and self.bn_mode == "batch" and self.batch_size < 2:
+            mode = f"{self.params['mode']} mode" if "mode" in self.params else "model mode"
             raise ParameterError(OWNER, "batch_size", self.batch_size,
-                                 f"with {self.method} "
-                                 f"({self.mode if self.method == 'dart3' else 'model'} mode): "
-                                 "batch-statistics BN needs at least 2 rows per batch",
+                                 f"with {self.method} ({mode}): batch-statistics BN needs at "
+                                 "least 2 rows per batch",
                                  f"use {param('batch_size', 2)} or more, "
-                                 f"{param('bn_mode', 'running')}, or dart3 "
-                                 f"{param('mode', 'lite')} (works with batches of one)")
+                                 f"{param('bn_mode', 'running')}, or a method that works on "
+                                 "the stored embeddings (e.g. dart3-lite)")
 
     def as_params(self) -> dict[str, Any]:
-        """Every hyper-parameter, JSON-ready (``/adapt/<method>`` attr ``params_json``)."""
-        out = dataclasses.asdict(self)
+        """Every setting and the method's own parameters, JSON-ready (``/adapt/<method>``
+        attr ``params_json``, the output store's provenance)."""
+        out = {"method": self.method, **{n: getattr(self, n) for n in SETTING_NAMES},
+               **self.params}
         if not isinstance(self.order, str):
             out["order"] = "explicit"
         return out
 
 
-def canonical_method(method: str, mode: str = "lite") -> tuple[str, str]:
-    """``dart3-lite`` → ``("dart3", "lite")``; unknown names are a one-line UsageError."""
+AdaptConfig = dataclasses.make_dataclass(
+    "AdaptConfig",
+    [("method", str, dataclasses.field(default="dart3")),
+     *[(p.name, Any, dataclasses.field(default=p.default)) for p in SETTINGS],
+     ("params", dict, dataclasses.field(default_factory=dict))],
+    bases=(_ConfigMethods,), init=False)
+AdaptConfig.__module__ = __name__
+AdaptConfig.__doc__ = """What to adapt and how: ``method``, the shared :data:`SETTINGS`
+(fields) and ``params``, the method's own parameters (keyword arguments that are not shared
+settings go there: ``AdaptConfig("temp", temp_k=5)``). ``order`` is ``"shuffle"`` (seeded
+permutation), ``"stored"`` (store order) or, from the library API, an explicit sequence of
+positions into the selected queries."""
+
+
+def _fixed(info, given: Mapping[str, Any]) -> dict[str, Any]:
+    """``given`` with an alias's fixed values; a contradicting value is a ParameterError."""
+    out = dict(given)
+    for name, value in fixed_values(info).items():
+        if name in out and str(out[name]).lower() != str(value):
+            target = info.extras["alias_of"][0]
+            raise ParameterError(OWNER, name, out[name],
+                                 f"contradicts {info.name} (= {target} {param(name, value)})",
+                                 f"drop {param(name)} (or adapt with {target} and it)")
+        out[name] = value
+    return out
+
+
+def _check(p: Parameter, value: Any, hints: Mapping[str, str]) -> Any:
+    """``value`` checked against ``p``'s constraints and converted (``"3"`` → 3)."""
+    try:
+        return check_param(OWNER, p.name, value, *p.constraints)
+    except ParameterError as refused:
+        options = [c.values for c in p.constraints if isinstance(c, Options)]
+        if options and not (value is None and NONE in p.constraints):
+            _choice(p.name, value, options[0])
+        raise ParameterError(OWNER, p.name, value, refused.requirement,
+                             hints.get(p.name, f"see {param(p.name)} in `reid adapt --help`")
+                             ) from None
+
+
+def canonical_method(method: str) -> str:
+    """The registered name of adaptation method ``method`` (``no-adapt`` → ``none``);
+    unknown names are a one-line UsageError."""
     from reidcli import registry
 
-    name = method.lower()
-    if name in ("none", "norm"):      # closed form (reidcli/adapt/norm.py): no discovery of
+    name = str(method).lower()
+    if name in NUMPY_ONLY:            # closed form (reidcli/adapt/norm.py): no discovery of
         import reidcli.adapt.norm  # noqa: F401   the torch methods, so no torch import
-        return name, mode
+        return name
     methods = registry.methods("adapt")
     for info in methods:
         if name in info.extras.get("spellings", ()):
-            name = info.name
-    info = next((m for m in methods if m.name == name), None)
-    if info is None:
+            return info.name
+    if not any(m.name == name for m in methods):
         raise UsageError(f"adaptation method {method!r} is unknown",
                          f"use one of {', '.join(m.name for m in methods)}")
-    if "alias_of" in info.extras:
-        name, alias_mode = info.extras["alias_of"]
-        if str(mode).lower() != alias_mode:         # e.g. dart3-lite with mode=full
-            raise ParameterError(OWNER, "mode", mode,
-                                 f"contradicts {info.name} (= {name} {param('mode', alias_mode)})",
-                                 f"drop {param('mode')} (or adapt with {name} and it)")
-        mode = alias_mode
-    return name, mode
+    return name
+
+
+#: methods whose module imports no torch (reidcli/adapt/norm.py): found without importing
+#: the others, so that a z-score costs no torch import
+NUMPY_ONLY = ("norm", "none")
 
 
 def _choice(name: str, value: Any, allowed: Sequence[str]) -> None:
@@ -270,4 +420,6 @@ def _choice(name: str, value: Any, allowed: Sequence[str]) -> None:
                              f"use {param(name, allowed[0])}")
 
 
-__all__ = ["AdaptConfig", "adapt_method", "canonical_method", "method_defaults", "method_names"]
+__all__ = ["AdaptConfig", "SETTINGS", "GROUPS", "adapt_method", "canonical_method",
+           "label_of", "method_defaults", "method_label", "method_names", "own_parameters",
+           "read_settings"]

@@ -15,8 +15,12 @@ from torch import nn
 
 from reidcli.adapt.base import Adapter, BackboneRunner, Batch
 from reidcli.adapt.losses import PreparedGallery, dart3_loss
+from reidcli.adapt.config import TAU_RANGE, count
 from reidcli.adapt.statistics import CameraStatistics
-from reidcli.registry import register_info
+from reidcli.errors import UsageError
+from reidcli.naming import param
+from reidcli.params import BOOL, Interval, Options
+from reidcli.registry import Parameter, register_info
 
 
 class CameraShiftScale(nn.Module):
@@ -144,20 +148,46 @@ def build(cfg, inputs, stats, runner, gallery_normalized, device):
     return adapter, gallery
 
 
+def _check(cfg) -> None:
+    """Checks between DART3's parameters (each value's own range: its declaration)."""
+    if not cfg.external and cfg.mode == "lite":
+        raise UsageError(f"{param('external', False)} with {param('mode', 'lite')} leaves "
+                         "nothing to learn",
+                         f"use {param('mode', 'full')} (BN γ/β only, the Tab 4 ablation)")
+
+
+#: DART3's own parameters (docs/methods/dart3.md); the shared settings: reidcli.adapt.config
+PARAMETERS = (
+    Parameter("mode", "lite", (Options(("lite", "full")),),
+              "lite (stored embeddings) | full (also the backbone's BN γ/β; needs --model)."),
+    Parameter("tau", 100.0, (Interval(float, *TAU_RANGE),), "Softmax temperature τ."),
+    Parameter("topk", 3, (count(1),), "Nearest gallery entries k in the loss."),
+    Parameter("distance", "euclidean", (Options(("euclidean", "cosine")),),
+              "euclidean | cosine (Tab 7 ablation; re-tune --tau)."),
+    Parameter("external", True, (BOOL,), "Full mode: --no-external learns without M, Σ "
+              "(loss on raw features, BN γ/β only; Tab 4)."),
+    Parameter("precision", "fp32", (Options(("fp32", "bf16")),),
+              "fp32 | bf16 (gallery GEMMs in bfloat16: ~3× faster on CPUs with AVX-512 BF16 "
+              "and on GPUs, ≈0.4 % error)."),
+)
 _DART3 = dict(paper="Bhattacharya et al. (DART3)",
               defaults=dict(batch_size=8, lr=1e-4, bn_mode="batch"))
-#: the AdaptConfig fields DART3 reads beyond the loop's (its options in `reid adapt --help`)
-_READS = ("tau", "topk", "distance", "precision", "stats", "std_ddof", "eps",
-          "stats_max_per_camera")
-register_info("dart3", stage="adapt",
+register_info("dart3", stage="adapt", parameters=PARAMETERS,
               summary="DART3 (default --mode lite: stored embeddings; --mode full: also the "
                       "backbone's BN γ/β on the query images, needs --model).",
-              extras={"build": build, "needs_model": ("full",),
-                      "reads": ("mode", "external", *_READS)}, **_DART3)
+              extras={"build": build, "needs_model": {"mode": ("full",)},
+                      "settings": ("stats",), "check": _check,
+                      "hints": {"tau": "the paper uses 100 with Euclidean distances "
+                                       "(docs/methods/dart3.md)",
+                                "external": "give true or false (also yes/no, 1/0)",
+                                "lr": "give a small positive learning rate (dart3 1e-4)"},
+                      "label": lambda s: "DART3 LITE" if s.get("mode", "lite") == "lite"
+                      else "DART3"}, **_DART3)
 register_info("dart3-lite", stage="adapt",          # no network: no bn_mode to list
               summary="DART3 LITE (= dart3 --mode lite): black-box, stored embeddings only.",
-              extras={"alias_of": ("dart3", "lite"), "spellings": ("dart3_lite",),
-                      "reads": _READS}, paper=_DART3["paper"],
+              extras={"alias_of": ("dart3", {"mode": "lite"}), "spellings": ("dart3_lite",),
+                      "hidden": ("external",), "label": "DART3 LITE"},
+              paper=_DART3["paper"],
               defaults={k: v for k, v in _DART3["defaults"].items() if k != "bn_mode"})
 
 __all__ = ["CameraShiftScale", "DART3Adapter"]

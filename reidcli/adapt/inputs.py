@@ -1,4 +1,4 @@
-"""What ``reid adapt`` reads from a store (docs/formats.md, read through ARCHITECTURE.md).
+"""What ``reid adapt`` reads from a store (docs/formats.md, "Feature store").
 
 The query and gallery of one protocol trial (``--trial``, default 0; the ``query`` /
 ``gallery`` split rows of a store without a protocol), one feature, and the camera of every
@@ -92,8 +92,7 @@ def read_inputs(store_path: str | os.PathLike, *, feature: str | None = None, tr
 
     with open_store(store_path) as st:
         name = st.require_feature(feature)
-        ds = st.h5["features"][name]
-        attrs = {k: (v.decode() if isinstance(v, bytes) else v) for k, v in ds.attrs.items()}
+        attrs = st.feature_attrs(name)
         trials = st.query_gallery_trials()
         if not 0 <= trial < len(trials):
             raise ParameterError("adaptation", "trial", trial,

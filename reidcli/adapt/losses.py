@@ -39,9 +39,30 @@ SHARD_BLOCK_BYTES = 4 << 20
 SHARD_BLOCKS = 4
 
 #: the pass schedule :class:`PreparedGallery` uses when none is given: ``"auto"`` is
-#: ``"shards"`` on CPU and ``"blocks"`` on CUDA (``benchmarks/adapt_speed.py`` sets
-#: ``"blocks"`` to time the previous schedule beside the current one)
+#: ``"shards"`` on CPU and ``"blocks"`` on CUDA
 SCHEDULE = "auto"
+
+#: the library of the float32 GEMMs of the ``"shards"`` schedule when none is given:
+#: ``"auto"`` is ``"onednn"`` where torch has oneDNN (its matmul ran both GEMM shapes of a
+#: block 1.6–2× faster than the BLAS behind ``torch.mm`` on one thread of an AVX-512 CPU,
+#: issue 32), else ``"blas"`` (``torch.mm``/``addmm``)
+CPU_GEMM = "auto"
+
+
+def _onednn_linear():
+    """torch's oneDNN float32 linear, ``op(x, w, bias, "none", [], "")`` = x wᵀ + bias, or
+    None where torch has no oneDNN or lets it round float32 products to a lower precision
+    (``torch.backends.mkldnn.matmul.fp32_precision`` other than none/ieee)."""
+    try:
+        if not torch.backends.mkldnn.is_available():
+            return None
+        mode = getattr(getattr(torch.backends.mkldnn, "matmul", None), "fp32_precision",
+                       "none")
+        if mode not in ("none", "ieee"):
+            return None
+        return torch.ops.mkldnn._linear_pointwise
+    except (AttributeError, RuntimeError):
+        return None
 
 
 class PreparedGallery:
@@ -77,7 +98,7 @@ class PreparedGallery:
     def __init__(self, gallery, device: torch.device | str | None = None,
                  dtype: torch.dtype = torch.float32, batch_size: int = 8,
                  layout: str = "auto", block: int | None = None, precision: str = "fp32",
-                 schedule: str | None = None):
+                 schedule: str | None = None, gemm: str | None = None):
         if precision not in ("fp32", "bf16"):
             raise ValueError(f"precision {precision!r}")
         g = torch.as_tensor(gallery).to(device=device or torch.as_tensor(gallery).device,
@@ -105,6 +126,15 @@ class PreparedGallery:
         else:
             self.rows = g.contiguous()
         self.sq_norms = g.float().pow(2).sum(1).to(dtype)       # of the stored (rounded) rows
+        gemm = CPU_GEMM if gemm is None else gemm
+        if gemm not in ("auto", "onednn", "blas"):
+            raise ValueError(f"gemm library {gemm!r}")
+        # oneDNN: float32 row-major blocks of the CPU shards (one thread per GEMM, so the
+        # bits do not depend on the thread count); anything else takes torch.mm
+        self.linear = _onednn_linear() if (
+            gemm != "blas" and schedule == "shards" and layout == "rows" and not on_gpu
+            and g.dtype == torch.float32) else None
+        self.gemm = "onednn" if self.linear is not None else "blas"
         if block is None:
             if layout == "rows":
                 target = (256 << 20) if on_gpu else \
@@ -187,20 +217,25 @@ def _pass(z, zg, z_sq, gallery: PreparedGallery, start: int, stop: int, tau: flo
                       device=z.device)
     top_d = top_j = None
     low = gallery.precision == "bf16"
+    linear = gallery.linear                        # oneDNN: zg = −2 ẑ (exact), rows layout
     for a in range(start, stop, gallery.block):
         b = min(a + gallery.block, stop)
         g_sq = gallery.sq_norms[a:b]
-        g_sq = g_sq[:, None] if columns else g_sq[None, :]
-        if columns:                                                    # [n, B]
-            block = gallery.cols[:, a:b]
-            prod = (block.t(), zg.t())
-        else:                                                          # [B, n]
+        if linear is not None:                                         # [B, n], one op
             block = gallery.rows[a:b]
-            prod = (zg, block.t())
-        if low:
-            dist = torch.mm(*prod).float().mul_(-2.0).add_(g_sq)
+            dist = linear(zg, block, g_sq, "none", [], "")             # ‖g̃‖² − 2 ẑ·g̃
         else:
-            dist = torch.addmm(g_sq, *prod, alpha=-2.0)
+            g_sq = g_sq[:, None] if columns else g_sq[None, :]
+            if columns:                                                # [n, B]
+                block = gallery.cols[:, a:b]
+                prod = (block.t(), zg.t())
+            else:                                                      # [B, n]
+                block = gallery.rows[a:b]
+                prod = (zg, block.t())
+            if low:
+                dist = torch.mm(*prod).float().mul_(-2.0).add_(g_sq)
+            else:
+                dist = torch.addmm(g_sq, *prod, alpha=-2.0)
         dist.add_(per_query(z_sq)).clamp_min_(MIN_SQ_DIST).sqrt_()
         block_d, block_j = torch.topk(dist, min(k, b - a), dim=gdim, largest=False)
         if not columns:
@@ -219,7 +254,10 @@ def _pass(z, zg, z_sq, gallery: PreparedGallery, start: int, stop: int, tau: flo
             expo.masked_fill_(dist <= floor, 0.0)
         w.mul_(rescale).add_(expo.sum(gdim))
         acc.mul_(per_query(rescale))
-        _accumulate(acc, block, expo, columns, low, chunk or (b - a))  # + G̃ᵀ(exp/D)
+        if linear is not None:                                         # + (exp/D) G̃_block
+            acc.add_(linear(expo, block.t(), None, "none", [], ""))
+        else:
+            _accumulate(acc, block, expo, columns, low, chunk or (b - a))  # + G̃ᵀ(exp/D)
         row_min = new_min
     return PartialPass(row_min, s, w, acc, top_d, top_j)
 
@@ -339,7 +377,8 @@ class EuclideanTopKSoftmaxLoss(torch.autograd.Function):
         z_sq = (z * z).sum(1)                                          # [B]
         floor = MIN_SQ_DIST ** 0.5
         columns = gallery.layout == "columns"
-        zg = z.to(torch.bfloat16) if gallery.precision == "bf16" else z   # GEMM operand
+        zg = z.to(torch.bfloat16) if gallery.precision == "bf16" else \
+            z * -2.0 if gallery.linear is not None else z               # GEMM operand
         total = _merge(_shard_passes(z, zg, z_sq, gallery, tau, k, threads), tau, k, columns)
         top_d, top_j, s = total.top_d, total.top_j, total.s
         lse = torch.log(s) - total.row_min / tau
@@ -413,4 +452,4 @@ def temp_loss(query: torch.Tensor, gallery_unit: torch.Tensor, k: int) -> torch.
 
 __all__ = ["PreparedGallery", "EuclideanTopKSoftmaxLoss", "dart3_loss", "dart3_loss_reference",
            "distance_matrix", "softmax_entropy", "tent_loss", "temp_loss", "MIN_SQ_DIST",
-           "COLUMNS_MIN_BATCH", "SCHEDULE"]
+           "COLUMNS_MIN_BATCH", "SCHEDULE", "CPU_GEMM"]

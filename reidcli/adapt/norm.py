@@ -24,24 +24,29 @@ def normalized_gallery(gallery: np.ndarray, codes: np.ndarray,
     return normalize_by_camera(gallery, codes, stats.mean_g, stats.std_g)
 
 
-def _unchanged_queries(queries, codes, stats):
+def _unchanged_queries(queries, codes, stats, cfg):
     return queries.copy()
 
 
-# closed-form methods: ``closed_form(queries [N, d], codes [N], stats) -> adapted queries``;
-# ``normalizes_gallery`` says whether the scoring gallery is G̃ (else the stored gallery);
-# ``reads``: the AdaptConfig fields a method reads (its options in `reid adapt --help`)
+def _normalized_queries(queries, codes, stats, cfg):
+    return normalized_queries(queries, codes, stats)
+
+
+# closed-form methods: ``closed_form(queries [N, d], codes [N], stats, cfg) -> adapted
+# queries``; ``normalizes_gallery`` says whether the scoring gallery is G̃ (else the stored
+# gallery); ``settings``: the groups of shared settings they read beyond every method's
+# (reidcli.adapt.config.GROUPS)
 register_info("none", stage="adapt", paper="—",
               summary="No-adapt: copy the queries and gallery unchanged (the source model's "
                       "result).",
               defaults=dict(batch_size=64, lr=0.0, bn_mode=None),
               extras={"closed_form": _unchanged_queries, "normalizes_gallery": False,
-                      "spellings": ("no-adapt",), "reads": ()})
+                      "spellings": ("no-adapt",), "label": "no adaptation"})
 register_info("norm", stage="adapt", paper="DART3 paper Alg. 1 (camera normalisation)",
               summary="Camera normalisation (Alg 1): z-score every row with its camera's "
                       "statistics.",
               defaults=dict(batch_size=64, lr=0.0, bn_mode=None),
-              extras={"closed_form": normalized_queries, "normalizes_gallery": True,
-                      "reads": ("stats", "std_ddof", "eps", "stats_max_per_camera", "seed")})
+              extras={"closed_form": _normalized_queries, "normalizes_gallery": True,
+                      "settings": ("stats",), "label": "camera Norm"})
 
 __all__ = ["normalized_queries", "normalized_gallery"]

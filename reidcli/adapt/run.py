@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from reidcli.adapt.config import AdaptConfig, adapt_method
+from reidcli.adapt.config import AdaptConfig, adapt_method, label_of
 from reidcli.adapt.inputs import AdaptInputs, CameraTable, read_inputs
 from reidcli.adapt.norm import normalized_gallery
 from reidcli.adapt.statistics import CameraStatistics, camera_statistics
@@ -90,7 +90,7 @@ def adapt_features(inputs: AdaptInputs, config: AdaptConfig, *, model=None,
 
     cfg = config.resolved()
     if cfg.uses_model and model is None:
-        mode = f" {param('mode', 'full')}" if cfg.method == "dart3" else ""
+        mode = f" {param('mode', cfg.params['mode'])}" if "mode" in cfg.params else ""
         raise UsageError(f"{cfg.method}{mode} re-runs the backbone on the query images and "
                          f"needs {param('model')}",
                          f"pass {param('model', 'RUN_DIR')} (and "
@@ -114,7 +114,7 @@ def adapt_features(inputs: AdaptInputs, config: AdaptConfig, *, model=None,
     closed_form = info.extras.get("closed_form")
     if closed_form is not None:                     # seconds: the queries' processing only
         started = time.perf_counter()
-        q = closed_form(inputs.queries[sel], inputs.query_codes[sel], stats)
+        q = closed_form(inputs.queries[sel], inputs.query_codes[sel], stats, cfg)
         seconds = time.perf_counter() - started
         if info.extras.get("normalizes_gallery"):   # Alg 1: Q̃ and G̃ with the initial values
             arrays.update(initial, M_q=stats.mean_q, S_q=stats.std_q)
@@ -211,7 +211,7 @@ def adapt_store(store: str | os.PathLike, out: str | os.PathLike, config: AdaptC
                 command: list[str] | None = None) -> AdaptStoreResult:
     """Adapt ``store`` with ``config`` and write the adapted store ``out`` (docs/methods/dart3.md)."""
     from reidcli import __version__
-    from reidcli.adapt.output import write_adapted_store
+    from reidcli.store.adapted import write_adapted_store
     from reidcli.io import check_output
     from reidcli.provenance import make_provenance
 
@@ -227,11 +227,12 @@ def adapt_store(store: str | os.PathLike, out: str | os.PathLike, config: AdaptC
     if save_model is not None:
         if result.runner is None:
             raise UsageError(f"{param('save_model')}: {cfg.method} does not change a model",
-                             f"use it with dart3 {param('mode', 'full')}, tent or temp")
+                             f"use it with a method that re-runs the backbone (dart3 "
+                             f"{param('mode', 'full')}, tent, temp …)")
         _save_adapted_model(result.runner, save_model, cfg, store)
     q_rows = inputs.query_rows[inputs.selected]
     arrays = dict(result.arrays, query_rows=q_rows)
-    attrs = {"method": cfg.method, "mode": cfg.mode if cfg.method == "dart3" else "",
+    attrs = {"method": cfg.method, "mode": str(cfg.params.get("mode", "")),
              "feature": inputs.feature, "params_json": cfg.as_params(),
              "input_store": str(store), "reidcli_version": __version__,
              "adapt_seconds": float(result.seconds),
@@ -241,7 +242,9 @@ def adapt_store(store: str | os.PathLike, out: str | os.PathLike, config: AdaptC
     inputs_used = [store] + ([_model_file(model)] if model is not None else [])
     source = inputs.store_provenance
     prov = make_provenance(command=command, seed=cfg.seed, inputs=inputs_used,
-                           model=source.get("model"), adapt=cfg.as_params(),
+                           model=source.get("model"),
+                           adapt={**cfg.as_params(),
+                                  "label": label_of(adapt_method(cfg.method), cfg.as_params())},
                            source_provenance=source)
     path = write_adapted_store(store, out, method=cfg.method, feature=inputs.feature,
                                trial=cfg.trial, query_rows=q_rows, query_values=result.queries,

@@ -13,7 +13,9 @@ import torch.nn.functional as F
 
 from reidcli.adapt.base import Adapter, BackboneRunner, Batch
 from reidcli.adapt.losses import temp_loss
-from reidcli.registry import register_info
+from reidcli.adapt.config import MAX_FLOAT, count
+from reidcli.params import Interval
+from reidcli.registry import Parameter, register_info
 
 
 class TempAdapter(Adapter):
@@ -58,8 +60,13 @@ def build(cfg, inputs, stats, runner, gallery_normalized, device):
 register_info("temp", stage="adapt", paper="Adachi et al. (TEMP)",
               summary="TEMP: entropy of the top-k cosine similarities to the gallery, BN γ/β "
                       "(needs --model).",
+              parameters=(
+                  Parameter("temp_k", 50, (count(1),), "Top-k similarities."),
+                  Parameter("temp_gallery_sample", 30000, (count(1),),
+                            "Gallery rows in the loss."),
+                  Parameter("temp_reg", 1e-4, (Interval(float, 0.0, MAX_FLOAT),),
+                            "Anti-forgetting λ.")),
               defaults=dict(batch_size=16, lr=3.5e-4, bn_mode="running"),
-              extras={"build": build, "needs_model": ("lite", "full"),
-                      "reads": ("temp_k", "temp_gallery_sample", "temp_reg")})
+              extras={"build": build, "needs_model": True, "label": "TEMP"})
 
 __all__ = ["TempAdapter"]

@@ -14,8 +14,9 @@ import torch
 from reidcli.adapt.base import Adapter, BackboneRunner, Batch
 from reidcli.adapt.losses import softmax_entropy, tent_loss
 from reidcli.errors import UsageError
-from reidcli.registry import register_info
 from reidcli.naming import param
+from reidcli.params import Options
+from reidcli.registry import Parameter, register_info
 
 
 class TentAdapter(Adapter):
@@ -50,8 +51,10 @@ def build(cfg, inputs, stats, runner, gallery_normalized, device):
 
 register_info("tent", stage="adapt", paper="Wang et al., ICLR 2021",
               summary="TENT: entropy of the identity classifier, BN γ/β (needs --model).",
+              parameters=(Parameter("tent_logits", "classifier",
+                                    (Options(("classifier", "features")),),
+                                    "classifier | features."),),
               defaults=dict(batch_size=64, lr=3.5e-4, bn_mode="batch"),
-              extras={"build": build, "needs_model": ("lite", "full"),
-                      "reads": ("tent_logits",)})
+              extras={"build": build, "needs_model": True, "label": "TENT"})
 
 __all__ = ["TentAdapter"]

@@ -45,3 +45,14 @@ def flag_for(parameter: str) -> str:
                                                           and len(parameter) > 1):
         return parameter
     return "--" + parameter.replace("_", "-")
+
+
+def required_option(value, *, metavar: str, flag: str, example: str = ""):
+    """``value`` of a required input/output option, else a UsageError naming ``flag``
+    (typer's own message would not say what to give)."""
+    from reidcli.errors import UsageError
+
+    if value is None:
+        raise UsageError(f"missing option {flag}", f"give {flag} {metavar}"
+                         + (f", e.g. {example}" if example else ""))
+    return value

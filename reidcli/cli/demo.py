@@ -38,8 +38,8 @@ def demo(
     set_flag_names({"workdir": "--out"})
 
     echo = lambda line: typer.echo(line)
-    echo(f"# reid demo: synthetic '{preset}' (seed {seed}); each command below ran as "
-         "printed — paste them in this order into a shell to redo the demo")
+    echo(f"# reid demo: synthetic presets '{preset}' and 'cdpcf' (seed {seed}); each command "
+         "below ran as printed — paste them in this order into a shell to redo the demo")
     result = run_demo(root=root, workdir=out, preset=preset, seed=seed, progress=ENABLED,
                       echo=echo)
     total = sum(s.seconds for s in result.steps)
@@ -47,18 +47,24 @@ def demo(
     console = Console()
     if not console.is_terminal:
         console = Console(width=LOG_WIDTH)
-    table = Table(title=f"synthetic '{preset}' — test split, Market-1501 rule (E1), %")
-    cols = ("method", "rank-1", "rank-5", "rank-10", "mAP", "mINP", "queries")
+    table = Table(title="reid demo — test scores, % (data: see the notes below)")
+    cols = ("method", "data", "rank-1", "rank-5", "rank-10", "mAP", "mINP", "queries")
     for col in cols:
-        table.add_column(col, justify="left" if col == "method" else "right", no_wrap=True)
-    for row in result.results:
-        table.add_row(row["method"], *(f"{100 * row[c]:.1f}" for c in cols[1:-1]),
+        table.add_column(col, justify="left" if col in ("method", "data") else "right",
+                         no_wrap=True)
+    for i, row in enumerate(result.results):
+        if i and row["data"] != result.results[i - 1]["data"]:
+            table.add_section()                     # one block of rows per data set
+        table.add_row(row["method"], row["data"], *(f"{100 * row[c]:.1f}" for c in cols[2:-1]),
                       str(row["queries"]))
     console.print(table)
     width = max(len(row["method"]) for row in result.results)
     echo("rows:")
-    for row in result.results:
-        echo(f"  {row['method']:<{width}}  {row['shows']}")
+    shown = set()
+    for row in result.results:                   # a method on two data sets: said once
+        if row["method"] not in shown:
+            echo(f"  {row['method']:<{width}}  {row['shows']}")
+        shown.add(row["method"])
     for note in result.notes:
         echo(f"note: {note}")
     echo("outputs:")

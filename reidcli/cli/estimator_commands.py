@@ -9,6 +9,7 @@ from typing import Any, Callable, List, Optional
 
 import typer
 
+from reidcli.cli.flags import parameter_flag
 from reidcli.params import BOOL, NONE, Interval
 from reidcli.registry import MethodInfo, Parameter
 
@@ -33,11 +34,11 @@ def _help(param: Parameter) -> str:
     return f"{param.help} (default: {default})".strip()
 
 
-def _option(param: Parameter, hidden: bool = False) -> inspect.Parameter:
-    """The typer option of ``param``; ``hidden`` ones (set with ``--param``) still accept
-    their flag, as earlier releases did, without showing it in ``--help``."""
+def _option(method: str, param: Parameter, hidden: bool = False) -> inspect.Parameter:
+    """The typer option of ``param`` of ``method``; ``hidden`` ones (set with ``--param``)
+    also accept their flag, without showing it in ``--help``."""
     kind = _option_type(param)
-    flag = param.cli_flag
+    flag = parameter_flag(method, param.name)
     flags = (f"{flag}/--no-{flag[2:]}",) if kind is bool else (flag,)
     info = typer.Option(None, *flags, help=_help(param), show_default=False, hidden=hidden)
     return inspect.Parameter(param.name, inspect.Parameter.KEYWORD_ONLY, default=info,
@@ -48,7 +49,8 @@ def method_flags(info: MethodInfo) -> dict[str, str]:
     """parameter → the flag that sets it on ``info``'s command: its own option, or
     ``--param name`` (:func:`reidcli.naming.param` adds ``=value``) for a parameter shown
     only through ``--param``."""
-    return {p.name: p.cli_flag if p.cli else f"--param {p.name}" for p in info.parameters}
+    return {p.name: parameter_flag(info.name, p.name) if p.cli else f"--param {p.name}"
+            for p in info.parameters}
 
 
 def estimator_command(info: MethodInfo, common: list[inspect.Parameter],
@@ -62,13 +64,13 @@ def estimator_command(info: MethodInfo, common: list[inspect.Parameter],
     if clash:
         raise ValueError(f"{info.name}: parameters {clash} clash with the stage's options")
     taken = {f for p in common for f in p.default.param_decls} | {"--param"} | \
-        {p.cli_flag for p in visible}
+        {parameter_flag(info.name, p.name) for p in visible}
     # a --param-only parameter keeps a hidden flag of its own unless that name is taken
     quiet = [p for p in info.parameters if not p.cli and p.name not in common_names
-             and p.cli_flag not in taken and p.name != "param"]
+             and parameter_flag(info.name, p.name) not in taken and p.name != "param"]
     options = [*visible, *quiet]
-    signature = [*common, *(_option(p) for p in visible),
-                 *(_option(p, hidden=True) for p in quiet),
+    signature = [*common, *(_option(info.name, p) for p in visible),
+                 *(_option(info.name, p, hidden=True) for p in quiet),
                  inspect.Parameter("param", inspect.Parameter.KEYWORD_ONLY,
                                    default=typer.Option(None, "--param", help=PARAM_HELP),
                                    annotation=Optional[List[str]])]

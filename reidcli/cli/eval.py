@@ -75,6 +75,8 @@ def evaluate(
                                "cuhk03_sgs / de-duplicated CMC protocols."),
     gallery_block: int = typer.Option(0, "--gallery-block", help="Streamed gallery: rows "
                                       "per block read (0: 128 MiB of features)."),
+    dist_timeout: float = typer.Option(1800.0, "--dist-timeout", help="torchrun: seconds a "
+                                       "rank waits for the others at each exchange."),
     quiet: bool = typer.Option(False, "--quiet", help="No table on the terminal."),
     search: Optional[int] = typer.Option(None, "--search", metavar="K", help="Instead of "
                                          "scoring: each query's K nearest gallery images "
@@ -86,16 +88,24 @@ def evaluate(
 
     Several stores (repeated --store, or a quoted glob pattern) are each evaluated with the
     same options, then reported with their mean ± std over stores."""
+    from reidcli.evaluation.store_paths import expand_store_patterns
+    from reidcli.provenance import InputDigests
+
+    stores = expand_store_patterns(store)
+    read_from = stores + ([model] if model is not None else [])
+    # the report's provenance hashes every input file: start now, on a thread, so that the
+    # hashing overlaps the imports and store reads below instead of following the scoring
+    digests = InputDigests(read_from) if json_out is not None else None
+
     from rich.console import Console
 
     from reidcli.cli.context import invoked_command, set_flag_names
     from reidcli.evaluation.engine import EvalOptions
     from reidcli.evaluation.errors import EvaluationError
     from reidcli.cameras import parse_cameras
-    from reidcli.evaluation.multi import evaluate_stores, expand_store_patterns
+    from reidcli.evaluation.multi import evaluate_stores
     from reidcli.evaluation.report import (build_multi_report, build_report, render_tables,
                                            write_csv, write_json)
-    from reidcli.evaluation.rerank import RerankOptions
     from reidcli.evaluation.run import StoreEvalRequest, evaluate_store
     from reidcli.io import check_output
     from reidcli.progress import ENABLED
@@ -108,8 +118,6 @@ def evaluate(
                     "k1": "--rerank-k1", "k2": "--rerank-k2", "n_parts": "--parts",
                     "query_cameras": "--query-cams", "json_out": "--json",
                     "csv_out": "--csv"})
-    stores = expand_store_patterns(store)
-    read_from = stores + ([model] if model is not None else [])
     to_stdout = json_out is not None and str(json_out) == "-"     # --json -: JSON on stdout
     for path, option in ((None if to_stdout else json_out, "--json"), (csv_out, "--csv")):
         if path is not None:
@@ -117,6 +125,13 @@ def evaluate(
     if json_out is not None and csv_out is not None and not to_stdout and \
             json_out.resolve() == csv_out.resolve():
         raise EvaluationError("--json and --csv name the same file", "give two paths")
+    from reidcli.distributed_env import read_launch
+    launch = read_launch()                   # torchrun: the ranks split the gallery blocks
+    set_flag_names({"timeout": "--dist-timeout"})
+    if launch is not None and search is not None:
+        from reidcli.errors import UsageError
+        raise UsageError(f"--search runs in one process, not in a torchrun launch "
+                         f"({launch.world_size} ranks)", "start it without torchrun")
     if search is not None:
         given = {"--protocol": protocol != "auto", "--rerank": rerank, "--nmi": nmi,
                  "--per-camera": per_camera, "--full-cmc": full_cmc,
@@ -128,11 +143,12 @@ def evaluate(
                  "several --store": len(stores) > 1}
         _search(stores[0], search, model, feature, trials, distance, feat_norm, n_parts,
                 device, precision, block_size, json_out, csv_out, force, quiet, read_from,
-                [name for name, on in given.items() if on])
+                digests, [name for name, on in given.items() if on])
         return
-    from reidcli.evaluation.search import check_labelled
-    for path in stores:                  # unlabelled queries or gallery: nothing to score
-        check_labelled(path, trials)
+    if len(stores) > 1:                  # one store: evaluate_store checks it as it opens it
+        from reidcli.evaluation.labelled import check_labelled
+        for path in stores:              # unlabelled queries or gallery: nothing to score
+            check_labelled(path, trials)
     options = EvalOptions(max_rank=max_rank, ap_convention=ap, full_curve=full_cmc,
                           block_rows=block_size, sgs_repeats=sgs_repeats, seed=seed,
                           per_camera=per_camera, auc_max_rank=auc_max_rank,
@@ -142,14 +158,20 @@ def evaluate(
         distance=distance, feat_norm=feat_norm, n_parts=n_parts,
         query_cams=parse_cameras(query_cams, "query_cams", owner="evaluation"),
         train_cams=parse_cameras(train_cams, "train_cams", owner="evaluation"),
-        rerank=RerankOptions(k1, k2, lambda_value) if rerank else None, nmi=nmi, nmi_k=nmi_k,
+        rerank=_rerank_options(k1, k2, lambda_value) if rerank else None, nmi=nmi, nmi_k=nmi_k,
         device=device, precision=precision, stream=stream, options=options)
         for path in stores]
-    evaluation = evaluate_store(requests[0]) if len(requests) == 1 \
-        else evaluate_stores(requests)
+    if launch is not None:                   # docs/evaluation.md, "Evaluation across machines"
+        from reidcli.evaluation.distributed import evaluate_on_ranks
+        evaluation = evaluate_on_ranks(requests, launch, timeout=dist_timeout)
+        if launch.rank != 0:
+            return                           # rank 0 reports, once every rank succeeded
+    else:
+        evaluation = evaluate_store(requests[0]) if len(requests) == 1 \
+            else evaluate_stores(requests)
     provenance = None
     if json_out is not None:
-        provenance = make_provenance(command=invoked_command(), seed=seed, inputs=read_from)
+        provenance = make_provenance(command=invoked_command(), seed=seed, inputs=digests)
     if len(requests) == 1:
         report = build_report(evaluation.protocol, evaluation.trials, evaluation.meta,
                               provenance)
@@ -167,6 +189,13 @@ def evaluate(
         typer.echo(f"wrote {csv_out}", err=True)
 
 
+def _rerank_options(k1: int, k2: int, lambda_value: float):
+    """--rerank's options (the re-ranking module is imported only when it runs)."""
+    from reidcli.evaluation.rerank import RerankOptions
+
+    return RerankOptions(k1, k2, lambda_value)
+
+
 def json_text(report: dict) -> str:
     """``report`` as the JSON text ``--json FILE`` would hold (for ``--json -``)."""
     import json
@@ -177,9 +206,11 @@ def json_text(report: dict) -> str:
 
 
 def _search(store, k, model, feature, trials, distance, feat_norm, n_parts, device, precision,
-            block_size, json_out, csv_out, force, quiet, read_from, refused) -> None:
+            block_size, json_out, csv_out, force, quiet, read_from, digests,
+            refused) -> None:
     """``reid eval --search K`` (:mod:`reidcli.evaluation.search`): CSV on stdout, or the
-    --csv / --json files written atomically."""
+    --csv / --json files written atomically; ``digests``: the inputs' provenance hashes
+    (:class:`reidcli.provenance.InputDigests`, None without --json)."""
     import json
 
     from reidcli.cli.context import invoked_command
@@ -209,10 +240,10 @@ def _search(store, k, model, feature, trials, distance, feat_norm, n_parts, devi
         typer.echo(f"wrote {csv_out}: {what}", err=True)
     if json_out is not None and str(json_out) == "-":
         typer.echo(json_text(search_json(result, records, make_provenance(
-            command=invoked_command(), inputs=read_from))), nl=False)
+            command=invoked_command(), inputs=digests))), nl=False)
     elif json_out is not None:
         report = search_json(result, records, make_provenance(command=invoked_command(),
-                                                              inputs=read_from))
+                                                              inputs=digests))
         write_search(json_out, json.dumps(report, indent=2) + "\n", force=force,
                      option="json_out", inputs=read_from)
         typer.echo(f"wrote {json_out}: {what}", err=True)

@@ -159,6 +159,7 @@ STAGES: dict[str, tuple[str, str, str | None]] = {
     "export": ("export", "app", None),
     "demo": ("demo", "demo", None),
     "methods": ("methods", "methods", None),
+    "paper": ("paper", "app", "Compare results with the papers' tables (docs/papers.md)."),
 }
 
 #: stages already added to :data:`app`
@@ -273,17 +274,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _run_app(args: list[str]) -> None:
     """Run the typer app; its own usage errors (an unknown option, a value that does not parse)
-    print one line like every other error, except a bare group, which prints its help.
-    Deprecated flags are renamed first (:mod:`reidcli.cli.aliases`, one warning line each)."""
+    print one line like every other error, except a bare group, which prints its help."""
     from typer.main import get_command
     from reidcli.cli.click_compat import ClickException, NoArgsIsHelpError
 
-    from reidcli.cli import aliases, help_format
+    from reidcli.cli import help_format
 
     help_format.install()
     command = get_command(app)
     try:
-        args = aliases.rewrite(command, args)      # deprecated spellings → one name each
         code = command.main(args=args, prog_name="reid", standalone_mode=False)
     except NoArgsIsHelpError as exc:
         exc.show()

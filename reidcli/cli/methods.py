@@ -19,13 +19,15 @@ def methods(
     from rich.table import Table
 
     from reidcli import registry
+    from reidcli.cli.flags import parameter_flag
 
     found = registry.methods(stage)
     if as_json:
         typer.echo(json.dumps([{"name": m.name, "stage": m.stage, "paper": m.paper,
                                 "summary": m.summary, "module": m.module,
                                 "parameters": {p.name: p.default for p in m.parameters},
-                                "flags": {p.name: p.cli_flag for p in m.parameters if p.cli}}
+                                "flags": {p.name: parameter_flag(m.name, p.name)
+                                          for p in m.parameters if p.cli}}
                                for m in found], indent=2, default=str))
         return
     table = Table(title=f"{len(found)} registered methods", show_lines=False)

@@ -17,13 +17,11 @@ FEATURE = typer.Option(None, "--feature", help="Store feature (default: the stor
 TRIAL = typer.Option(0, "--trial", help="Protocol trial.")
 SEED = typer.Option(0, "--seed", help="Seed of the sampling.")
 STORE = typer.Option(None, "--store", help="Feature store (.h5). Required.")
-#: the positional STORE of earlier releases (deprecated: one warning line)
-OLD_STORE = typer.Argument(None, hidden=True, metavar="STORE")
 
 
-def _store(old: Optional[Path], store: Optional[Path]) -> Path:
-    from reidcli.cli.aliases import positional_or_option
-    return positional_or_option(old, store, metavar="STORE", flag="--store")
+def _store(store: Optional[Path]) -> Path:
+    from reidcli.cli.context import required_option
+    return required_option(store, metavar="STORE", flag="--store")
 
 
 def _done(path) -> None:
@@ -49,7 +47,7 @@ def cmc(results: List[Path] = typer.Argument(..., help="Result JSON files of rei
 
 
 @app.command("tsne")
-def tsne(old_store: Optional[Path] = OLD_STORE, store: Optional[Path] = STORE, out: Path = OUT,
+def tsne(store: Optional[Path] = STORE, out: Path = OUT,
          feature: Optional[str] = FEATURE,
          color_by: str = typer.Option("camid", "--color-by", help="camid | pid | modality | "
                                       "domain | split | dataset (at most 10 colours; the "
@@ -70,7 +68,7 @@ def tsne(old_store: Optional[Path] = OLD_STORE, store: Optional[Path] = STORE, o
     from reidcli.plotting.tsne import plot_tsne
 
     set_flag_names({"splits": "--split"})
-    store = _store(old_store, store)
+    store = _store(store)
     splits = [s.strip() for s in split.split(",")] if split else None
     _done(plot_tsne(store, out, feature=feature, color_by=color_by, marker_by=marker_by,
                     max_points=max_points, compare=compare, splits=splits, seed=seed,
@@ -78,9 +76,7 @@ def tsne(old_store: Optional[Path] = OLD_STORE, store: Optional[Path] = STORE, o
 
 
 @app.command("weight-maps")
-def weight_maps(old_fitted: Optional[Path] = typer.Argument(None, hidden=True,
-                                                         metavar="FITTED"),
-                fitted: Optional[Path] = typer.Option(None, "--model", help="Fitted "
+def weight_maps(fitted: Optional[Path] = typer.Option(None, "--model", help="Fitted "
                                                       "C-DPCF/DPCF file. Required."),
                 out: Path = OUT,
                 trial: Optional[int] = typer.Option(None, "--trial", help="Trial (default: "
@@ -94,10 +90,10 @@ def weight_maps(old_fitted: Optional[Path] = typer.Argument(None, hidden=True,
     from reidcli.cli.context import set_flag_names
     from reidcli.plotting.weight_maps import plot_weight_maps
 
-    from reidcli.cli.aliases import positional_or_option
+    from reidcli.cli.context import required_option
 
     set_flag_names({"num_maps": "--num-maps", "fitted": "--model"})
-    fitted = positional_or_option(old_fitted, fitted, metavar="FITTED", flag="--model")
+    fitted = required_option(fitted, metavar="FITTED", flag="--model")
 
     chosen = [s.strip() for s in layers.split(",")] if layers else None
     _done(plot_weight_maps(fitted, out, trial=trial, layers=chosen, num_maps=num_maps,
@@ -105,7 +101,7 @@ def weight_maps(old_fitted: Optional[Path] = typer.Argument(None, hidden=True,
 
 
 @app.command("ranklist")
-def ranklist(old_store: Optional[Path] = OLD_STORE, store: Optional[Path] = STORE,
+def ranklist(store: Optional[Path] = STORE,
              out: Path = OUT, model: Optional[Path] = MODEL, feature: Optional[str] = FEATURE,
              trial: int = TRIAL,
              queries: int = typer.Option(5, "--queries", help="Random queries shown."),
@@ -127,7 +123,7 @@ def ranklist(old_store: Optional[Path] = OLD_STORE, store: Optional[Path] = STOR
                     "topk": "--max-rank"})
     from reidcli.plotting.ranklist import plot_ranklist
 
-    store = _store(old_store, store)
+    store = _store(store)
     index = None
     if query_index:
         try:
@@ -141,23 +137,21 @@ def ranklist(old_store: Optional[Path] = OLD_STORE, store: Optional[Path] = STOR
 
 
 @app.command("training")
-def training(old_run_dir: Optional[Path] = typer.Argument(None, hidden=True, metavar="RUN_DIR"),
-             run_dir: Optional[Path] = typer.Option(None, "--model", help="Run directory of "
+def training(run_dir: Optional[Path] = typer.Option(None, "--model", help="Run directory of "
                                                     "reid train. Required."),
              out: Path = OUT, force: bool = FORCE) -> None:
     """Loss / learning-rate / accuracy curves from the run directory's metrics.csv."""
-    from reidcli.cli.aliases import positional_or_option
-    from reidcli.cli.context import set_flag_names
+    from reidcli.cli.context import required_option, set_flag_names
     from reidcli.plotting.training import plot_training
 
     set_flag_names({"run_dir": "--model"})
-    run_dir = positional_or_option(old_run_dir, run_dir, metavar="RUN_DIR", flag="--model")
+    run_dir = required_option(run_dir, metavar="RUN_DIR", flag="--model")
 
     _done(plot_training(run_dir, out, force=force).path)
 
 
 @app.command("distances")
-def distances(old_store: Optional[Path] = OLD_STORE, store: Optional[Path] = STORE,
+def distances(store: Optional[Path] = STORE,
               out: Path = OUT,
               model: Optional[Path] = MODEL, feature: Optional[str] = FEATURE,
               trial: int = TRIAL,
@@ -175,7 +169,7 @@ def distances(old_store: Optional[Path] = OLD_STORE, store: Optional[Path] = STO
     set_flag_names({"trials": "--trial"})     # the trial goes through the eval trial parser
     from reidcli.plotting.distances import plot_distances
 
-    store = _store(old_store, store)
+    store = _store(store)
     plot = plot_distances(store, out, model=model, feature=feature, trial=trial,
                           max_pairs=max_pairs, bins=bins, seed=seed, normalize=normalize,
                           force=force)

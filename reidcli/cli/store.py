@@ -10,15 +10,13 @@ from typing import List, Optional
 
 import typer
 
-from reidcli.cli.aliases import positional_or_option
-from reidcli.cli.context import invoked_command, set_flag_names
+from reidcli.cli.context import invoked_command, required_option, set_flag_names
 
 app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False)
 
 
 @app.command("info")
 def info(
-    old_store: Optional[Path] = typer.Argument(None, hidden=True, metavar="STORE"),
     store: Optional[Path] = typer.Option(None, "--store", help="Feature store (.h5). "
                                          "Required."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
@@ -30,7 +28,7 @@ def info(
     from reidcli.store import open_store
     from reidcli.store.summary import store_summary
 
-    store = positional_or_option(old_store, store, metavar="STORE", flag="--store")
+    store = required_option(store, metavar="STORE", flag="--store")
     with open_store(store) as st:
         summary = store_summary(st)
     if as_json:
@@ -85,7 +83,6 @@ def _short(text: str, width: int = 40) -> str:
 
 @app.command("import")
 def import_(
-    old_out: Optional[Path] = typer.Argument(None, hidden=True, metavar="OUT"),
     out: Optional[Path] = typer.Option(None, "--out", help="Output store (.h5). Required."),
     npz: Optional[Path] = typer.Option(None, "--npz", help=".npz with features, pid, camid, "
                                        "split [, modality, domain, path, dataset, frame]."),
@@ -122,7 +119,7 @@ def import_(
 
     set_flag_names({"labels_csv": "--labels", "feature_name": "--name",
                     "metric": "--distance", "mat_var": "--mat-var"})
-    out = positional_or_option(old_out, out, metavar="OUT", flag="--out")
+    out = required_option(out, metavar="OUT", flag="--out")
     arrays = {k: v for k, v in (("pid", pid), ("camid", camid), ("split", split),
                                  ("modality", modality)) if v is not None}
     path = import_store(out, npz=npz, mat=mat, mat_names=parse_mat_names(mat_var),
@@ -146,10 +143,7 @@ def merge(
     from reidcli.store import open_store
     from reidcli.store.merge import merge_shards
 
-    if out is None and len(shards) > 1:          # earlier releases: reid store merge OUT SHARDS…
-        out, shards = positional_or_option(shards[0], None, metavar="OUT", flag="--out"), \
-            shards[1:]
-    out = positional_or_option(None, out, metavar="OUT", flag="--out")
+    out = required_option(out, metavar="OUT", flag="--out")
     path = merge_shards(out, shards, force=force, command=invoked_command())
     with open_store(path) as st:
         typer.echo(f"wrote {path}: {st.num_rows} rows from {len(shards)} shards")

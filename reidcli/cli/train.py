@@ -58,6 +58,36 @@ def build_commands() -> None:
 
 from reidcli.cli import train_net as _train_net  # noqa: E402
 
+
+@app.callback(invoke_without_command=True)
+def _train_again(ctx: typer.Context,
+                 config: Optional[Path] = typer.Option(
+                     None, "--config", help="Train a recorded run again: RUN/config.json "
+                     "(its method and options; reid train METHOD --config … to override "
+                     "options)."),
+                 out: Optional[Path] = typer.Option(None, "--out", help="--config: the new "
+                                                    "run directory."),
+                 force: bool = typer.Option(False, "--force", help="--config: replace the "
+                                            "run in --out (once the new run is complete)."),
+                 quiet: bool = typer.Option(False, "--quiet")) -> None:
+    """`reid train --config RUN/config.json --out NEW`: the recorded method and options."""
+    from reidcli.errors import UsageError
+
+    if ctx.invoked_subcommand is not None:
+        if config is not None or out is not None:
+            raise UsageError("--config and --out before the method apply to a re-run only",
+                             f"put them after it: reid train {ctx.invoked_subcommand} "
+                             "--config RUN/config.json --out NEW_DIR")
+        return
+    if config is None:
+        typer.echo(ctx.get_help())
+        raise typer.Exit(0)
+    from reidcli.training.rerun import read_recorded_run
+
+    method = read_recorded_run(config).method
+    _train_net.run_training(method, dataset=None, root=None, option=None, out=out,
+                            resume=None, preset=None, force=force, quiet=quiet, config=config)
+
 app.command("pcb", help="PCB (Sun et al. 2018): 6 stripes, shared 1×1 reduction, 6 classifiers; "
             "optional RPP.")(_train_net.pcb)
 app.command("bot", help="BoT strong baseline: last stride 1, BNNeck, label smoothing, "

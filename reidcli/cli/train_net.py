@@ -45,6 +45,22 @@ FORCE = typer.Option(False, "--force", help="Replace the run in an existing --ou
 QUIET = typer.Option(False, "--quiet")
 SEED = typer.Option(None, "--seed", help="0.")
 RANDOM_ERASING = typer.Option(None, "--random-erasing", help="0.5.")
+# evaluation during training, checkpoint selection, logging, re-runs (docs/training.md)
+EVAL_EVERY = typer.Option(None, "--eval-every", help="Evaluate every N epochs (and after "
+                          "the last) on the query/gallery of the dataset, as reid extract "
+                          "--model + reid eval do; mAP, rank1, mINP in metrics.csv and the "
+                          "epoch line.")
+EVAL_DATASET = typer.Option(None, "--eval-dataset", help="--eval-every: the dataset to "
+                            "evaluate on (default: the training dataset).")
+EVAL_OPTION = typer.Option(None, "--eval-option", help="--eval-dataset: loader option "
+                           "key=value (repeatable).")
+KEEP = typer.Option(None, "--keep", help="last (default) | best: also write model_best.pt, "
+                    "the evaluated model with the highest --keep-metric (needs --eval-every).")
+KEEP_METRIC = typer.Option(None, "--keep-metric", help="mAP (default) | rank1.")
+TENSORBOARD = typer.Option(False, "--tensorboard", help="TensorBoard scalars of every logged "
+                           "term in OUT/tensorboard (pip install 'reidcli[tensorboard]').")
+CONFIG = typer.Option(None, "--config", help="Train again from a recorded run's "
+                      "RUN/config.json (into a new --out); options given override it.")
 
 
 def _cams(text: Optional[str]) -> Optional[list[int]]:
@@ -78,14 +94,20 @@ def run_training(method: str, *, dataset: Optional[str], root: Optional[Path],
     from reidcli.training.config import make_config
     from reidcli.training.engine import train_model
 
-    set_flag_names({"p": "--ids-per-batch", "k": "--images-per-id"})
+    set_flag_names({"p": "--ids-per-batch", "k": "--images-per-id",
+                    "eval_options": "--eval-option"})
+    recorded = _recorded_run(method, explicit.pop("config", None), resume, out)
+    explicit["eval_options"] = parse_key_values(explicit.pop("eval_option", None),
+                                                "--eval-option") or None
+    if explicit.get("tensorboard") is False:
+        explicit["tensorboard"] = None                  # not given: keep the recorded value
     if resume is not None:
         run_dir, resuming = resume, True
         if out is not None and Path(out) != Path(resume):
             raise UsageError("--out and --resume name different run directories",
                              "give only --resume RUN_DIR")
     else:
-        if out is None or dataset is None:
+        if out is None or (dataset is None and recorded is None):
             raise UsageError("--dataset and --out are required",
                              f"e.g. reid train {method} --dataset market1501 --root DIR "
                              "--out runs/x (or --resume RUN_DIR)")
@@ -103,8 +125,15 @@ def run_training(method: str, *, dataset: Optional[str], root: Optional[Path],
             raise UsageError(f"--input-size {explicit['input_size']!r} is not HxW with sides "
                              "≥ 1", "e.g. --input-size 256x128 (height x width)") from None
     options = parse_key_values(option, "--option")
-    cfg = make_config(method, preset=preset, dataset=dataset or "synthetic",
-                      root=None if root is None else str(root), options=options, **explicit)
+    if recorded is not None:               # --config: the recorded run ← the options given
+        cfg = recorded.config({**explicit, "dataset": dataset, "preset": preset,
+                               "root": recorded.data_root if root is None else str(root),
+                               "options": {**recorded.options.get("options", {}), **options}},
+                              override_batch=explicit.get("batch_size") is not None)
+    else:
+        cfg = make_config(method, preset=preset, dataset=dataset or "synthetic",
+                          root=None if root is None else str(root), options=options,
+                          **explicit)
     given = None
     if resuming:                    # the options given again: checked against the run's
         if force:
@@ -127,6 +156,28 @@ def run_training(method: str, *, dataset: Optional[str], root: Optional[Path],
         f", loss {result.first_loss:.4f} → {result.last_loss:.4f}"
     typer.echo(f"wrote {result.model_path}: {result.iterations} iterations{losses}, "
                f"{result.images_per_s:.1f} images/s, {result.seconds:.1f} s", err=True)
+
+
+def _recorded_run(method: str, config: Optional[Path], resume: Optional[Path],
+                  out: Optional[Path]):
+    """The run recorded in ``--config`` (None when not given), checked to be of ``method``."""
+    from reidcli.errors import UsageError
+    from reidcli.training.rerun import read_recorded_run
+
+    if config is None:
+        return None
+    if resume is not None:
+        raise UsageError("--config and --resume both name a run",
+                         "give --resume RUN_DIR to continue it, or --config "
+                         "RUN/config.json --out NEW_DIR to train it again")
+    recorded = read_recorded_run(config)
+    if recorded.method != method:
+        raise UsageError(f"{recorded.path} records a {recorded.method} run, not {method}",
+                         f"use reid train {recorded.method} --config {config}")
+    if out is None:
+        raise UsageError("--config needs --out (the new run directory)",
+                         f"e.g. reid train {method} --config {config} --out runs/again")
+    return recorded
 
 
 def pcb(
@@ -174,6 +225,13 @@ def pcb(
     checkpoint_every: Optional[int] = CHECKPOINT_EVERY,
     log_every: Optional[int] = LOG_EVERY,
     max_iters: Optional[int] = MAX_ITERS,
+    eval_every: Optional[int] = EVAL_EVERY,
+    eval_dataset: Optional[str] = EVAL_DATASET,
+    eval_option: Optional[List[str]] = EVAL_OPTION,
+    keep: Optional[str] = KEEP,
+    keep_metric: Optional[str] = KEEP_METRIC,
+    tensorboard: bool = TENSORBOARD,
+    config: Optional[Path] = CONFIG,
     force: bool = FORCE,
     quiet: bool = QUIET,
 ) -> None:
@@ -227,6 +285,13 @@ def bot(
     checkpoint_every: Optional[int] = CHECKPOINT_EVERY,
     log_every: Optional[int] = LOG_EVERY,
     max_iters: Optional[int] = MAX_ITERS,
+    eval_every: Optional[int] = EVAL_EVERY,
+    eval_dataset: Optional[str] = EVAL_DATASET,
+    eval_option: Optional[List[str]] = EVAL_OPTION,
+    keep: Optional[str] = KEEP,
+    keep_metric: Optional[str] = KEEP_METRIC,
+    tensorboard: bool = TENSORBOARD,
+    config: Optional[Path] = CONFIG,
     force: bool = FORCE,
     quiet: bool = QUIET,
 ) -> None:
@@ -300,6 +365,13 @@ def dgvae(
     checkpoint_every: Optional[int] = CHECKPOINT_EVERY,
     log_every: Optional[int] = LOG_EVERY,
     max_iters: Optional[int] = MAX_ITERS,
+    eval_every: Optional[int] = EVAL_EVERY,
+    eval_dataset: Optional[str] = EVAL_DATASET,
+    eval_option: Optional[List[str]] = EVAL_OPTION,
+    keep: Optional[str] = KEEP,
+    keep_metric: Optional[str] = KEEP_METRIC,
+    tensorboard: bool = TENSORBOARD,
+    config: Optional[Path] = CONFIG,
     force: bool = FORCE,
     quiet: bool = QUIET,
 ) -> None:
@@ -413,6 +485,13 @@ def dmgnet(
     checkpoint_every: Optional[int] = CHECKPOINT_EVERY,
     log_every: Optional[int] = LOG_EVERY,
     max_iters: Optional[int] = MAX_ITERS,
+    eval_every: Optional[int] = EVAL_EVERY,
+    eval_dataset: Optional[str] = EVAL_DATASET,
+    eval_option: Optional[List[str]] = EVAL_OPTION,
+    keep: Optional[str] = KEEP,
+    keep_metric: Optional[str] = KEEP_METRIC,
+    tensorboard: bool = TENSORBOARD,
+    config: Optional[Path] = CONFIG,
     force: bool = FORCE,
     quiet: bool = QUIET,
 ) -> None:
@@ -421,7 +500,7 @@ def dmgnet(
 
     given = {k: v for k, v in locals().items() if k != "UsageError"}
     names = [s.strip() for s in (sources or "").split(",") if s.strip()]
-    if not names and resume is None:
+    if not names and resume is None and config is None:
         raise UsageError("--sources is required", "e.g. --sources market1501,dukemtmc or "
                          "--sources mixed_b")
     given.pop("sources")

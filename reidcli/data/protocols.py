@@ -7,7 +7,7 @@ Two kinds of procedure live here:
   ``dg``). They draw every trial at once from an explicit seed and cache the trials as JSON with
   paths relative to the dataset folder (:func:`reidcli.data.splits.cached_trials`), so a reload
   gives exactly the same trials. The half/half and WARCA trials are drawn by the builders the
-  small-set loaders use (:mod:`reidcli.data.datasets.single_shot`), so e.g. VIPeR's own
+  small-set loaders use (:mod:`reidcli.data.trials`), so e.g. VIPeR's own
   ``warca`` trials equal :func:`warca_protocol` on VIPeR's records with ``name="viper"``.
 * **Derived protocols on a loaded split** (no randomness of their own, nothing to cache) —
   :func:`camera_holdout` (DART3's new camera, docs/methods/dart3.md), :func:`domain_holdout` (DMG-Net,
@@ -34,10 +34,8 @@ import pandas as pd
 
 from reidcli.cameras import parse_cameras
 from reidcli.data.datasets.common import MAX_NUMBER
-from reidcli.data.datasets.single_shot import (MAX_DRAWS, WARCA_DRAWS,
-                                               WARCA_DRAWS_PER_SPLIT, WARCA_SAME_CAMERA,
-                                               Pool, check_choice,
-                                               check_int, two_view_trials, warca_trials)
+from reidcli.data.trials import (MAX_DRAWS, WARCA_DRAWS, WARCA_DRAWS_PER_SPLIT, WARCA_SAME_CAMERA,
+                                 Pool, check_choice, check_int, two_view_trials, warca_trials)
 from reidcli.data.records import DatasetSplit, normalize_frame
 from reidcli.data.splits import (Trial, cached_trials, check_trial, choose_ids, protocol_rng,
                                  relative_paths, split_from_trial)
@@ -109,7 +107,7 @@ def _prepare(records: pd.DataFrame, dataset_root: Path, domain: str | None = Non
 
 def _pool(records: pd.DataFrame, dataset_root: Path, domain: str | None,
           name: str | None) -> Pool:
-    """The :class:`~reidcli.data.datasets.single_shot.Pool` of ``domain``'s records whose
+    """The :class:`~reidcli.data.trials.Pool` of ``domain``'s records whose
     ``pids`` are identity numbers (code + 1 for persons, the native 0/-1 otherwise), so the
     shared trial builders never merge persons of different domains or pid scopes."""
     records = _select_domain(records, domain)

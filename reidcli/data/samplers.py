@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import sys
 import warnings
-from typing import Iterator
+from typing import Iterator, NamedTuple
 
 import numpy as np
 
@@ -354,12 +354,26 @@ class UniformBatchSampler(_EpochBatchSampler):
         return [order[i:i + self.batch_size].tolist() for i in range(0, stop, self.batch_size)]
 
 
+class Draw(NamedTuple):
+    """One drawn item: the ``copy``-th draw (0 = first) of dataset row ``index`` in this
+    rank's batch number ``step`` of ``epoch`` (``rank``: the wrapped sampler's rank)."""
+
+    epoch: int
+    rank: int
+    step: int
+    copy: int
+    index: int
+
+
 class EpochTaggedSampler:
-    """Wraps a batch sampler so every index carries its epoch: ``epoch · n + i``.
+    """Wraps a batch sampler so every drawn item carries its draw position: it yields lists
+    of :class:`Draw` (epoch, rank, step, copy, index) instead of bare row indices.
 
     With :class:`reidcli.training.data.SeededAugmentDataset` the random augmentation of an
-    item then depends only on (seed, epoch, i) — not on loader workers or on what ran
-    before — which makes ``--resume`` reproduce an uninterrupted run.
+    item then depends only on (seed, draw) — not on loader workers, threads or what ran
+    before, which makes ``--resume`` reproduce an uninterrupted run — and an image drawn
+    twice in a batch (a P×K identity with fewer than K images, drawn with replacement) gets
+    a fresh augmentation for every copy. ``n`` is the dataset length.
     """
 
     def __init__(self, batch_sampler, n: int):
@@ -371,9 +385,15 @@ class EpochTaggedSampler:
         self.batch_sampler.set_epoch(epoch)
 
     def __iter__(self) -> Iterator:
-        base = self.epoch * self.n
-        for batch in self.batch_sampler:
-            yield [base + int(i) for i in batch]
+        epoch, rank = self.epoch, int(getattr(self.batch_sampler, "rank", 0))
+        for step, batch in enumerate(self.batch_sampler):
+            seen: dict[int, int] = {}
+            draws = []
+            for i in batch:
+                i = int(i)
+                draws.append(Draw(epoch, rank, step, seen.get(i, 0), i))
+                seen[i] = seen.get(i, 0) + 1
+            yield draws
 
     def __len__(self) -> int:
         return len(self.batch_sampler)

@@ -122,9 +122,6 @@ class NumpyBackend:
             out[sl] = equal.sum(axis=1)
         return out
 
-    def all_finite(self, d: np.ndarray) -> bool:
-        return bool(np.isfinite(d).all())
-
     def has_nan(self, d: np.ndarray) -> bool:
         return bool(np.isnan(d).any())
 
@@ -181,9 +178,6 @@ class TorchBackend:
             equal = (d[r] == v[:, None]) & (col_index[None, :] < c[:, None])
             out[sl] = self.to_numpy(equal.sum(dim=1))
         return out
-
-    def all_finite(self, d) -> bool:
-        return bool(self.torch.isfinite(d).all())
 
     def has_nan(self, d) -> bool:
         return bool(self.torch.isnan(d).any())

@@ -15,8 +15,8 @@ import numpy as np
 
 from reidcli.evaluation.errors import EvaluationError, EvaluationParameterError
 from reidcli.naming import param
-
-METRICS = ("euclidean", "sqeuclidean", "cosine")
+from reidcli.pairwise import (METRICS, finish_distances, gemm_distances, l2_normalize,
+                              squared_norms)
 FEATURE_NORMS = ("auto", "none", "global", "parts")
 
 
@@ -69,30 +69,6 @@ def check_magnitude(features: np.ndarray, what: str) -> None:
                               f"{rows[0]})",
                               "re-extract those features or rescale them (e.g. "
                               + param("feat_norm", "global") + ")")
-
-
-#: rows per pass of the in-place normalisation (bounded float64 norm scratch)
-_NORM_BLOCK_ELEMENTS = 1 << 22
-
-
-def l2_normalize(features: np.ndarray, eps: float = 1e-12, inplace: bool = False
-                 ) -> np.ndarray:
-    """Rows scaled to unit L2 norm (zero rows stay zero). float32 [n, D].
-
-    ``inplace``: scale a float32 C-contiguous ``features`` in place, one block of rows at a
-    time (no second copy of the set); otherwise the result is one new array."""
-    features = np.asarray(features)
-    if not (inplace and features.dtype == np.float32 and features.flags.c_contiguous
-            and features.flags.writeable):
-        features = np.array(features, dtype=np.float32, order="C", copy=True)
-    if features.ndim != 2 or not features.size:
-        return features
-    step = max(1, _NORM_BLOCK_ELEMENTS // features.shape[1])
-    for start in range(0, len(features), step):
-        block = features[start:start + step]
-        norms = np.sqrt(np.einsum("ij,ij->i", block, block, dtype=np.float64))
-        block /= np.maximum(norms, eps).astype(np.float32)[:, None]
-    return features
 
 
 def normalize_features(features: np.ndarray, mode: str, parts: int = 6,
@@ -173,7 +149,7 @@ class FeatureMetric:
             feats = l2_normalize(feats, inplace=owned or copied)
         sq = None
         if self.name != "cosine":
-            sq = np.einsum("ij,ij->i", feats, feats).astype(np.float32)
+            sq = squared_norms(feats)
         if self.on_torch or self.precision == "bf16":
             import torch
             dev = self.backend.device if self.on_torch else torch.device("cpu")
@@ -202,18 +178,8 @@ class FeatureMetric:
             return self._pairwise_torch(a, b)
         if self.precision == "bf16":
             d = (a.features @ b.features.T).float().numpy()      # bf16 GEMM, fp32 accumulate
-        else:
-            d = a.features @ b.features.T
-        if self.name == "cosine":
-            np.subtract(np.float32(1.0), d, out=d)
-            return d
-        d *= np.float32(-2.0)
-        d += a.sqnorm[:, None]
-        d += b.sqnorm[None, :]
-        np.maximum(d, np.float32(0.0), out=d)
-        if self.name == "euclidean":
-            np.sqrt(d, out=d)
-        return d
+            return finish_distances(d, self.name, a.sqnorm, b.sqnorm)
+        return gemm_distances(a.features, b.features, self.name, a.sqnorm, b.sqnorm)
 
     def paired(self, a: Points, b: Points):
         """Distances between matching rows, a[i] to b[i] → [n] (same formula as pairwise)."""
@@ -303,11 +269,14 @@ class ModelMetric:
         return self.name
 
 
-def check_query_gallery(query_features: np.ndarray, gallery_features: np.ndarray
-                        ) -> tuple[np.ndarray, np.ndarray]:
-    """Validate query [Q, D] and gallery [G, D] features: finite, 2-D, same dimension."""
-    query_features = check_features(query_features, "query features")
-    gallery_features = check_features(gallery_features, "gallery features")
+def check_query_gallery(query_features: np.ndarray, gallery_features: np.ndarray,
+                        checked: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """Validate query [Q, D] and gallery [G, D] features: finite, 2-D, same dimension.
+    ``checked``: both already passed :func:`check_features` (finite, magnitude): only the
+    dimensions are compared (no second pass over every value)."""
+    if not checked:
+        query_features = check_features(query_features, "query features")
+        gallery_features = check_features(gallery_features, "gallery features")
     if query_features.shape[1] != gallery_features.shape[1]:
         raise EvaluationError(f"query features have dimension {query_features.shape[1]} "
                               f"but gallery features {gallery_features.shape[1]}",
@@ -323,10 +292,11 @@ class QueryGallery:
     """
 
     def __init__(self, metric, query_features: np.ndarray, gallery_features: np.ndarray, *,
-                 normalized: bool = False, owned: bool = False):
-        """normalized / owned: see :meth:`FeatureMetric.prepare`."""
+                 normalized: bool = False, owned: bool = False, checked: bool = False):
+        """normalized / owned: see :meth:`FeatureMetric.prepare`; checked: see
+        :func:`check_query_gallery`."""
         query_features, gallery_features = check_query_gallery(query_features,
-                                                               gallery_features)
+                                                               gallery_features, checked)
         self.metric = metric
         self.query = metric.prepare(query_features, normalized=normalized, owned=owned)
         self.gallery = metric.prepare(gallery_features, normalized=normalized, owned=owned)

@@ -13,10 +13,12 @@ camid — SYSU locations and ``query_cams`` / ``train_cams``, which apply within
 from __future__ import annotations
 
 import dataclasses
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
 
 import numpy as np
-import pandas as pd
+
+if TYPE_CHECKING:  # pragma: no cover - record tables come from the store reader
+    import pandas as pd
 
 from reidcli.cameras import CameraTable, camera_codes, record_cameras
 from reidcli.evaluation.errors import EvaluationError, EvaluationParameterError
@@ -159,6 +161,8 @@ def identity_codes(records: pd.DataFrame) -> np.ndarray:
     Bare pids are not global (they restart per synthetic domain and MSMT17 split), so query
     and gallery ids are compared through these codes. int64 [N].
     """
+    import pandas as pd
+
     scope = records["x_pid_scope"].fillna("all").astype(str) if "x_pid_scope" in records \
         else pd.Series("all", index=records.index)
     keys = pd.DataFrame({"dataset": records["dataset"].astype(str).to_numpy(),

@@ -1,4 +1,4 @@
-"""The evaluation report: JSON (ARCHITECTURE.md form), CMC CSV and rich terminal tables.
+"""The evaluation report: JSON (docs/evaluation.md), CMC CSV and rich terminal tables.
 
 JSON top level: ``protocol``, ``num_valid_queries``, ``mAP``, ``mINP``, ``cmc`` (rank-1 …
 rank-max) as means over trials, ``trials`` (one entry per trial), plus ``std`` (population

@@ -12,7 +12,7 @@ import dataclasses
 import time
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -26,12 +26,14 @@ from reidcli.evaluation.errors import EvaluationError
 from reidcli.evaluation.protocols import (Protocol, TrialLabels, auto_protocol,
                                           check_protocol_fits, evaluated_cameras,
                                           get_protocol, identity_codes, unseen_query_cameras)
-from reidcli.evaluation.rerank import KReciprocalReranker, RerankOptions
 from reidcli.evaluation.scores import nmi_camera_bias
 from reidcli.evaluation.streamed import (StreamedGallery, evaluate_streamed,
                                          streaming_limitation)
 from reidcli.naming import param
 from reidcli.progress import track
+
+if TYPE_CHECKING:  # pragma: no cover - imported where re-ranking runs
+    from reidcli.evaluation.rerank import RerankOptions
 
 
 #: ``stream`` choices: auto (stream a gallery whose float32 features exceed
@@ -61,6 +63,9 @@ class StoreEvalRequest:
     precision: str = "float32"                   # --precision (distance GEMM)
     stream: str = "auto"                         # --stream (gallery read block by block)
     options: EvalOptions = dataclasses.field(default_factory=EvalOptions)
+    #: under torchrun: this rank's share of every streamed gallery
+    #: (:class:`reidcli.evaluation.distributed.GallerySplit`; with ``stream`` on)
+    split: Any = None
 
     def __post_init__(self) -> None:
         from reidcli.evaluation.errors import check_eval_param
@@ -87,7 +92,7 @@ class StoreEvaluation:
 
 
 def _parse_trials(text: str | None, num_trials: int) -> list[int]:
-    from reidcli.features.layout import parse_trials
+    from reidcli.store.trials import parse_trials
     return parse_trials(text, num_trials)
 
 
@@ -144,12 +149,15 @@ def evaluate_store(request: StoreEvalRequest) -> StoreEvaluation:
     two gallery blocks (docs/evaluation.md).
     """
     from reidcli import fitted
+    from reidcli.evaluation.labelled import check_labelled_open_store
     from reidcli.store import open_store
 
     started = time.perf_counter()
     model = fitted.load(request.model) if request.model is not None else None
     device = resolve_device(request.device)
     with open_store(request.store) as st:
+        # unlabelled queries or gallery: nothing to score (reid eval --search instead)
+        check_labelled_open_store(st, request.trials)
         plan = plan_evaluation(st, request, model)
         training_overlap = _training_overlap(st, plan)
         options = plan.options
@@ -172,7 +180,8 @@ def evaluate_store(request: StoreEvalRequest) -> StoreEvaluation:
                                                            q_rows, g_rows, request, backend)
                     result = evaluate_streamed(source, labels, plan.protocol, options,
                                                backend=backend, trial=k,
-                                               check_distances=model is not None)
+                                               check_distances=model is not None,
+                                               split=request.split)
                     streamed.append(k)
                 else:
                     g_feat = _trial_inputs(st, plan, model, k, repeat, g_rows, request,
@@ -182,11 +191,14 @@ def evaluate_store(request: StoreEvalRequest) -> StoreEvaluation:
                         backend, rows=(q_rows, g_rows), cache=embedded,
                         precision=request.precision)
                     if request.rerank is not None:
+                        from reidcli.evaluation.rerank import KReciprocalReranker
                         source = KReciprocalReranker(metric, q_feat, g_feat, request.rerank,
                                                      progress=options.progress)
                     else:
+                        # rows checked as read (_trial_inputs) or transformed
                         source = QueryGallery(metric, q_feat, g_feat, owned=True,
-                                              normalized=_unit_rows(st, plan, model, request))
+                                              normalized=_unit_rows(st, plan, model, request),
+                                              checked=True)
                     result = evaluate_trial(source, labels, plan.protocol, options,
                                             backend=backend, trial=k,
                                             check_distances=model is not None)
@@ -253,6 +265,9 @@ def check_streaming(request: StoreEvalRequest, protocol, raise_error: bool = Tru
         why = "k-reciprocal re-ranking needs every pairwise distance"
     elif request.nmi:
         why = "NMI clusters every feature at once"
+    if why is not None and raise_error and request.split is not None:
+        raise EvaluationError(f"a torchrun launch splits a streamed gallery over its ranks, "
+                              f"but {why}", "evaluate in one process (without torchrun)")
     if why is not None and raise_error:
         raise EvaluationError(f"{param('stream', 'on')}: {why}",
                               f"use {param('stream', 'auto')} or {param('stream', 'off')}")

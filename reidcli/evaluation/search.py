@@ -21,46 +21,13 @@ from typing import Any, Sequence
 import numpy as np
 
 from reidcli.evaluation.errors import EvaluationError
+from reidcli.evaluation.labelled import check_labelled, unlabelled_roles  # noqa: F401
 from reidcli.naming import param
 from reidcli.params import Interval, check_param
 
 #: CSV columns of a search result (one line per query and rank)
 CSV_COLUMNS = ("query_row", "query_path", "query_pid", "query_camid", "rank", "gallery_row",
                "gallery_path", "gallery_pid", "gallery_camid", "distance")
-
-
-def unlabelled_roles(pids: np.ndarray, q_rows: np.ndarray, g_rows: np.ndarray) -> str | None:
-    """``"queries"``, ``"gallery"`` or ``"queries and gallery"`` when every such row has
-    pid -1 (nothing to score), else None. ``pids`` [N] of the store rows."""
-    roles = [name for name, rows in (("queries", q_rows), ("gallery", g_rows))
-             if len(rows) and bool((pids[rows] == -1).all())]
-    return " and ".join(roles) or None
-
-
-def store_unlabelled_roles(store: str | os.PathLike, trials: str | None = "all") -> str | None:
-    """:func:`unlabelled_roles` over the chosen ``trials`` of a store (None: labelled)."""
-    from reidcli.features.layout import parse_trials
-    from reidcli.store import open_store
-
-    with open_store(store) as st:
-        pids = st.records["pid"].to_numpy(np.int64)
-        all_trials = st.query_gallery_trials()
-    chosen = parse_trials(trials, len(all_trials)) if len(all_trials) > 1 or \
-        trials not in (None, "all") else [0]
-    found = [unlabelled_roles(pids, all_trials[k][1], all_trials[k][2]) for k in chosen
-             if k < len(all_trials)]
-    return next((f for f in found if f), None)
-
-
-def check_labelled(store: str | os.PathLike, trials: str | None = "all") -> None:
-    """EvaluationError pointing to ``search`` when the queries or the gallery of ``store``
-    are unlabelled: CMC/mAP would count no match at all."""
-    roles = store_unlabelled_roles(store, trials)
-    if roles is not None:
-        raise EvaluationError(f"store {store}: its {roles} are unlabelled (pid -1), so there "
-                              "is nothing to score",
-                              f"list each query's nearest gallery images with "
-                              f"{param('search', 10)}")
 
 
 @dataclasses.dataclass

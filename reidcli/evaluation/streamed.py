@@ -93,9 +93,11 @@ class StreamedGallery:
 
 def evaluate_streamed(source: StreamedGallery, labels: TrialLabels, protocol: Protocol,
                       options: EvalOptions | None = None, backend=None, trial: int = 0,
-                      check_distances: bool = False) -> TrialResult:
+                      check_distances: bool = False, split=None) -> TrialResult:
     """Score one trial with the gallery read block by block (see module doc); same result as
-    :func:`reidcli.evaluation.engine.evaluate_trial` on the same distances."""
+    :func:`reidcli.evaluation.engine.evaluate_trial` on the same distances. ``split``: a
+    :class:`reidcli.evaluation.distributed.GallerySplit` under torchrun (this rank reads and
+    ranks its own run of the blocks; the partial results are merged exactly)."""
     options = options or EvalOptions()
     labels.validate()
     why = streaming_limitation(protocol)
@@ -115,7 +117,7 @@ def evaluate_streamed(source: StreamedGallery, labels: TrialLabels, protocol: Pr
             queries = group.query_pos[selected[group.query_pos]]
             if len(group.gallery_pos) and len(queries):
                 _score_group(out, source, labels, protocol, options, backend, queries,
-                             group.gallery_pos, check_distances)
+                             group.gallery_pos, check_distances, split)
     finally:
         if own_backend:
             backend.close()
@@ -124,7 +126,7 @@ def evaluate_streamed(source: StreamedGallery, labels: TrialLabels, protocol: Pr
 
 def _score_group(out, source: StreamedGallery, labels: TrialLabels, protocol: Protocol,
                  options: EvalOptions, backend, queries: np.ndarray, gpos: np.ndarray,
-                 check_distances: bool) -> None:
+                 check_distances: bool, split=None) -> None:
     """Ranks and metrics of ``queries`` [n] against the gallery positions ``gpos`` [g]."""
     # queries of one identity next to each other: a batch of pass 1 needs few gallery rows
     queries = queries[np.argsort(labels.query_ids[queries], kind="stable")]
@@ -136,13 +138,23 @@ def _score_group(out, source: StreamedGallery, labels: TrialLabels, protocol: Pr
                              == labels.query_camera[queries][:, None])
     block = options.gallery_rows_per_block(source.dim)
     starts = np.arange(0, len(gpos), block)
-    special_d = _special_distances(source, backend, gpos, queries, cols, present, starts,
+    mine = present
+    if split is not None:       # this rank's blocks only; the others' values merged in
+        first, last = split.block_range(len(starts))
+        mine = present & (cols >= first * block) & (cols < last * block)
+        starts = starts[first:last]
+    special_d = _special_distances(source, backend, gpos, queries, cols, mine, starts,
                                    block, options.progress)
+    if split is not None:
+        special_d = split.merge_distances(special_d, mine, present)
     if check_distances and np.isnan(special_d[present]).any():
         raise EvaluationError("distances hold NaN values", "check the features or model")
     specials = ranking.sort_specials(special_d, cols, present, removed)
     counts = _count_columns_before(source, backend, gpos, queries, specials, starts, block,
-                                   options, check_distances)
+                                   options, check_distances) if len(starts) else \
+        np.zeros(cols.shape, dtype=np.int64)
+    if split is not None:
+        counts = split.merge_counts(counts)
     # + the specials ranked before each one (sort_specials order: absent ones come last)
     rank_all = counts + np.arange(cols.shape[1])[None, :]
     block_ranks = ranking.ranks_after_removal(specials, rank_all)

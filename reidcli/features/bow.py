@@ -448,7 +448,7 @@ class BowCodebook:
             fit_info = json.loads(str(attrs.get("fit_info", "{}")))
         except (KeyError, ValueError, TypeError) as exc:
             raise InputFileError(f"{where} is not a BoW codebook ({exc})",
-                                 "write it with reid extract --features bow") from None
+                                 "write it again with the bow descriptor") from None
         digest = _table_digest(table)
         if (table.shape != (TABLE_ROWS, len(COLOR_NAMES)) or centres.shape
                 != (params.words, len(COLOR_NAMES)) or idf.shape != (params.words,)
@@ -487,25 +487,10 @@ class BowCodebook:
 def load_codebook(path: str | os.PathLike, name: str = "bow") -> BowCodebook:
     """Read ``/codebooks/<name>`` from a store (or any HDF5 file) written by
     :meth:`BowCodebook.save`."""
-    import h5py
+    from reidcli.store.codebooks import read_codebook
 
-    path = Path(path)
-    where = f"{path}:/{CODEBOOK_GROUP}/{name}"
-    if not path.is_file():
-        raise InputFileError(f"codebook file {path} does not exist",
-                             f"give a store written by reid extract --features {name}")
-    try:
-        with h5py.File(path, "r") as h5:
-            if f"{CODEBOOK_GROUP}/{name}" not in h5:
-                raise InputFileError(f"{path} holds no /{CODEBOOK_GROUP}/{name}",
-                                     f"give a store written by reid extract --features {name}")
-            group = h5[f"{CODEBOOK_GROUP}/{name}"]
-            arrays = {k: group[k][()] for k in group}
-            attrs = dict(group.attrs)
-    except OSError as exc:
-        raise InputFileError(f"cannot read {path} ({exc.__class__.__name__})",
-                             "give an HDF5 feature store") from None
-    return BowCodebook.from_arrays(arrays, attrs, where)
+    arrays, attrs = read_codebook(path, name)
+    return BowCodebook.from_arrays(arrays, attrs, f"{Path(path)}:/{CODEBOOK_GROUP}/{name}")
 
 
 def fit_bow(descriptors: np.ndarray, color_names: ColorNameTable,

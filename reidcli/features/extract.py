@@ -219,11 +219,9 @@ def fit_descriptors(layout: StoreLayout, names: Sequence[str], *, options: Mappi
 
 def stored_summaries(path: str | os.PathLike) -> list[str]:
     """``"<name>: <summary>"`` of each fitted descriptor stored in ``/codebooks``."""
-    import h5py
+    from reidcli.store.codebooks import codebook_names
 
-    from reidcli.features.bow import CODEBOOK_GROUP
-    with h5py.File(path, "r") as h5:
-        names = sorted(h5[CODEBOOK_GROUP]) if CODEBOOK_GROUP in h5 else []
+    names = codebook_names(path)
     return [f"{name}: {FITTED[name].load(path, {}).summary()}" for name in names
             if name in FITTED]
 

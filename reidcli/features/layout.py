@@ -19,6 +19,7 @@ from reidcli.data.registry import canonical_name, load
 from reidcli.errors import ParameterError, UsageError
 from reidcli.naming import param
 from reidcli.progress import track
+from reidcli.store.trials import parse_trials
 
 
 @dataclasses.dataclass
@@ -45,25 +46,6 @@ class StoreLayout:
             return None
         import os
         return os.path.commonpath([os.path.dirname(os.path.abspath(p)) for p in paths])
-
-
-def parse_trials(text: str | None, num_trials: int) -> list[int]:
-    """``"all"``/None → every trial; ``"0,3"`` → [0, 3]; ParameterError naming ``trials``."""
-    if text is None or str(text).strip().lower() == "all":
-        return list(range(num_trials))
-    try:
-        chosen = sorted({int(t) for t in str(text).split(",") if t.strip()})
-    except ValueError:
-        raise ParameterError("trial selection", "trials", text,
-                             "is not 'all' or a comma list of integers",
-                             f"give e.g. {param('trials', 'all')} or {param('trials', '0,3')}"
-                             ) from None
-    bad = [t for t in chosen if not 0 <= t < num_trials]
-    if bad or not chosen:
-        raise ParameterError("trial selection", "trials", text,
-                             f"is outside the protocol's trials 0..{num_trials - 1}",
-                             "pick trials inside that range")
-    return chosen
 
 
 def layout_from_splits(dataset: str, splits: Sequence[DatasetSplit]) -> StoreLayout:

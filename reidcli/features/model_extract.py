@@ -25,8 +25,8 @@ from reidcli.device import (amp_dtype, autocast as autocast_context, resolve_dev
 from reidcli.errors import ParameterError, UsageError
 from reidcli.features.layout import StoreLayout
 from reidcli.models.backbones import TAP_MODULES, TAPS
-from reidcli.models.checkpoint import (DEFAULT_FEATURES, FEATURES, LoadedModel, feature_dims,
-                                       feature_metric, load_model, model_features)
+from reidcli.models.checkpoint import (DEFAULT_FEATURES, FEATURE_ALIASES, FEATURES, LoadedModel,
+                                       feature_dims, feature_metric, load_model, model_features)
 from reidcli.models.training_identities import (TrainingIdentities, overlap_record,
                                                 training_identities, trial_overlaps)
 from reidcli.naming import param
@@ -39,11 +39,6 @@ from reidcli.store.writer import StoreWriter, shard_rows
 LARGE_MAPS_BYTES = 16 * 2**30
 #: ... and so does conv-map extraction for more images than this (MSMT17-scale, docs/methods/pcb.md)
 LARGE_MAPS_IMAGES = 20_000
-FEATURE_ALIASES = {"pcb-g": "pcb_g", "pcb-h": "pcb_h", "pcbg": "pcb_g", "pcbh": "pcb_h",
-                   "rpp-g": "rpp_g", "rpp-h": "rpp_h", "rppg": "rpp_g", "rpph": "rpp_h",
-                   "bn": "bnneck", "bnneck": "bnneck", "pool5": "pool5", "gap": "pool5",
-                   "idi": "dgvae_idi", "iai": "dgvae_iai", "dgvae-idi": "dgvae_idi",
-                   "dgvae-iai": "dgvae_iai"}
 
 
 def parse_feature_names(names: Sequence[str], kind: str) -> list[str]:

@@ -38,9 +38,9 @@ def fit_feature_metric_store(store_path: str | Path, out: str | Path, estimator:
     write one fitted file (``trial_<k>`` per trial) to ``out``."""
     from reidcli.cameras import record_cameras
     from reidcli.data.protocols import person_labels
-    from reidcli.features.layout import parse_trials
+    from reidcli.store.trials import parse_trials
     from reidcli.io import check_output
-    from reidcli.pooling.fit import store_trials
+    from reidcli.store.trials import store_trials
     from reidcli.store import open_store
 
     method = estimator.method

@@ -26,6 +26,7 @@ from reidcli.fitted import TrialModel
 from reidcli.metric.kernels import check_features, check_labels, count_pairs, negative_pairs
 from reidcli.metric.constraints import SEED, check_dim
 from reidcli.metric.pca import DIM, VARIANCE, pca_basis
+from reidcli.naming import param
 from reidcli.params import NONE, Interval, Options
 from reidcli.registry import register
 
@@ -65,7 +66,8 @@ def _inverse(sigma: np.ndarray, name: str, pairs: int) -> np.ndarray:
     values, vectors = scipy.linalg.eigh(sigma)
     if not values[-1] > 0 or values[0] <= values[-1] * 1e-12:
         raise UsageError(f"KISSME: {name} is singular in {len(sigma)} PCA dimensions ({pairs} "
-                         "pairs)", "lower --dim / variance, or pass --param ridge=1e-3")
+                         "pairs)", f"lower {param('dim')} or {param('variance')}, or set "
+                         f"{param('ridge', '1e-3')}")
     return (vectors / values[None, :]) @ vectors.T
 
 

@@ -180,7 +180,7 @@ def _check_kernel_n(n: int, max_kernel_n: int, what: str) -> None:
 # -- estimators -------------------------------------------------------------------------------
 @register("lfda", stage="train", paper="Pedagadi et al., CVPR 2013 (Sugiyama 2007)",
           summary="LFDA-L: local Fisher discriminant analysis, linear.",
-          flags={"beta": "--reg"}, hidden=["knn", "solver"])
+          hidden=["knn", "solver"])
 class LFDA(Estimator):
     """Linear LFDA (LFDA-L).
 
@@ -235,7 +235,6 @@ class LFDA(Estimator):
 
 @register("klfda", stage="train", paper="Xiong et al., ECCV 2014",
           summary="Kernel LFDA (χ²-RBF kernel by default).",
-          flags={"beta": "--reg"},
           hidden=["knn", "gamma", "degree", "coef0", "max_kernel_n", "device"])
 class KernelLFDA(Estimator):
     """Kernel LFDA (kLFDA).

@@ -243,7 +243,6 @@ def _adam(A, K, P, beta, lam, lr, max_iter, batch, bias, rng, snapshot, snapshot
 # -- estimator ---------------------------------------------------------------------------------
 @register("rpcca", stage="train", paper="Xiong et al., ECCV 2014 (Mignon & Jurie 2012)",
           summary="Regularised kernel PCCA (χ²-RBF kernel by default).",
-          flags={"lam": "--reg", "max_iter": "--iterations"},
           hidden=["gamma", "degree", "coef0", "beta", "neg_ratio", "optimizer", "tol",
                   "adam_bias", "init_std", "log_every", "snapshot_every", "max_kernel_n",
                   "device"])

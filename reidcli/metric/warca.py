@@ -74,7 +74,6 @@ _INT_NONNEGATIVE = COUNT_OR_ZERO
 @register("warca", stage="train", paper="Jose & Fleuret, ECCV 2016",
           summary="WARCA: low-rank metric (linear or kernel) from a rank-weighted triplet "
                   "hinge with the approximate-orthonormal regulariser, minibatch Adam.",
-          flags={"lam": "--reg"},
           hidden=["margin", "max_draws", "rank_weight", "anchor", "reg", "optimizer",
                   "adam_bias", "gamma", "degree", "coef0", "normalize", "positives", "seed",
                   "device", "dtype", "max_kernel_n", "cv", "cv_val_frac", "cv_lams", "cv_lrs",

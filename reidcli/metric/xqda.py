@@ -94,15 +94,6 @@ def _times(a: np.ndarray, b: np.ndarray, device=None) -> np.ndarray:
             @ torch.as_tensor(b, dtype=torch.float64, device=dev)).cpu().numpy()
 
 
-def span_basis(x: np.ndarray, tol: float = SPAN_TOL) -> np.ndarray:
-    """Orthonormal basis B [d, N′] of the row span of x [N, d] (docs/methods/xqda.md).
-
-    Gram eigendecomposition x x^T = U Λ U^T, keep λ > tol·max λ, B = x^T U Λ^{-1/2}.
-    """
-    values, vectors = _span_eig(x, tol)
-    return (x.T @ vectors) / np.sqrt(values)[None, :]
-
-
 def quadratic_distances(uq: np.ndarray, ug: np.ndarray, metric: np.ndarray) -> np.ndarray:
     """(u_q − u_g)^T M (u_q − u_g) = a_q + a_g − 2 (u_q M)·u_g for all pairs.
 
@@ -129,7 +120,7 @@ def _check_labels(n: int, pids, camids, what: str) -> tuple[np.ndarray, np.ndarr
 
 @register("xqda", stage="train", paper="Liao et al., CVPR 2015",
           summary="XQDA: cross-view quadratic discriminant analysis.",
-          flags={"lam": "--reg", "max_dims": "--dim"}, hidden=["device"])
+          hidden=["device"])
 class XQDA(Estimator):
     """XQDA metric learner.
 

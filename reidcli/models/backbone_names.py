@@ -9,4 +9,9 @@ OSNET_BACKBONES = ("osnet_x1_0", "osnet_x0_25", "osnet_ibn_x1_0")
 #: every trunk, in the order ``--help`` lists them
 BACKBONES = ("resnet50", "resnet18", "tiny", "resnet50_ibn_a", *OSNET_BACKBONES)
 
-__all__ = ["BACKBONES", "TORCHVISION_BACKBONES", "OSNET_BACKBONES"]
+#: paper name of each tap → torchvision module of the trunk (docs/methods/pcb.md)
+TAP_MODULES = {"conv2_x": "layer1", "conv3_x": "layer2", "conv4_x": "layer3",
+               "conv5_x": "layer4"}
+TAPS = tuple(TAP_MODULES)
+
+__all__ = ["BACKBONES", "TORCHVISION_BACKBONES", "OSNET_BACKBONES", "TAP_MODULES", "TAPS"]

@@ -29,12 +29,9 @@ import torch
 from torch import nn
 
 from reidcli.errors import ParameterError
-from reidcli.models.backbone_names import BACKBONES, OSNET_BACKBONES, TORCHVISION_BACKBONES
+from reidcli.models.backbone_names import (BACKBONES, OSNET_BACKBONES, TAP_MODULES, TAPS,
+                                           TORCHVISION_BACKBONES)
 
-#: paper name of each tap → torchvision module of the trunk (docs/methods/pcb.md)
-TAP_MODULES = {"conv2_x": "layer1", "conv3_x": "layer2", "conv4_x": "layer3",
-               "conv5_x": "layer4"}
-TAPS = tuple(TAP_MODULES)
 #: channels of conv2_x … conv5_x per backbone
 TAP_CHANNELS = {"resnet50": (256, 512, 1024, 2048), "resnet18": (64, 128, 256, 512),
                 "tiny": (16, 32, 64, 128), "resnet50_ibn_a": (256, 512, 1024, 2048),

@@ -44,6 +44,12 @@ FEATURES = {"pcb": ("pcb_g", "pcb_h"), "rpp": ("rpp_g", "rpp_h"), "bot": ("bnnec
             "dgvae": ("dgvae_idi", "dgvae_iai")}
 DEFAULT_FEATURES = {"pcb": ("pcb_g", "pcb_h"), "rpp": ("rpp_g", "rpp_h"), "bot": ("bnneck",),
                     "dgvae": ("dgvae_idi",)}
+#: the spellings a user may give for a store feature (``pcb-g``, ``gap`` …) → its store name
+FEATURE_ALIASES = {"pcb-g": "pcb_g", "pcb-h": "pcb_h", "pcbg": "pcb_g", "pcbh": "pcb_h",
+                   "rpp-g": "rpp_g", "rpp-h": "rpp_h", "rppg": "rpp_g", "rpph": "rpp_h",
+                   "bn": "bnneck", "bnneck": "bnneck", "pool5": "pool5", "gap": "pool5",
+                   "idi": "dgvae_idi", "iai": "dgvae_iai", "dgvae-idi": "dgvae_idi",
+                   "dgvae-iai": "dgvae_iai"}
 #: store metric of each feature (others: euclidean). DG-VAE's test feature is compared by
 #: Euclidean distance between L2-normalised μ_φ, i.e. cosine (docs/methods/dgvae.md)
 FEATURE_METRICS = {"dgvae_idi": "cosine", "dgvae_iai": "cosine"}

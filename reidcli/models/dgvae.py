@@ -27,6 +27,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.func import functional_call
 
 from reidcli.errors import InputFileError, ParameterError
 from reidcli.models.backbones import ResNetTrunk, build_backbone
@@ -274,6 +275,16 @@ class FeatureMapDecoder(nn.Module):
         return self.deconv(x)
 
 
+def without_bn_update(module: nn.Module, *args):
+    """``module(*args)`` in its current mode, with its buffers replaced by copies that are
+    then dropped: in train mode BatchNorm still normalises with the batch's statistics and
+    gradients reach the module's parameters, but its running statistics (and batch counts)
+    stay as they were (docs/methods/dgvae.md D29: reconstructed maps are not test-time
+    data)."""
+    scratch = {name: b.clone() for name, b in module.named_buffers()}
+    return functional_call(module, scratch, args)
+
+
 class DGVAE(nn.Module):
     """Dual Gaussian-based VAE (DG-VAE paper §3, Fig. 3). See the module docstring.
 
@@ -340,13 +351,17 @@ class DGVAE(nn.Module):
                           self.trunk_infrared(images[ir_rows])])
         return maps[torch.argsort(torch.cat([vis_rows, ir_rows]))]
 
-    def encode_idi(self, f: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """f [B, C, h, w] → (μ_φ [B, idi_dim], log σ²_φ [B, idi_dim])."""
-        return self.idi_encoder(f)
+    def encode_idi(self, f: torch.Tensor, update_bn: bool = True
+                   ) -> tuple[torch.Tensor, torch.Tensor]:
+        """f [B, C, h, w] → (μ_φ [B, idi_dim], log σ²_φ [B, idi_dim]); ``update_bn=False``
+        leaves E^D's BN running statistics as they are (:func:`without_bn_update`)."""
+        return self.idi_encoder(f) if update_bn else without_bn_update(self.idi_encoder, f)
 
-    def encode_iai(self, f: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """f [B, C, h, w] → (μ_ψ [B, iai_dim], log σ²_ψ [B, iai_dim])."""
-        return self.iai_encoder(f)
+    def encode_iai(self, f: torch.Tensor, update_bn: bool = True
+                   ) -> tuple[torch.Tensor, torch.Tensor]:
+        """f [B, C, h, w] → (μ_ψ [B, iai_dim], log σ²_ψ [B, iai_dim]); ``update_bn`` as in
+        :meth:`encode_idi`."""
+        return self.iai_encoder(f) if update_bn else without_bn_update(self.iai_encoder, f)
 
     def decode(self, d: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
         """d [B, idi_dim], a [B, iai_dim] → f̂ = G(d ⊕ a) [B, C, h, w] (IDI first)."""
@@ -379,4 +394,4 @@ def _check_resnet(resnet: ResNetTrunk) -> None:
 
 __all__ = ["DGVAE", "DGVAEArch", "DGVAEOutput", "dgvae_arch", "validate_arch",
            "GaussianEncoder", "FeatureMapDecoder", "ResNetConv4Trunk", "ResNetConv5Body",
-           "CONFIGS", "DECODER_OUTPUTS", "LOGVAR_RANGE", "MARGIN_RHO_INIT"]
+           "CONFIGS", "DECODER_OUTPUTS", "LOGVAR_RANGE", "MARGIN_RHO_INIT", "without_bn_update"]

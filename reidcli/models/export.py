@@ -160,13 +160,12 @@ def resolve_features(loaded, features: Sequence[str] | None = None) -> list[str]
     """Store feature names to export: ``features`` (``pcb-g`` or ``pcb_g``), checked against
     the model's, or the store's default feature (what ``reid extract`` makes
     ``default_feature``: ``pcb_g``, ``rpp_g``, ``bnneck``, ``dgvae_idi``)."""
-    from reidcli.models.checkpoint import DEFAULT_FEATURES
+    from reidcli.models.checkpoint import DEFAULT_FEATURES, FEATURE_ALIASES
 
     available = list(loaded.feature_names)
     if not features:
         default = DEFAULT_FEATURES.get(loaded.family) or available[:1]
         return [default[0]]
-    from reidcli.features.model_extract import FEATURE_ALIASES   # reid extract's spellings
 
     out: list[str] = []
     for name in features:

@@ -37,7 +37,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from reidcli.errors import ParameterError
-from reidcli.models.backbones import TAPS
+from reidcli.models.backbone_names import TAPS
 from reidcli.models.fixed_order import BatchNorm1d, Linear
 
 #: channels of conv1, conv2, conv3, conv4 (= conv5) per variant (OSNet paper, Table 1; the

@@ -1,37 +1,33 @@
 """Print our results beside a paper table (used by ``recipes/*.sh``).
 
-``python -m reidcli.paper.compare cdpcf --dataset viper "C-DPCF=cdpcf.json" "DPCF=dpcf.json"``
+``reid paper compare cdpcf --dataset viper "C-DPCF=cdpcf.json" "DPCF=dpcf.json"``
 reads ``reid eval --json`` reports and prints rank-1/5/10/20 and PUR (mean ± std over trials)
 with the paper's rank-1 where the paper prints one ("n/a (figure only)" otherwise), then the
 paper's qualitative ordering claims as PASS/FAIL lines computed from our numbers.
-``python -m reidcli.paper.compare warca --dataset viper "WARCA-χ²=w.json" "KISSME=k.json"``
+``reid paper compare warca --dataset viper "WARCA-χ²=w.json" "KISSME=k.json"``
 does the same against WARCA's Table 2 (``--table 3`` for the LOMO comparison).
-``python -m reidcli.paper.compare dart3 --table 1 --dataset msmt17_5cam "No-adapt=n.json" ...``
+``reid paper compare dart3 --table 1 --dataset msmt17_5cam "No-adapt=n.json" ...``
 prints mAP / rank-1 beside DART3's Table 1 (new camera) or Table 2 (cross-dataset), for both
 of the paper's backbones, and DART3's ordering claims as PASS/FAIL lines.
-``python -m reidcli.paper.compare dgvae --dataset sysu --table 2 "dgvae=d.json" "baseline=b.json"``
+``reid paper compare dgvae --dataset sysu --table 2 "dgvae=d.json" "baseline=b.json"``
 prints R-1/R-10/R-20/mAP/mINP beside DG-VAE's Table 1 or 2 and its ablation claims
 (:mod:`reidcli.paper.dgvae_compare`).
-``python -m reidcli.paper.compare dmgnet --table 5 --setting mixed_a --dataset prid2011
+``reid paper compare dmgnet --table 5 --setting mixed_a --dataset prid2011
 "DMG-Net=d.json" "BoT=b.json"`` prints mAP/CMC beside DMG-Net's Tables 3–6 and its claims
 (:mod:`reidcli.paper.dmgnet_compare`, which has its own options).
 """
 from __future__ import annotations
 
 import argparse
-import csv
-import json
 import sys
-from importlib import resources
 from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
-from reidcli.errors import InputFileError, ParameterError, ReidError, UsageError
+from reidcli.errors import ParameterError, ReidError, UsageError
+from reidcli.paper.results import RANKS, check_claims, fmt, load_result, paper_table
 from reidcli.paper.script import labelled_results, report_error
-
-RANKS = (1, 5, 10, 20)
 
 #: (claim, better method, worse method, allow equality) — C-DPCF paper, Fig. 3
 CDPCF_CLAIMS = (
@@ -40,45 +36,6 @@ CDPCF_CLAIMS = (
     ("C-DPCF ≥ DPCF", "C-DPCF", "DPCF", True),
     ("AvgP+pad.+XQDA < AvgP+XQDA", "AvgP+XQDA", "AvgP+pad.+XQDA", False),
 )
-
-
-def paper_table(name: str) -> list[dict[str, str]]:
-    """Rows of ``reidcli/paper/<name>.csv``."""
-    text = resources.files("reidcli.paper").joinpath(f"{name}.csv").read_text()
-    return list(csv.DictReader(text.splitlines()))
-
-
-def load_result(path: Path) -> dict:
-    """Summary of a ``reid eval --json`` report (percent): cmc@ranks, mAP, mINP and their stds,
-    PUR, AUC; ``trials`` and ``stores`` (how many stores an across-store report averages, 0
-    for a one-store report)."""
-    try:
-        report = json.loads(Path(path).read_text())
-    except (OSError, ValueError) as exc:
-        raise InputFileError(f"cannot read result {path} ({exc.__class__.__name__})",
-                             "pass a JSON evaluation report (as written by reid eval)") from None
-    cmc, std = report.get("cmc", []), report.get("std", {}).get("cmc", [])
-    agg = report.get("aggregation")
-    out = {"trials": report.get("num_trials", 1)}
-    out["trials_label"] = str(out["trials"]) if not agg else \
-        f"{agg['num_splits']} splits × {max(agg['draws_per_split'])}"
-    for r in RANKS:
-        out[f"r{r}"] = 100 * cmc[r - 1] if len(cmc) >= r else None
-        out[f"s{r}"] = 100 * std[r - 1] if len(std) >= r else None
-    for key, name in (("minp", "mINP"), ("map", "mAP")):
-        value, spread = report.get(name), report.get("std", {}).get(name)
-        out[key] = None if value is None else 100 * value
-        out[f"{key}_std"] = None if spread is None else 100 * spread
-    out["stores"] = len(report.get("stores") or [])
-    out["pur"] = None if report.get("pur") is None else 100 * report["pur"]
-    out["auc"] = None if report.get("auc") is None else 100 * report["auc"]
-    return out
-
-
-def _fmt(mean, std=None) -> str:
-    if mean is None:
-        return "—"
-    return f"{mean:.1f}" if not std else f"{mean:.1f} ± {std:.1f}"
 
 
 def compare(paper: str, dataset: str, results: list[tuple[str, Path]],
@@ -102,28 +59,10 @@ def compare(paper: str, dataset: str, results: list[tuple[str, Path]],
         paper_value = rows.get(label, {}).get(dataset) or (
             "n/a (figure only)" if dataset in next(iter(rows.values())) else "n/a")
         table.add_row(label, str(res["trials"]),
-                      *(_fmt(res[f"r{r}"], res[f"s{r}"]) for r in RANKS),
-                      _fmt(res["pur"]), paper_value)
+                      *(fmt(res[f"r{r}"], res[f"s{r}"]) for r in RANKS),
+                      fmt(res["pur"]), paper_value)
     console.print(table)
     return check_claims(CDPCF_CLAIMS, ours, "r1", console)
-
-
-def check_claims(claims, ours: dict[str, dict], metric: str, console: Console,
-                 label: str = "", digits: int = 1) -> list[tuple[str, bool | None]]:
-    """Print PASS/FAIL/SKIP for each (claim, better, worse, allow equality) on ``metric`` of
-    our results; returns ``[(claim, passed or None when a method was not run)]``."""
-    verdicts = []
-    for claim, better, worse, allow_equal in claims:
-        if better not in ours or worse not in ours:
-            verdicts.append((claim, None))
-            console.print(f"SKIP  {claim} (not run)")
-            continue
-        a, b = ours[better][metric], ours[worse][metric]
-        ok = a >= b if allow_equal else a > b
-        verdicts.append((claim, ok))
-        console.print(f"{'PASS' if ok else 'FAIL'}  {claim}{label}: {a:.{digits}f} vs "
-                      f"{b:.{digits}f}")
-    return verdicts
 
 
 #: registry name → WARCA paper dataset label
@@ -147,7 +86,7 @@ def compare_warca(dataset: str, results: list[tuple[str, Path]], table: str = "2
             t.add_column(col, justify="left" if col == "method" else "right")
         for label, res in ours.items():
             ref = paper.get(label.split(" ")[0].split("-")[0])
-            t.add_row(label, res["trials_label"], *(_fmt(res[f"r{r}"], res[f"s{r}"])
+            t.add_row(label, res["trials_label"], *(fmt(res[f"r{r}"], res[f"s{r}"])
                                                    for r in RANKS),
                       " / ".join(ref[k] for k in ("r1", "r5", "r10", "r20")) if ref else "n/a")
         console.print(t)
@@ -165,8 +104,8 @@ def compare_warca(dataset: str, results: list[tuple[str, Path]], table: str = "2
         row = paper.get((label, metric))
         return f"{row['mean']} ± {row['std']}" if row else "n/a"
     for label, res in ours.items():
-        t.add_row(label, res["trials_label"], _fmt(res["r1"], res["s1"]), ref(label, "rank1"),
-                  _fmt(res["r5"], res["s5"]), ref(label, "rank5"), _fmt(res.get("auc")),
+        t.add_row(label, res["trials_label"], fmt(res["r1"], res["s1"]), ref(label, "rank1"),
+                  fmt(res["r5"], res["s5"]), ref(label, "rank5"), fmt(res.get("auc")),
                   ref(label, "auc"))
     console.print(t)
     console.print("* the paper does not define its AUC (docs/methods/warca.md); ours is the mean CMC "
@@ -208,7 +147,7 @@ def compare_dart3(dataset: str, results: list[tuple[str, Path]], table: str = "1
         res = load_result(path)
         ours[label] = res
         refs = [paper.get((b, label)) for b in DART3_BACKBONES]
-        t.add_row(label, _fmt(res["map"], res["map_std"]), _fmt(res["r1"], res["s1"]),
+        t.add_row(label, fmt(res["map"], res["map_std"]), fmt(res["r1"], res["s1"]),
                   *(f"{r['mAP']} / {r['R1']}" if r else "n/a" for r in refs))
     console.print(t)
     return check_claims(DART3_CLAIMS, ours, "map", console, " (mAP)", digits=2)
@@ -219,10 +158,10 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["dmgnet"]:                       # its own options (--setting, --subset …)
         from reidcli.paper.dmgnet_compare import main as dmgnet_main
         return dmgnet_main(argv[1:])
-    parser = argparse.ArgumentParser(prog="python -m reidcli.paper.compare",
+    parser = argparse.ArgumentParser(prog="reid paper compare",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("paper", help="paper: cdpcf | warca | dart3 | dgvae | dmgnet (see "
-                        "python -m reidcli.paper.compare dmgnet --help)")
+                        "reid paper compare dmgnet --help)")
     parser.add_argument("--table", default=None, help="warca: 2 (default) or 3 (LOMO); "
                         "dart3: 1 (default, new camera) or 2 (cross-dataset); "
                         "dgvae: 2 (default, ablation) or 1 (state of the art)")
@@ -249,7 +188,3 @@ def main(argv: list[str] | None = None) -> int:
     except ReidError as exc:
         return report_error(exc)
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -1,7 +1,7 @@
 """Say how a DG-VAE run's training budget departs from the paper's (used by
 ``recipes/dgvae_*.sh`` after their tables).
 
-``python -m reidcli.paper.dgvae_budget RUN_DIR ...`` reads each run directory's
+``reid paper budget dgvae RUN_DIR ...`` reads each run directory's
 ``config.json`` and ``metrics.csv`` (written by ``reid train dgvae``) and prints one
 ``budget override: ...`` line per run whose schedule is not the paper's — 100, 50 and 100
 epochs of ⌈max(N_vis, N_ir)/(P·K)⌉ iterations with P = K = 4 (DG-VAE paper §4.2) — then the
@@ -90,9 +90,5 @@ def budget_lines(run_dirs: list[str | Path]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return budget_main("python -m reidcli.paper.dgvae_budget", __doc__.split("\n\n")[0], "dgvae",
+    return budget_main("reid paper budget dgvae", __doc__.split("\n\n")[0], "dgvae",
                        budget_lines, argv, notes=(STAGE1_AMBI_NOTE,))
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

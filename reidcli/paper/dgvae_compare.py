@@ -1,7 +1,7 @@
 """Our DG-VAE results beside the paper's Tables 1–2 (Pu et al., ACM MM 2020), and the paper's
 ordering claims of §4.4 checked on our numbers (used by ``recipes/dgvae_*.sh``).
 
-``python -m reidcli.paper.compare dgvae --dataset sysu [--table 1|2] [--protocol all]
+``reid paper compare dgvae --dataset sysu [--table 1|2] [--protocol all]
 "DG-VAE=full.json" "baseline=base.json" ...`` reads ``reid eval --json`` reports (one store
 or the across-store aggregate of several) and prints, per label, our R-1, R-10, R-20, mAP and
 mINP (mean ± std) with the paper's row underneath, keyed by (dataset, protocol, variant).
@@ -17,6 +17,7 @@ from rich.console import Console
 
 from reidcli.errors import ParameterError
 from reidcli.paper.grid import add_our_row, result_grid
+from reidcli.paper.results import check_claims, load_result, paper_table
 
 #: the paper's table columns of each dataset: registry-facing name → (paper name, CSV prefix)
 PAPER_DATASETS = {"sysu": ("SYSU-MM01", "sysu"), "regdb": ("RegDB", "regdb")}
@@ -78,7 +79,6 @@ class PaperRow:
 def paper_rows(label: str, dataset: str, protocol: str, table: str) -> list[PaperRow]:
     """The paper's rows for ``label`` under (dataset, protocol): Table 1 by method name,
     Table 2 by variant. A synthetic dataset gets both real-data rows, labelled as such."""
-    from reidcli.paper.compare import paper_table
 
     variant = variant_of(label)
     if table == "1":
@@ -110,7 +110,6 @@ def compare_dgvae(dataset: str, results: list[tuple[str, Path]], table: str = "2
     """Print ours beside the paper's Table ``table`` (1: state of the art, 2: ablation) for
     ``dataset`` (sysu | regdb | synthetic) and the claim lines; returns ``[(claim (metric),
     passed, or None when a variant of the claim was not run)]``."""
-    from reidcli.paper.compare import load_result
 
     console = console or Console(width=max(Console().width, 132))
     if dataset not in PROTOCOLS:
@@ -149,7 +148,6 @@ def compare_dgvae(dataset: str, results: list[tuple[str, Path]], table: str = "2
 def check_dgvae_claims(ours: dict[str, dict], console: Console) -> list[tuple[str, bool | None]]:
     """PASS/FAIL of every claim of :data:`DGVAE_CLAIMS` whose variants were both run (on R-1
     and on mAP); one line lists the claims left unchecked."""
-    from reidcli.paper.compare import check_claims
 
     verdicts, unchecked = [], []
     for claim, better, worse in DGVAE_CLAIMS:

@@ -1,7 +1,7 @@
 """Say how a DMG-Net run's training budget departs from the paper's (used by
 ``recipes/dmgnet_*.sh`` after their tables).
 
-``python -m reidcli.paper.dmgnet_budget RUN_DIR ...`` reads each run directory's
+``reid paper budget dmgnet RUN_DIR ...`` reads each run directory's
 ``config.json`` (written by ``reid train dmgnet``; its ``config`` holds ``epochs``,
 ``iters_per_epoch``, ``p``, ``k``, ``sources``, ``no_meta``, ``md_weight``, ``meta_order``)
 and prints one ``budget override: ...`` line per group of runs whose schedule is below the
@@ -111,9 +111,5 @@ def budget_lines(run_dirs: list[str | Path]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return budget_main("python -m reidcli.paper.dmgnet_budget", __doc__.split("\n\n")[0], "dmgnet",
+    return budget_main("reid paper budget dmgnet", __doc__.split("\n\n")[0], "dmgnet",
                        budget_lines, argv)
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

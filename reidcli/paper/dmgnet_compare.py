@@ -2,7 +2,7 @@
 Generalization Network for Person Re-Identification", CVPR 2021), and the paper's claims
 checked on our numbers (used by ``recipes/dmgnet_*.sh``).
 
-``python -m reidcli.paper.compare dmgnet --table 5 --setting mixed_a --dataset prid2011
+``reid paper compare dmgnet --table 5 --setting mixed_a --dataset prid2011
 "DMG-Net=x.json" "BoT=y.json"`` reads ``reid eval --json`` reports (one store, or the
 across-store aggregate of a target's 10 trials) and prints, per label, our mAP and CMC@1/5/10/20
 (mean ± std) with the paper's row underneath; cells the paper does not report print "-".
@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import sys
 from pathlib import Path
 
 from rich.console import Console
@@ -32,6 +31,7 @@ from rich.console import Console
 from reidcli.errors import ParameterError, ReidError, UsageError
 from reidcli.naming import param
 from reidcli.paper.grid import add_our_row, result_grid
+from reidcli.paper.results import check_claims, load_result, paper_table
 from reidcli.paper.script import labelled_results, report_error
 
 #: Table 5 settings: registry-facing name → the paper's
@@ -108,7 +108,6 @@ class Comparison:
 
 
 def _rows(name: str, **match) -> list[dict[str, str]]:
-    from reidcli.paper.compare import paper_table
 
     return [r for r in paper_table(name) if all(r[k] == v for k, v in match.items())]
 
@@ -174,7 +173,6 @@ def compare_dmgnet(results: list[tuple[str, Path]], table: str = "5",
                    console: Console | None = None) -> list[tuple[str, bool | None]]:
     """Print ours beside the paper's rows (module doc) and the claim lines; returns
     ``[(claim (metric), passed, or None when a method of the claim was not run)]``."""
-    from reidcli.paper.compare import load_result
 
     console = console or Console(width=max(Console().width, 132))
     setup = comparison(table, dataset, setting, subset, source)
@@ -208,7 +206,6 @@ def check_dmgnet_claims(claims, ours: dict[str, dict],
                         console: Console) -> list[tuple[str, bool | None]]:
     """PASS/FAIL of every (claim, better, worse, metrics) whose methods were both run, one
     line per metric; one line lists the claims left unchecked."""
-    from reidcli.paper.compare import check_claims
 
     verdicts, unchecked = [], []
     for claim, better, worse, metrics in claims:
@@ -226,7 +223,7 @@ def check_dmgnet_claims(claims, ours: dict[str, dict],
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m reidcli.paper.compare dmgnet",
+    parser = argparse.ArgumentParser(prog="reid paper compare dmgnet",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--table", default="5", help="3 (direct transfer), 4 (Person30K), "
                         "5 (Mixed A/B, default) or 6 (Person30K ablation)")
@@ -244,10 +241,6 @@ def main(argv: list[str] | None = None) -> int:
     except ReidError as exc:
         return report_error(exc)
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main(sys.argv[1:]))
 
 
 __all__ = ["compare_dmgnet", "check_dmgnet_claims", "comparison", "method_of", "SETTINGS",

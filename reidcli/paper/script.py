@@ -1,4 +1,4 @@
-"""What the ``python -m reidcli.paper.*`` scripts share: reading ``LABEL=result.json``
+"""What the ``reid paper`` commands share: reading ``LABEL=result.json``
 arguments and reporting an error as one line with exit code 2."""
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ def report_error(exc: ReidError) -> int:
 def budget_main(prog: str, description: str, method: str,
                 budget_lines: Callable[[Sequence[str]], list[str]],
                 argv: list[str] | None = None, notes: Sequence[str] = ()) -> int:
-    """``python -m PROG RUN_DIR...``: print ``budget_lines(runs)`` then ``notes``."""
+    """``PROG RUN_DIR...``: print ``budget_lines(runs)`` then ``notes``."""
     import argparse
 
     parser = argparse.ArgumentParser(prog=prog, description=description)

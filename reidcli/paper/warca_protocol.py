@@ -1,9 +1,9 @@
 """What the WARCA recipes print about the experiment they ran (docs/methods/warca.md).
 
-``python -m reidcli.paper.warca_protocol header STORE --dim D'`` prints the recipe's header
+``reid paper warca-protocol header STORE --dim D'`` prints the recipe's header
 line: the dataset, its splits, test persons, probe/gallery draws and rule, the features and
 D' — and whether that is the WARCA paper's protocol (Sect. 4.1–4.2) or how it departs.
-``python -m reidcli.paper.warca_protocol cv MODEL`` prints the (λ, η) a ``cv=true`` fit
+``reid paper warca-protocol cv MODEL`` prints the (λ, η) a ``cv=true`` fit
 selected on split 1's training ids (and the held-out check against the identity);
 ``--values`` prints just ``λ η`` for a shell ``read`` (``--with-values``: the sentence, then
 ``λ η`` on a second line).
@@ -159,7 +159,7 @@ def cv_report(model: str | Path, values: bool = False, with_values: bool = False
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m reidcli.paper.warca_protocol",
+    parser = argparse.ArgumentParser(prog="reid paper warca-protocol",
                                      description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     head = sub.add_parser("header", help="the protocol line of a recipe's store")
@@ -178,7 +178,3 @@ def main(argv: list[str] | None = None) -> int:
         return cv_report(args.model, args.values, args.with_values)
     except ReidError as exc:
         return report_error(exc)
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -83,7 +83,7 @@ def _check_metrics(path: Path, prefix: str, entry: dict) -> None:
         if value is not None and not _is_fraction(value):
             raise InputFileError(f"{path}: field '{prefix}{key}' is {value!r}, not a fraction "
                                  "in [0, 1] or null",
-                                 "re-run reid eval --json for this result (metrics are "
+                                 "evaluate again and plot the new JSON report (metrics are "
                                  "numbers, not text or percentages)")
 
 
@@ -97,8 +97,8 @@ def _check_curve(path: Path, field: str, values) -> None:
         if not _is_fraction(v):
             raise InputFileError(f"{path}: field '{field}[{i}]' is {v!r}, not a fraction in "
                                  "[0, 1]",
-                                 "re-run reid eval --json for this result (a CMC value must be "
-                                 "a finite number)")
+                                 "evaluate again and plot the new JSON report (a CMC value "
+                                 "must be a finite number)")
 
 
 #: how the papers write the fitted methods' names
@@ -134,10 +134,20 @@ def report_label(report: dict) -> str:
     return label
 
 
-def distinct_labels(names: Sequence[str], paths: Sequence[str | os.PathLike]) -> list[str]:
-    """``names`` with every clashing one suffixed by what tells its report apart: the file
-    name stem, else the parent folder/stem, else the whole path (never a counter alone)."""
+def distinct_labels(names: Sequence[str], paths: Sequence[str | os.PathLike],
+                    stores: Sequence[str | None] | None = None) -> list[str]:
+    """``names`` with every clashing one suffixed by what tells its report apart: the name
+    of the store it evaluated (``stores``, the reports' ``store`` field) when those differ
+    within each clash, else the file name stem, else the parent folder/stem, else the whole
+    path (never a counter alone)."""
     out = list(names)
+    if stores is not None:
+        tags = [Path(s).stem if s else None for s in stores]
+        for name in {n for n in out if out.count(n) > 1}:
+            group = [i for i, n in enumerate(names) if n == name]
+            if all(tags[i] for i in group) and len({tags[i] for i in group}) == len(group):
+                for i in group:
+                    out[i] = f"{name} [{tags[i]}]"
     for depth in (1, 2, None):
         clashes = {n for n in out if out.count(n) > 1}
         if not clashes:
@@ -223,10 +233,10 @@ def plot_cmc(results: Sequence[str | os.PathLike], out: str | os.PathLike | None
              force: bool = False) -> CMCPlot:
     """One CMC curve per result, each with its own (marker, linestyle); legend ``name — R1
     x %, mAP y %`` with ``name`` from ``labels`` or else :func:`report_label`; clashing
-    names are told apart by their file names (:func:`distinct_labels`)."""
+    names are told apart by their stores or file names (:func:`distinct_labels`)."""
     check_param("CMC plot", "max_rank", max_rank, Interval(int, 1))
     if not results:
-        raise UsageError("no result to plot", "give one or more reid eval --json reports")
+        raise UsageError("no result to plot", "give one or more JSON evaluation reports")
     labels = list(labels or [])
     if len(labels) > len(results):
         raise UsageError(f"{len(labels)} {param('labels')} values for {len(results)} "
@@ -240,7 +250,7 @@ def plot_cmc(results: Sequence[str | os.PathLike], out: str | os.PathLike | None
     reports = [read_result(p) for p in results]
     names = labels[:len(reports)]
     names += [report_label(r) for r in reports[len(names):]]
-    names = distinct_labels(names, results)
+    names = distinct_labels(names, results, [r.get("store") for r in reports])
     fig, ax = plt.subplots(figsize=(FIGURE_WIDTH, 4.6 + 0.22 * len(reports)),
                            layout="constrained")
     curves: dict[str, tuple[np.ndarray, np.ndarray | None]] = {}

@@ -54,9 +54,8 @@ def _store_features(st, feature: str | None, rows: np.ndarray) -> tuple[str, np.
                              f"{len(rows)} plotted row(s) holding NaN or Inf values (first: "
                              f"store row {int(rows[np.flatnonzero(bad)[0]])})",
                              "re-extract or fix those features (t-SNE needs finite values)")
-    attrs = st.h5["features"][name].attrs
-    mode = attrs.get("feat_norm", "global")
-    mode = mode.decode() if isinstance(mode, bytes) else str(mode)
+    attrs = st.feature_attrs(name)
+    mode = str(attrs.get("feat_norm", "global"))
     return name, normalize_features(feats, mode, int(attrs.get("n_parts", 1)))
 
 

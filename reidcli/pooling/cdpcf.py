@@ -27,10 +27,10 @@ from reidcli.params import NONE, TEXT, Options, validate_params
 from reidcli.progress import track
 from reidcli.registry import register
 from reidcli.pooling.geometry import area_positions, position_areas, same_area_mask
-from reidcli.pooling.pooled import (average_weights, center_and_normalize, flat_maps, l2_rows,
+from reidcli.numeric import l2_normalize_rows as l2_rows
+from reidcli.pooling.pooled import (average_weights, center_and_normalize, flat_maps,
                                     pad_by_camera, pool_by_camera)
-from reidcli.pooling.projection import (image_blocks, project_maps,
-                                        random_orthonormal_projection)
+from reidcli.pooling.projection import image_blocks, random_orthonormal_projection
 from reidcli.pooling.weight_maps import CrossCameraScatter, top_eigenvectors
 
 METHODS = ("cdpcf", "dpcf", "avgp", "avgp-pad")
@@ -135,9 +135,10 @@ def learn_weight_maps(read: MapReader, layer: str, layer_idx: int, rows: np.ndar
                                  mask=mask, context=context or f"layer {layer}")
     for idx in _chunks(len(rows), config.chunk, f"{layer} weight maps"):
         raw = read(layer, rows[idx])
-        # w/o R: the stored maps themselves (the scatter converts them block by block)
-        scatter.add(idx, raw.reshape(len(idx), channels, size) if projection is None else
-                    project_maps(raw, projection, positions))
+        if projection is None:   # w/o R: the stored maps (converted block by block)
+            scatter.add(idx, raw.reshape(len(idx), channels, size))
+        else:                    # q = R^T F* projected and accumulated task by task
+            scatter.add_maps(idx, raw, projection, positions)
     weights, values = top_eigenvectors(scatter.result(), config.K,
                                        context=context or f"layer {layer}")
     return {"weight_maps": weights, "eigenvalues": values}
@@ -436,20 +437,16 @@ class PoolingEstimator(Estimator):
         return PooledMetricModel(dict(arrays), dict(hyperparameters))
 
 
-#: the one-name-per-concept flags of docs/cli.md
-_POOLING_FLAGS = {"xqda_lambda": "--reg", "xqda_dims": "--dim"}
-
-
 @register("cdpcf", stage="fit-pooling", paper="Matsukawa & Suzuki (C-DPCF)",
           summary="C-DPCF: camera-specific discriminative weight maps + XQDA per (layer, map).",
-          flags=_POOLING_FLAGS, hidden=["chunk"])
+          hidden=["chunk"])
 class CDPCF(PoolingEstimator):
     pooling_method = "cdpcf"
 
 
 @register("dpcf", stage="fit-pooling", paper="Matsukawa & Suzuki (C-DPCF), DPCF ablation",
           summary="DPCF: one discriminative weight-map set shared by all cameras + XQDA.",
-          flags=_POOLING_FLAGS, hidden=["chunk"])
+          hidden=["chunk"])
 class DPCF(PoolingEstimator):
     pooling_method = "dpcf"
 
@@ -457,7 +454,7 @@ class DPCF(PoolingEstimator):
 @register("avgp", stage="fit-pooling",
           paper="Matsukawa & Suzuki (C-DPCF), AvgP+XQDA baseline",
           summary="AvgP+XQDA: stripe-average pooling, one XQDA per layer.",
-          flags=_POOLING_FLAGS, hidden=["chunk", "K", "E"])
+          hidden=["chunk", "K", "E"])
 class AvgP(PoolingEstimator):
     pooling_method = "avgp"
 
@@ -465,6 +462,6 @@ class AvgP(PoolingEstimator):
 @register("avgp-pad", stage="fit-pooling", paper="Matsukawa & Suzuki (C-DPCF), AvgP+pad.+XQDA "
           "baseline (CRAFT-style padding)",
           summary="AvgP+pad.+XQDA: camera zero-padded stripe averages + XQDA.",
-          flags=_POOLING_FLAGS, hidden=["chunk", "K", "E"])
+          hidden=["chunk", "K", "E"])
 class AvgPPad(PoolingEstimator):
     pooling_method = "avgp-pad"

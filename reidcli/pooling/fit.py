@@ -53,15 +53,6 @@ class PoolingFitSummary:
     seconds: float
 
 
-def store_trials(store) -> list[tuple[int, np.ndarray]]:
-    """``(trial, train rows)`` of every protocol trial, or ``[(0, train split rows)]``."""
-    proto = store.protocol
-    if proto is not None and proto.trials:
-        return [(k, np.asarray(t["train_idx"], dtype=np.int64))
-                for k, t in enumerate(proto.trials)]
-    return [(0, np.asarray(store.split_rows("train"), dtype=np.int64))]
-
-
 def reduced_id_rows(rows: np.ndarray, pids: np.ndarray, limit: int, trial: int, repeat: int,
                     seed: int) -> np.ndarray:
     """Rows [m] of ``limit`` training ids drawn without replacement from the pids [n] of
@@ -82,7 +73,8 @@ def warn_if_several_networks(camera_domains: np.ndarray, trial: int) -> None:
         warnings.warn(f"C-DPCF trial {trial}: the training cameras belong to {len(domains)} "
                       f"domains ({', '.join(domains)}) that share no identity, so their "
                       "camera-specific maps are learned from negative pairs only across domains "
-                      "— fit one domain (reid extract --option domains=...) or use dpcf")
+                      "— fit one domain (a store extracted with the loader option domains) "
+                      "or use dpcf")
 
 
 def fit_trial(store, rows: np.ndarray, layers: list[str], config: PoolingConfig,
@@ -139,7 +131,7 @@ def fit_pooling_store(store_path: str | Path, out: str | Path, config: PoolingCo
     (``trial_<k>/average_images`` uint8 [C, 128, 64, 3], for the Fig. 5 plot). Returns a
     summary.
     """
-    from reidcli.features.layout import parse_trials
+    from reidcli.store.trials import parse_trials, store_trials
     from reidcli.io import check_output
     from reidcli.store import open_store
 

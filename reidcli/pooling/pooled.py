@@ -64,12 +64,6 @@ def center_and_normalize(x: np.ndarray, mean: np.ndarray) -> np.ndarray:
     return y / np.maximum(norms, 1e-12)[:, None]
 
 
-def l2_rows(x: np.ndarray) -> np.ndarray:
-    """Rows scaled to unit norm (for the "w/o V" cosine distance)."""
-    norms = np.sqrt(np.einsum("ij,ij->i", x, x))
-    return x / np.maximum(norms, 1e-12)[:, None]
-
-
 def pad_by_camera(x: np.ndarray, cam_index: np.ndarray, num_cameras: int) -> np.ndarray:
     """CRAFT-style zero padding b_{c_i} ⊗ x̃: [n, D] → [n, C·D] (x̃ in block c_i)."""
     n, d = x.shape

@@ -7,8 +7,11 @@ come out in closed form without enumerating pairs or keeping every image's q in 
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import itertools
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import scipy.linalg
@@ -16,7 +19,14 @@ import scipy.linalg
 from reidcli.cameras import camera_index
 from reidcli.errors import ParameterError, UsageError
 from reidcli.naming import param
-from reidcli.pooling.projection import image_blocks
+from reidcli.pooling.projection import image_blocks, readonly_tensor
+
+#: images per task of :meth:`CrossCameraScatter.add_maps` (the unit of work of one thread;
+#: fixed, so the float64 sums of the tasks' partial statistics, merged in task order, do not
+#: depend on the thread count)
+TASK_IMAGES = 32
+#: bytes of one block of maps converted to float32 at a time inside a task (bounded scratch)
+TASK_BLOCK_BYTES = 4 << 20
 
 
 @dataclasses.dataclass
@@ -113,6 +123,98 @@ class CrossCameraScatter:
         flat = self._sums.reshape(-1, rows * s)
         flat[ordered[starts]] += np.add.reduceat(flat_q, starts, axis=0, dtype=np.float64)
 
+    def add_maps(self, index: np.ndarray, maps: np.ndarray, projection: np.ndarray,
+                 positions: list[np.ndarray]) -> None:
+        """Add images ``index`` from their conv maps [n, D', H, W] (or [n, D', S]): q_i =
+        R^T F*_i (Eq. 8) is projected and accumulated task by task, never kept for the chunk.
+
+        Same statistics as :meth:`add` with q = :func:`~reidcli.pooling.projection.project_maps`
+        (float32 products of the float16 maps, float64 sums), at a different rounding. The
+        chunk is cut into tasks of :data:`TASK_IMAGES` images that run on torch's threads,
+        each task on one thread with single-threaded GEMMs; the tasks' partial Grams and
+        person sums are added in task order, so the result does not depend on the thread
+        count. Per task and area g, F[task][:, :, A_g] is converted block by block into a
+        [D', b·|A_g|] scratch and projected by one GEMM R_g^T [E, D'] × [D', b·|A_g|]
+        (oneDNN where torch has it, else torch.mm)."""
+        import torch
+
+        index = np.asarray(index, dtype=np.int64)
+        maps = np.asarray(maps)
+        n, channels = maps.shape[:2]
+        flat = maps.reshape(n, channels, -1)
+        s, rank = flat.shape[2], projection.shape[1]
+        if s != self.positions:
+            raise ValueError(f"maps have {s} positions, expected {self.positions}")
+        if len(index) != n:
+            raise ValueError(f"{len(index)} image indices for {n} maps")
+        wide = maps.dtype == np.float64
+        dtype = torch.float64 if wide else torch.float32
+        self._start(rank, s)
+        if self._seen[index].any() or len(np.unique(index)) != len(index):
+            raise ValueError("an image was added twice")
+        self._seen[index] = True
+        proj_t = torch.from_numpy(np.ascontiguousarray(projection.T, dtype=np.float64)
+                                  ).to(dtype)                          # R^T [E, G·D']
+        blocks_t = [proj_t[:, g * channels:(g + 1) * channels].contiguous()
+                    for g in range(len(positions))]                    # R_g^T [E, D']
+        areas = [(slice(int(p[0]), int(p[-1]) + 1) if len(p) and p[-1] - p[0] + 1 == len(p)
+                  else torch.from_numpy(np.asarray(p, dtype=np.int64))) for p in positions]
+        source = readonly_tensor(flat)
+        linear = None if wide else _onednn_linear()
+        tasks = [slice(a, min(a + TASK_IMAGES, n)) for a in range(0, n, TASK_IMAGES)]
+
+        def task(part: slice):
+            q = _project_task(source[part], blocks_t, areas, positions, rank, s, dtype, linear)
+            return self._task_statistics(index[part], q)
+
+        for grams, sums in _run_tasks(task, tasks):                    # in task order
+            for c, (g_all, g_same) in grams.items():
+                self._self_all[c] += g_all
+                self._self_same[c] += g_same
+            ids, values = sums
+            self._sums.reshape(-1, rank * s)[ids] += values
+
+    def _start(self, rows: int, s: int) -> None:
+        if self._rows is None:
+            self._rows = rows
+            c, p = self.num_cameras, len(self.persons)
+            self._self_same = np.zeros((c, s, s))
+            self._self_all = np.zeros((c, s, s))
+            self._sums = np.zeros((p, c, rows * s))
+        elif rows != self._rows:
+            raise ValueError(f"q has {rows} rows, expected {self._rows}")
+
+    def _task_statistics(self, index: np.ndarray, q) -> tuple[dict, tuple]:
+        """One task's per-camera (a^A-weighted, a^S-weighted) Grams [S, S] and its person
+        sums (group ids, float64 [groups, E·S]) of q [n, E, S] (a torch tensor)."""
+        import torch
+
+        n, rows, s = q.shape
+        cams = self.cam_index[index]
+        grams = {}
+        for c in np.unique(cams).tolist():
+            pick = np.flatnonzero(cams == c)
+            qc = q if len(pick) == n else q.index_select(0, torch.from_numpy(pick))
+            qc = qc.reshape(-1, s)                                     # [(b·E), S]
+            gram = torch.mm(qc.t(), qc).double().numpy()               # Σ q_i^T q_i
+            w_same = self.weight_same[index[pick]]
+            if np.all(w_same == w_same[0]):
+                same = w_same[0] * gram
+            else:
+                scale = torch.from_numpy(np.repeat(np.sqrt(w_same), rows)).to(q.dtype)
+                a = qc * scale[:, None]
+                same = torch.mm(a.t(), a).double().numpy()
+            grams[c] = (self.weight_all[index[pick[0]]] * gram, same)
+        groups = self.person_index[index] * self.num_cameras + cams
+        order = np.argsort(groups, kind="stable")
+        ordered = groups[order]
+        starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
+        flat_q = q.reshape(n, rows * s).numpy()
+        if np.any(order != np.arange(n)):
+            flat_q = flat_q[order]
+        return grams, (ordered[starts], np.add.reduceat(flat_q, starts, axis=0,
+                                                         dtype=np.float64))
+
     @staticmethod
     def _gram(q: np.ndarray, pick: np.ndarray, scale: np.ndarray | None = None) -> np.ndarray:
         """Σ_{i∈pick} (b_i q_i)^T (b_i q_i) [S, S] in float64 (b_i = ``scale`` [len(pick)] or 1).
@@ -165,6 +267,104 @@ class CrossCameraScatter:
         return PairScatter(sigma_same=z_same / self.n_same,
                            sigma_diff=(z_all - z_same) / self.n_diff,
                            n_same=self.n_same, n_diff=self.n_diff)
+
+
+def _onednn_linear():
+    """torch's oneDNN float32 linear, ``op(x, w, None, "none", [], "")`` = x wᵀ, or None
+    where torch has no oneDNN or lets it round float32 products to a lower precision."""
+    import torch
+    try:
+        if not torch.backends.mkldnn.is_available():
+            return None
+        mode = getattr(getattr(torch.backends.mkldnn, "matmul", None), "fp32_precision",
+                       "none")
+        return torch.ops.mkldnn._linear_pointwise if mode in ("none", "ieee") else None
+    except (AttributeError, RuntimeError):
+        return None
+
+
+def _project_task(maps, blocks_t, areas, positions, rank: int, s: int, dtype, linear):
+    """q [n, E, S] (torch, ``dtype``) of one task's maps [n, D', S] (torch, any float
+    dtype): per area g and block of images, the maps converted into a [D', b, |A_g|]
+    scratch (≤ :data:`TASK_BLOCK_BYTES`) and one GEMM R_g^T × scratch (Eq. 8)."""
+    import torch
+
+    n, channels = maps.shape[:2]
+    q = torch.empty((n, rank, s), dtype=dtype)
+    widest = max(len(p) for p in positions)
+    itemsize = torch.empty((), dtype=dtype).element_size()
+    step = max(1, TASK_BLOCK_BYTES // (channels * widest * itemsize))
+    scratch = torch.empty(channels * min(step, n) * widest, dtype=dtype)
+    for block_t, cols, pos in zip(blocks_t, areas, positions):
+        width = len(pos)
+        for a in range(0, n, step):
+            b = min(step, n - a)
+            part = maps[a:a + b, :, cols] if isinstance(cols, slice) else \
+                maps[a:a + b].index_select(2, cols)                    # [b, D', |A_g|]
+            buf = scratch[:channels * b * width].view(channels, b, width)
+            buf.copy_(part.permute(1, 0, 2))                           # convert + transpose
+            flat = buf.view(channels, b * width)
+            res = linear(block_t, flat.t(), None, "none", [], "") if linear is not None \
+                else torch.mm(block_t, flat)                           # [E, b·|A_g|]
+            res = res.view(rank, b, width).permute(1, 0, 2)
+            if isinstance(cols, slice):
+                q[a:a + b, :, cols] = res
+            else:
+                q[a:a + b].index_copy_(2, cols, res)
+    return q
+
+
+class _TaskWorkers:
+    """The threads of :meth:`CrossCameraScatter.add_maps` (created on first use, reused)."""
+
+    pool: ThreadPoolExecutor | None = None
+    size = 0
+
+    @classmethod
+    def get(cls, n: int) -> ThreadPoolExecutor:
+        if cls.pool is None or cls.size < n:
+            if cls.pool is not None:
+                cls.pool.shutdown(wait=True)
+            cls.pool, cls.size = ThreadPoolExecutor(n, thread_name_prefix="cdpcf-task"), n
+        return cls.pool
+
+
+@contextlib.contextmanager
+def _one_intra_op_thread():
+    """torch on one intra-op thread per task (OpenMP builds); the caller's count restored."""
+    import torch
+    threads = torch.get_num_threads()
+    openmp = "parallel backend: OpenMP" in torch.__config__.parallel_info()
+    if threads == 1 or not openmp:
+        yield threads if openmp else 1
+        return
+    torch.set_num_threads(1)
+    try:
+        yield threads
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _run_tasks(fn, tasks: list):
+    """``fn(task)`` for every task, on up to torch's thread count of workers (each task on
+    one thread), the results in task order."""
+    with _one_intra_op_thread() as threads:
+        workers = min(threads, len(tasks))
+        if workers <= 1:
+            return [fn(t) for t in tasks]
+        out: list = [None] * len(tasks)
+        claim = itertools.count()
+
+        def work():
+            for i in iter(claim.__next__, None):
+                if i >= len(tasks):
+                    return
+                out[i] = fn(tasks[i])
+
+        pool = _TaskWorkers.get(workers)
+        for f in [pool.submit(work) for _ in range(workers)]:
+            f.result()
+        return out
 
 
 def top_eigenvectors(scatter: PairScatter, k: int, context: str = "") -> tuple[

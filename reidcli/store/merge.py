@@ -147,7 +147,8 @@ def merge_shards(out: str | os.PathLike, shards: Sequence[str | os.PathLike], *,
     False hides the progress line (None: :mod:`reidcli.progress`'s default).
     """
     if not shards:
-        raise UsageError("no shards given", "pass the shard stores: reid store merge --out OUT S0 S1 ...")
+        raise UsageError("no shards given", "pass the shard stores written by a sharded "
+                         "extraction")
     stores = [open_store(p) for p in shards]
     try:
         metas = [_shard_meta(s) for s in stores]

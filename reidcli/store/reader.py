@@ -413,6 +413,12 @@ class FeatureStore:
                 "normalized": bool(ds.attrs.get("normalized", False)),
                 "dtype": str(ds.dtype)}
 
+    def feature_attrs(self, name: str | None = None) -> dict[str, Any]:
+        """Every attribute of a feature (``metric``, ``feat_norm``, ``n_parts``, ``adapted_by``
+        …; docs/formats.md), bytes decoded to str."""
+        ds = self.h5[FEATURES][self.require_feature(name)]
+        return {k: (v.decode() if isinstance(v, bytes) else v) for k, v in ds.attrs.items()}
+
     def features(self, name: str | None = None, rows: np.ndarray | slice | None = None
                  ) -> np.ndarray:
         """Feature rows as float32 [len(rows), D]; ``rows`` None = all, any int index order."""

@@ -1,4 +1,4 @@
-"""Constants of the feature-store schema (ARCHITECTURE.md, "The feature store", version 1).
+"""Constants of the feature-store schema (docs/formats.md, "Feature store (schema 1)").
 
 ```
 /                 attrs: format="reidcli.store", schema=1, dataset, created, reidcli_version,
@@ -54,6 +54,3 @@ def trial_index(name: str) -> int | None:
     return int(rest) if rest.isdigit() else None
 
 
-def trial_group(k: int) -> str:
-    """``/protocol/trial_<k>`` of a store."""
-    return f"{PROTOCOL}/{trial_name(k)}"

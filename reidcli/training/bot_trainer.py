@@ -10,11 +10,12 @@ from reidcli.models.checkpoint import ModelSpec
 from reidcli.training.config import TrainConfig
 from reidcli.training.losses import batch_hard_triplet, label_smoothing_cross_entropy
 from reidcli.registry import register_info
-from reidcli.training.pcb_trainer import Phase
+from reidcli.training.phases import Phase
 from reidcli.training.schedule import warmup_step_factor
+from reidcli.training.trainer_base import TrainerBase
 
 
-class BoTTrainer:
+class BoTTrainer(TrainerBase):
     """L = L_soft(ε=0.1) + L_tri(m=0.3), Adam 3.5e-4, wd 5e-4, warm-up 10 epochs from 0.1×,
     ×0.1 at 40 and 70 of 120 epochs, P=16 × K=4."""
 

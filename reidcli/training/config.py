@@ -90,6 +90,13 @@ class TrainConfig:
     log_every: int = 20
     max_iters: int | None = None
     preset: str | None = None
+    # evaluation during training, checkpoint selection, logging (docs/training.md)
+    eval_every: int | None = None         # epochs; None: no evaluation during training
+    eval_dataset: str | None = None       # None: the training dataset (its test trials)
+    eval_options: dict = dataclasses.field(default_factory=dict)   # its loader options
+    keep: str = "last"                    # last | best (model_best.pt by keep_metric)
+    keep_metric: str = "mAP"              # mAP | rank1
+    tensorboard: bool = False
 
     def as_dict(self, own_fields_only: bool = False) -> dict[str, Any]:
         """Every field; ``own_fields_only`` leaves out the fields of other methods (the
@@ -189,6 +196,8 @@ def _pk_batch(values: dict[str, Any], given: dict[str, Any]) -> None:
     values["batch_size"] = values["p"] * k
 
 
+#: the evaluation numbers ``keep="best"`` may select on (docs/training.md)
+KEEP_METRICS = ("mAP", "rank1")
 #: one constraint per numeric or choice option (:mod:`reidcli.params`): ranges, finiteness,
 #: integer-ness, seeds in [0, 2³²). Epoch and iteration counts are bounded so that schedule
 #: arithmetic stays in int64; counts of images per batch so that a batch fits any memory.
@@ -241,6 +250,9 @@ FIELD_CONSTRAINTS: dict[str, tuple] = {
     "checkpoint_every": (Interval(int, 1, 100_000),),
     "log_every": (Interval(int, 1, 10**9),),
     "max_iters": (NONE, Interval(int, 0, 10**12)),
+    "eval_every": (NONE, Interval(int, 1, 100_000)),
+    "keep": (Options(("last", "best")),),
+    "keep_metric": (Options(KEEP_METRICS, aliases={"map": "mAP"}),),
 }
 #: constraint of each item of a list option (``input_size``: each side, in pixels)
 ITEM_CONSTRAINTS: dict[str, object] = {
@@ -285,6 +297,13 @@ def validate_config(cfg: TrainConfig) -> None:
                              "is not increasing",
                              f"give the epochs in order, e.g. "
                              f"{param('lr_steps', ','.join(map(str, sorted(set(cfg.lr_steps)))))}")
+    if cfg.keep == "best" and cfg.eval_every is None:
+        raise ParameterError("training", "keep", "best", "selects by the evaluation during "
+                             "training, which is off", f"add {param('eval_every', 1)}")
+    if cfg.method == "dmgnet" and cfg.eval_every is not None and not cfg.eval_dataset:
+        raise ParameterError("training", "eval_every", cfg.eval_every, "needs a dataset to "
+                             "evaluate on (DMG-Net trains on several sources)",
+                             f"name a target with {param('eval_dataset')}")
     if cfg.method == "pcb" and cfg.input_size[0] // 16 < cfg.parts:
         raise ParameterError("training", "input_size",
                              f"{cfg.input_size[0]}x{cfg.input_size[1]}",
@@ -294,4 +313,4 @@ def validate_config(cfg: TrainConfig) -> None:
 
 
 __all__ = ["TrainConfig", "make_config", "method_defaults", "method_info", "validate_config",
-           "FIELD_CONSTRAINTS", "ITEM_CONSTRAINTS"]
+           "FIELD_CONSTRAINTS", "ITEM_CONSTRAINTS", "KEEP_METRICS"]

@@ -65,8 +65,22 @@ def training_records(dataset: str, root=None, options: dict[str, Any] | None = N
     return frame
 
 
+#: draws of a further copy of an image before one that differs from its earlier copies in
+#: the batch is given up (a transform without randomness, or with little: flip only)
+FRESH_COPY_TRIES = 8
+
+
 class SeededAugmentDataset(torch.utils.data.Dataset):
-    """Item ``epoch·n + i`` = ``base[i]`` transformed under the torch seed (seed, epoch, i).
+    """Item ``Draw(epoch, rank, step, copy, i)`` (:class:`reidcli.data.samplers.Draw`) =
+    ``base[i]`` transformed under a torch seed from (seed, epoch, rank, step, copy, i).
+
+    Every drawn copy of an image gets its own augmentation, the same on every run with this
+    seed, with any number of loader workers or threads, and after ``--resume``. Copy ``c``
+    ≥ 1 of an image is redrawn (attempt 1, 2, … of its seed, at most
+    :data:`FRESH_COPY_TRIES`) while its image tensor equals that of an earlier copy in the
+    batch, so a batch holds no two identical tensors unless the augmentation cannot make
+    them differ (augmentation off, or too few random choices). A bare int key ``i`` is
+    ``Draw(0, 0, 0, 0, i)``.
 
     Use with :class:`reidcli.data.samplers.EpochTaggedSampler`. The global torch RNG of the
     calling process is left untouched (``fork_rng``), so model dropout keeps its own stream.
@@ -74,17 +88,51 @@ class SeededAugmentDataset(torch.utils.data.Dataset):
 
     def __init__(self, base: ImageRecordDataset, seed: int):
         self.base, self.seed = base, int(seed)
+        self._batch: tuple = ()            # (epoch, rank, step) of the copies held below
+        self._copies: dict[tuple[int, int], dict] = {}    # (index, copy) → item
 
     def __len__(self) -> int:
         return len(self.base)
 
-    def __getitem__(self, key: int) -> dict:
-        n = len(self.base)
-        epoch, index = divmod(int(key), n)
+    def _seeded(self, epoch: int, rank: int, step: int, copy: int, index: int,
+                attempt: int) -> dict:
         with torch.random.fork_rng(devices=[]):
-            seq = np.random.SeedSequence([self.seed, epoch, index, 97])
+            seq = np.random.SeedSequence([self.seed, epoch, rank, step, copy, index, attempt,
+                                          98])
             torch.manual_seed(int(seq.generate_state(1, dtype=np.uint64)[0] >> 1))
             return self.base[index]
 
+    def _copy(self, epoch: int, rank: int, step: int, copy: int, index: int) -> dict:
+        if self._batch != (epoch, rank, step):          # one batch's copies at a time
+            self._batch, self._copies = (epoch, rank, step), {}
+        key = (index, copy)
+        if key not in self._copies:
+            earlier = [self._copy(epoch, rank, step, c, index)["image"] for c in range(copy)]
+            for attempt in range(FRESH_COPY_TRIES if copy else 1):
+                item = self._seeded(epoch, rank, step, copy, index, attempt)
+                image = item["image"]
+                if not any(_same(image, e) for e in earlier):
+                    break
+            self._copies[key] = item
+        return self._copies[key]
 
-__all__ = ["training_records", "training_options", "TRAINING_OPTIONS", "SeededAugmentDataset"]
+    def __getitem__(self, key) -> dict:
+        if isinstance(key, (tuple, list)):
+            epoch, rank, step, copy, index = (int(v) for v in key)
+        else:
+            epoch, rank, step, copy, index = 0, 0, 0, 0, int(key)
+        return dict(self._copy(epoch, rank, step, copy, index))
+
+
+def _same(a, b) -> bool:
+    """Whether two augmented images are identical (tensors, or anything else by ==)."""
+    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
+        return a.shape == b.shape and bool(torch.equal(a, b))
+    try:
+        return bool(a == b)             # e.g. PIL images (no transform) compare their pixels
+    except (TypeError, ValueError):
+        return False
+
+
+__all__ = ["training_records", "training_options", "TRAINING_OPTIONS", "SeededAugmentDataset",
+           "FRESH_COPY_TRIES"]

@@ -17,6 +17,7 @@ gmm        Eq. 6   KL(N(μ_φ, σ²_φ) ‖ N(μ_y, I)) (analytic; "mc": −Σ l
 lmc        Eq. 7–8 CE over logits −‖d − μ_c‖², target −(Σ (d − μ_y)²/σ² + α_y)
 lmc_alpha_reg      −mean α_y over the batch's identities (keeps margins from shrinking)
 ambi       Eq. 11  Σ_l (μ²_ψ + σ²_ψ − log σ²_ψ − 1), mean over images
+ambi_d     Eq. 11 on the IDI code (μ_φ, σ_φ): Table 2 row 10's N(0, I) prior on d only
 rec        Eq. 12  ℓ1 self and positive-swap reconstructions of the (detached) trunk maps
 cyc        Eq. 13  ℓ1(sg(a_u), μ_ψ(f̂_uv)) + ℓ1(sg(d_v), μ_φ(f̂_uv)), f̂_uv = G(d_v ⊕ a_u)
 idc        Eq. 14  CE(D^C(μ_φ(f̂_uv)), y_v)
@@ -25,7 +26,8 @@ idc        Eq. 14  CE(D^C(μ_φ(f̂_uv)), y_v)
 Weighted total (Eq. 9, 15, 18, 19): L_task = λ_id id + λ_cmtl cmtl;
 L_disc = λ_gmm gmm + λ_lmc (lmc + λ_α lmc_alpha_reg); L_tsr = λ_idc idc + λ_cyc cyc + λ_rec rec;
 stage 1: L_task + λ_disc L_disc; stage 2: λ_tsr L_tsr + λ_ambi ambi;
-stage 3: L_task + λ_tsr L_tsr + λ_ambi ambi + λ_disc L_disc.
+stage 3: L_task + λ_tsr L_tsr + λ_ambi ambi + λ_disc L_disc. Row 10 (``vae2_tsr``) adds
+λ ambi_d in stages 1 (λ = ``ambi_d_stage1``) and 3 (λ_ambi), where E^D trains (D28).
 """
 from __future__ import annotations
 
@@ -38,9 +40,10 @@ import torch.nn.functional as F
 from reidcli.errors import ParameterError, UsageError
 from reidcli.models.dgvae import DGVAE
 from reidcli.naming import param
-from reidcli.params import TEXT, Interval, Options, validate_params
+from reidcli.params import BOOL, TEXT, Interval, Options, validate_params
 
-LOSS_TERMS = ("id", "cmtl", "gmm", "lmc", "lmc_alpha_reg", "ambi", "rec", "cyc", "idc")
+LOSS_TERMS = ("id", "cmtl", "gmm", "lmc", "lmc_alpha_reg", "ambi", "ambi_d", "rec", "cyc",
+              "idc")
 #: diagnostics logged next to the terms: mean α, mean σ of d and of a
 DIAGNOSTICS = ("alpha_mean", "sigma_d", "sigma_a")
 GMM_ESTIMATORS = ("analytic", "mc")
@@ -59,7 +62,8 @@ class Variant:
     ``aux``: λ_aux = 0.1 (else 0); ``sample_idi`` / ``sample_iai``: reparameterised codes
     (else the posterior means); ``gmm``, ``lmc``: the MoG prior terms of L_disc;
     ``decoder``: the model has E^A and G, i.e. stage 2 exists; ``ambi``: the N(0, I) prior
-    on a; ``idi_prior``: "mog" (Eq. 2), "normal" (an N(0, I) prior on d too, row 10) or
+    on a; ``idi_prior``: "mog" (Eq. 2), "normal" (an N(0, I) prior on d too, row 10: the
+    term ``ambi_d``, in the stages that train E^D, 1 and 3; docs/methods/dgvae.md D28) or
     "none"; ``rec``, ``idc``, ``cyc``: the TSR terms (Eq. 12–14)."""
 
     name: str
@@ -158,19 +162,26 @@ class DGVAEWeights:
     rec: float = 0.5
     ambi_stage2: float = 0.001
     ambi_stage3: float = 0.01
+    #: weight of row 10's N(0, I) prior on d (``ambi_d``) in stage 1 (D28; stage 3 uses
+    #: ``ambi_stage3``)
+    ambi_d_stage1: float = 0.001
     tsr: float = 1.0
     alpha_reg: float = 0.01
     gmm_estimator: str = "analytic"
     triplet_mining: str = "hard"
     cyc_pairs: str = "all"
     lmc_margin: str = "learned"
+    #: whether the reconstructed maps re-encoded for L_cyc / L_idc update the BatchNorm
+    #: running statistics of E^D and E^A (D29; default: they do not)
+    recon_bn_update: bool = False
 
     def __post_init__(self) -> None:
         constraints = {f.name: [Interval(float, 0.0, None)] for f in dataclasses.fields(self)
                        if isinstance(f.default, float)}
         constraints.update(gmm_estimator=[Options(GMM_ESTIMATORS)],
                            triplet_mining=[Options(TRIPLET_MINING)],
-                           cyc_pairs=[Options(CYC_PAIRS)], lmc_margin=[TEXT])
+                           cyc_pairs=[Options(CYC_PAIRS)], lmc_margin=[TEXT],
+                           recon_bn_update=[BOOL])
         values = validate_params("DG-VAE", dataclasses.asdict(self), constraints)
         for name, value in values.items():      # canonical: "0.5" → 0.5 (``--set`` strings)
             setattr(self, name, value)
@@ -200,7 +211,9 @@ def active_terms(variant: Variant, stage: int, weights: DGVAEWeights) -> tuple[s
     """The terms one step of ``stage`` optimises (in :data:`LOSS_TERMS` order).
 
     Stage 1: L_task + L_disc; stage 2 (decoder variants only): L_tsr + L_ambi; stage 3: all
-    of the variant's terms (without a decoder: stage 1's)."""
+    of the variant's terms (without a decoder: stage 1's). Row 10's N(0, I) prior on d
+    (``ambi_d``) stands in for the MoG prior of L_disc, so it acts where E^D trains: stages
+    1 and 3 (D28)."""
     if stage not in STAGES:
         raise ParameterError("DG-VAE", "stage", stage, "must be 1, 2 or 3")
     if stage not in variant.stages():
@@ -213,7 +226,9 @@ def active_terms(variant: Variant, stage: int, weights: DGVAEWeights) -> tuple[s
         disc.add("lmc_alpha_reg")
     tsr = {t for t in ("rec", "idc", "cyc") if getattr(variant, t)}
     ambi = {"ambi"} if variant.ambi else set()
-    chosen = {1: task | disc, 2: tsr | ambi, 3: task | disc | tsr | ambi}[stage]
+    prior_d = {"ambi_d"} if variant.idi_prior == "normal" else set()
+    chosen = {1: task | disc | prior_d, 2: tsr | ambi,
+              3: task | disc | tsr | ambi | prior_d}[stage]
     return tuple(t for t in LOSS_TERMS if t in chosen)
 
 
@@ -223,6 +238,8 @@ def term_weights(stage: int, weights: DGVAEWeights) -> dict[str, float]:
             "gmm": weights.disc * weights.gmm, "lmc": weights.disc * weights.lmc,
             "lmc_alpha_reg": weights.disc * weights.lmc * weights.alpha_reg,
             "ambi": weights.ambi_stage2 if stage == 2 else weights.ambi_stage3,
+            "ambi_d": {1: weights.ambi_d_stage1, 2: weights.ambi_stage2,
+                       3: weights.ambi_stage3}[stage],
             "rec": weights.tsr * weights.rec, "cyc": weights.tsr * weights.cyc,
             "idc": weights.tsr * weights.idc}
 
@@ -577,6 +594,8 @@ def dgvae_terms(model: DGVAE, images: torch.Tensor, labels: torch.Tensor,
     if wanted & {"lmc", "lmc_alpha_reg"}:
         ce, reg = almc(d, logvar_d, labels, model.prior_means, margins)
         values.update({k: v for k, v in (("lmc", ce), ("lmc_alpha_reg", reg)) if k in wanted})
+    if "ambi_d" in wanted:                                # Table 2 row 10: N(0, I) on d
+        values["ambi_d"] = ambi_loss(mu_d, logvar_d)
     diagnostics = {"alpha_mean": margins.detach().float().mean(),
                    "sigma_d": torch.exp(0.5 * logvar_d.detach()).mean()}
     if with_iai:
@@ -585,19 +604,20 @@ def dgvae_terms(model: DGVAE, images: torch.Tensor, labels: torch.Tensor,
         diagnostics["sigma_a"] = torch.exp(0.5 * logvar_a.detach()).mean()
         if "ambi" in wanted:
             values["ambi"] = ambi_loss(mu_a, logvar_a)
-            if variant.idi_prior == "normal":             # Table 2 row 10: N(0, I) on d too
-                values["ambi"] = values["ambi"] + ambi_loss(mu_d, logvar_d)
         if tsr_terms:
             plan = tsr_plan(triplets, labels, infrared, weights.cyc_pairs)
-            values.update(_tsr_values(model, out.f, d, a, plan, tsr_terms))
+            values.update(_tsr_values(model, out.f, d, a, plan, tsr_terms,
+                                      weights.recon_bn_update))
     return DGVAETerms(terms={t: values[t] for t in LOSS_TERMS if t in values},
                       diagnostics=diagnostics)
 
 
 def _tsr_values(model: DGVAE, f: torch.Tensor, d: torch.Tensor, a: torch.Tensor,
-                plan: TSRPlan, wanted: set[str]) -> dict[str, torch.Tensor]:
+                plan: TSRPlan, wanted: set[str], recon_bn_update: bool = False
+                ) -> dict[str, torch.Tensor]:
     """rec / cyc / idc of one step: decode the plan's distinct pairs once, re-encode with
-    the posterior means the ones the cyc/idc entries use."""
+    the posterior means the ones the cyc/idc entries use (leaving the encoders' BN running
+    statistics alone unless ``recon_bn_update``, D29)."""
     values: dict[str, torch.Tensor] = {}
     pairs = plan.pairs
     if "rec" not in wanted:                                 # decode only the cyc/idc pairs
@@ -614,10 +634,10 @@ def _tsr_values(model: DGVAE, f: torch.Tensor, d: torch.Tensor, a: torch.Tensor,
         slot = torch.full((len(pairs),), -1, dtype=torch.long, device=pairs.device)
         slot[used] = torch.arange(len(used), device=pairs.device)
         maps = recon[used]
-        mu_d_hat = model.encode_idi(maps)[0].float()
+        mu_d_hat = model.encode_idi(maps, update_bn=recon_bn_update)[0].float()
         local = dataclasses.replace(plan, cyc_pair=slot[plan.cyc_pair])
         if "cyc" in wanted:
-            mu_a_hat = model.encode_iai(maps)[0].float()
+            mu_a_hat = model.encode_iai(maps, update_bn=recon_bn_update)[0].float()
             values["cyc"] = cyc_loss(mu_d_hat, mu_a_hat, d, a, local)
         if "idc" in wanted:
             values["idc"] = idc_loss(model.classifier, mu_d_hat, local)

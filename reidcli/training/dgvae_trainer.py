@@ -1,6 +1,6 @@
 """DG-VAE training recipe on the shared engine (docs/methods/dgvae.md).
 
-Three stages, each a :class:`~reidcli.training.pcb_trainer.Phase` with its own trainable set
+Three stages, each a :class:`~reidcli.training.phases.Phase` with its own trainable set
 and freshly created optimisers (DG-VAE paper §4.2, following FD-GAN's scheme):
 
 =====  ===============================================  ============================  =========
@@ -22,6 +22,7 @@ without a decoder (Table 2 rows 1–3) run stages 1 and 3 only.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from typing import Any
 
@@ -36,7 +37,8 @@ from reidcli.naming import param
 from reidcli.registry import register_info
 from reidcli.training.config import TrainConfig
 from reidcli.training.optim import OptimizerGroup
-from reidcli.training.pcb_trainer import Phase
+from reidcli.training.phases import Phase
+from reidcli.training.trainer_base import TrainerBase
 
 #: modules trained in each stage (DG-VAE paper §4.2); the rest are frozen
 STAGE_MODULES = {
@@ -176,7 +178,7 @@ class DGVAEStepModule(nn.Module):
                                self.weights)
 
 
-class DGVAETrainer:
+class DGVAETrainer(TrainerBase):
     """DG-VAE (Pu et al., ACM MM 2020) on the shared training engine."""
 
     name = "dgvae"
@@ -253,6 +255,12 @@ class DGVAETrainer:
 
     def train_module(self, model: nn.Module, cfg: TrainConfig) -> nn.Module:
         return DGVAEStepModule(model, _variant(cfg.variant), dgvae_weights(cfg))
+
+    def train_step(self, net, images, labels, batch, phase: Phase, cfg: TrainConfig, *,
+                   lr: float, amp=contextlib.nullcontext):
+        """The whole step (encoders, decoders, losses) under ``amp()``."""
+        with amp():
+            return self.step_loss(net, images, labels, batch, phase, cfg, lr=lr)
 
     def step_loss(self, net, images, labels, batch, phase: Phase, cfg: TrainConfig,
                   lr: float | None = None):

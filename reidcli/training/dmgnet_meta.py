@@ -27,6 +27,7 @@ from torch import nn
 from torch.func import functional_call
 
 from reidcli.errors import ParameterError, UsageError
+from reidcli.naming import param
 from reidcli.training.losses import batch_hard_triplet, label_smoothing_cross_entropy
 
 META_ORDERS = (1, 2)
@@ -161,6 +162,30 @@ def inner_step(theta: dict[str, torch.Tensor], loss: torch.Tensor, alpha: float,
     return adapted
 
 
+def virtual_forward(model: nn.Module, adapted: dict[str, torch.Tensor],
+                    images: torch.Tensor):
+    """``model(images)`` with the parameters ``adapted`` (θ', Eq. 3) in the model's current
+    mode, leaving the model's buffers alone (D25): BatchNorm normalises with the statistics
+    of ``images`` in train mode as usual, but its running-statistic update goes to copies
+    that are dropped, so the running statistics estimate the activations of θ — the weights
+    that are kept — and the query batch is not counted a second time."""
+    scratch = {name: b.clone() for name, b in model.named_buffers()}
+    return functional_call(model, {**scratch, **adapted}, (images,))
+
+
+def _refuse_fp16_autocast(device: torch.device) -> None:
+    """The inner gradient ∇L_B (Eq. 2) is taken here, outside any GradScaler: under fp16
+    autocast it would be unscaled and underflow, so the meta step refuses fp16 (D30; e.g.
+    ``--amp auto`` on a GPU without bf16). bf16 and fp32 pass."""
+    if torch.is_autocast_enabled(device.type) and \
+            torch.get_autocast_dtype(device.type) == torch.float16:
+        raise ParameterError("dmgnet", "amp", "fp16",
+                             "is not supported with the meta step: its inner gradient "
+                             "would be taken without loss scaling",
+                             f"use {param('amp', 'bf16')} or {param('amp', 'off')} "
+                             f"({param('no_meta', True)} may use fp16)")
+
+
 def _logged(**values: torch.Tensor) -> dict[str, float]:
     """The step's scalars as floats, copied to the host at once (one sync, not one each)."""
     floats = torch.stack([v.detach().float().reshape(()) for v in values.values()]).tolist()
@@ -182,8 +207,10 @@ def dmg_step_loss(model: nn.Module, support_images: torch.Tensor,
     parameters — second order (Eq. 4) when ``cfg.meta_order == 2``. The inner update is
     functional: no parameter of ``model`` changes before the caller's optimiser step; frozen
     parameters (the BNNeck bias) and buffers keep their value in θ'. Every forward runs in
-    the model's current mode (train: batch statistics of its own batch; running statistics
-    updated by each). ``"L_MD"`` is 0 when λ_MD = 0 (not computed).
+    the model's current mode (train: batch statistics of its own batch); the running
+    statistics are updated by the forwards with θ (support; query for L_MD with θ features)
+    and not by the virtual θ' forward (:func:`virtual_forward`, D25). ``"L_MD"`` is 0 when
+    λ_MD = 0 (not computed).
 
     ``cfg.no_meta`` (Table 6 "meta-discrimination"): L = L_B(D_s;θ) + L_B(D_q;θ) +
     λ_MD L_MD(θ); ``"L_B"`` is then the sum over both sets and ``"L_G"`` is absent.
@@ -200,10 +227,11 @@ def dmg_step_loss(model: nn.Module, support_images: torch.Tensor,
         total = loss_b + cfg.md_weight * loss_md
         return total, _logged(L_B=loss_b, L_MD=loss_md, L_all=total)
 
+    _refuse_fp16_autocast(support_images.device)
     theta = trainable_parameters(model)
     reuse_support = cfg.md_weight > 0 or cfg.outer_base_weight > 0
     adapted = inner_step(theta, loss_b, alpha, cfg, keep_graph=reuse_support)
-    query_adapted = functional_call(model, adapted, (query_images,))
+    query_adapted = virtual_forward(model, adapted, query_images)
     loss_g = base_loss(query_adapted, query_labels, cfg)
     loss_md = loss_g.new_zeros(())
     if cfg.md_weight > 0:
@@ -235,5 +263,5 @@ class DMGStepModule(nn.Module):
 
 
 __all__ = ["MetaConfig", "md_loss", "base_loss", "inner_step", "trainable_parameters",
-           "dmg_step_loss", "DMGStepModule", "META_ORDERS", "INNER_OPTS",
+           "dmg_step_loss", "DMGStepModule", "virtual_forward", "META_ORDERS", "INNER_OPTS",
            "MD_FEATURES", "ADAM1_EPS"]

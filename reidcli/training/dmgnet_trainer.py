@@ -17,6 +17,7 @@ of 120). What DMG-Net changes is the data and the step:
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 
 import pandas as pd
@@ -43,19 +44,6 @@ def meta_config(cfg: TrainConfig):
                       triplet_margin=float(cfg.triplet_margin))
 
 
-def _source_datasets(sources) -> set[str]:
-    """Canonical dataset names of ``sources`` (compositions expanded)."""
-    from reidcli.data.compositions import COMPOSITIONS
-    from reidcli.data.registry import canonical_name
-
-    names = set()
-    for source in sources:
-        key = str(source).lower().replace("-", "_")
-        if key in COMPOSITIONS:
-            names.update(canonical_name(s.dataset) for s in COMPOSITIONS[key])
-        else:
-            names.add(canonical_name(source))
-    return names
 
 
 def check_targets(records: pd.DataFrame, targets) -> None:
@@ -89,6 +77,9 @@ class DMGNetTrainer(BoTTrainer):
     name = "dmgnet"
     log_columns = ("loss_b", "loss_g", "loss_md")
     bar_terms = ("loss_b", "loss_g", "loss_md")
+
+    def dataset_options(self, cfg: TrainConfig) -> dict:
+        return dict(cfg.options)                # the sources' own: cfg.source_options
 
     def training_records(self, cfg: TrainConfig) -> pd.DataFrame:
         from reidcli.training.sources import check_target_domains, multi_source_records
@@ -124,6 +115,12 @@ class DMGNetTrainer(BoTTrainer):
 
         return DMGStepModule(model, meta_config(cfg))
 
+    def train_step(self, net, images, labels, batch, phase, cfg: TrainConfig, *, lr: float,
+                   amp=contextlib.nullcontext):
+        """The meta step (inner update, outer losses) under ``amp()``."""
+        with amp():
+            return self.step_loss(net, images, labels, batch, phase, cfg, lr=lr)
+
     def step_loss(self, net, images, labels, batch, phase, cfg: TrainConfig,
                   lr: float | None = None):
         half = cfg.p * cfg.k                       # support rows first, then query rows
@@ -139,6 +136,14 @@ def _validate(cfg: TrainConfig) -> None:
         raise ParameterError("training", "amp", cfg.amp,
                              "is not supported with the second-order meta-gradient",
                              f"use {param('amp', 'off')} or {param('meta_order', 1)}")
+    if cfg.amp == "fp16" and not cfg.no_meta:
+        # the inner gradient ∇L_B of Eq. 2 is taken inside the step, outside the engine's
+        # GradScaler: in fp16 it would be unscaled and underflow (D30)
+        raise ParameterError("training", "amp", cfg.amp,
+                             "is not supported with the meta step: its inner gradient "
+                             "would be taken without loss scaling",
+                             f"use {param('amp', 'bf16')} or {param('amp', 'off')} with "
+                             f"{param('meta_order', 1)}")
 
 
 register_info(

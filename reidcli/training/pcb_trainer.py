@@ -1,9 +1,6 @@
 """PCB training recipe and RPP induced training (docs/methods/pcb.md)."""
 from __future__ import annotations
 
-import dataclasses
-from typing import Any, Callable
-
 import torch
 
 from reidcli.data.samplers import UniformBatchSampler
@@ -12,20 +9,9 @@ from reidcli.models.checkpoint import ModelSpec
 from reidcli.registry import register_info
 from reidcli.training.config import TrainConfig
 from reidcli.training.losses import part_cross_entropy
+from reidcli.training.phases import Phase
 from reidcli.training.schedule import step_factor
-
-
-@dataclasses.dataclass
-class Phase:
-    """A run of epochs with its own trainable set and optimiser (RPP's induced training)."""
-
-    name: str
-    epochs: int
-    prepare: Callable[[torch.nn.Module], None]
-    groups: Callable[[torch.nn.Module, TrainConfig], list[dict[str, Any]]]
-    lr_factor: Callable[[int, TrainConfig], float]
-    #: called after ``model.train()`` each epoch (e.g. frozen modules' BN back to eval mode)
-    train_modes: Callable[[torch.nn.Module], None] | None = None
+from reidcli.training.trainer_base import TrainerBase
 
 
 def _two_groups(model, cfg: TrainConfig, new_lr: float, backbone_mult: float) -> list[dict]:
@@ -50,7 +36,7 @@ def _rpp_classifier_only(model) -> None:
         p.requires_grad_(True)
 
 
-class PCBTrainer:
+class PCBTrainer(TrainerBase):
     """Uniform batches of 64, sum of 6 part cross-entropies, SGD (Nesterov) with the
     backbone at 0.1× the new layers' rate, ×0.1 from epoch 40 of 60 (docs/methods/pcb.md)."""
 
@@ -130,4 +116,4 @@ register_info(
         "quick": dict(backbone="resnet18", input_size=(192, 64), epochs=20, batch_size=32,
                       lr_steps=[14])}})
 
-__all__ = ["PCBTrainer", "Phase"]
+__all__ = ["PCBTrainer"]

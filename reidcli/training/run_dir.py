@@ -37,7 +37,8 @@ from reidcli.naming import param
 
 RUN_FORMAT = "reidcli.run"
 #: the files a training run writes (other files in a run directory are the user's)
-RUN_FILES = ("config.json", "metrics.csv", "checkpoint.pt", "model.pt", "train_records.csv")
+RUN_FILES = ("config.json", "metrics.csv", "checkpoint.pt", "model.pt", "train_records.csv",
+             "model_best.pt")
 _LEGACY_KEYS = ("method", "config", "provenance")
 
 

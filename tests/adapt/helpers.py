@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from reidcli.testing.synthetic_bias import synthetic_bias
+from reidcli.synthetic.camera_bias import synthetic_bias
 
 #: docs/methods/dart3.md T1: the LITE settings that beat Norm on the biased embeddings
 STRONG_LITE = dict(lr=1e-2, steps=5, batch_size=16)

@@ -8,7 +8,7 @@ import torch
 from reidcli.adapt import AdaptConfig, adapt_features, inputs_from_arrays
 from reidcli.evaluation.arrays import evaluate_arrays
 from reidcli.evaluation.scores import nmi_camera_bias
-from reidcli.testing.synthetic_bias import synthetic_bias
+from reidcli.synthetic.camera_bias import synthetic_bias
 from tests.adapt.helpers import STRONG_LITE
 
 

@@ -174,3 +174,33 @@ def test_blocks_schedule_keeps_the_previous_single_pass():
     assert PreparedGallery(torch.randn(5000, 32), batch_size=16).layout == "rows"
     with pytest.raises(ValueError):
         PreparedGallery(torch.randn(10, 2), schedule="threads")
+
+
+@pytest.mark.parametrize("gemm", ["onednn", "blas"])
+def test_cpu_gemm_libraries_agree_and_neither_depends_on_the_thread_count(gemm):
+    """The shards' float32 GEMMs in oneDNN (issue 32) or torch.mm: the same loss and gradient
+    up to float32 rounding, and each the same bits on 1 and 2 threads."""
+    if gemm == "onednn" and losses._onednn_linear() is None:
+        pytest.skip("torch has no oneDNN here")
+    torch.manual_seed(7)
+    z, g = torch.randn(16, 48), torch.randn(4000, 48)
+    gallery = PreparedGallery(g, block=256, gemm=gemm)
+    assert gallery.gemm == gemm and len(gallery.shards) == 4
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        one = _loss_and_grad(z, gallery)
+        torch.set_num_threads(2)
+        two = _loss_and_grad(z, gallery)
+    finally:
+        torch.set_num_threads(threads)
+    assert torch.equal(one[0], two[0]) and torch.equal(one[1], two[1])
+    ref = _loss_and_grad(z, PreparedGallery(g, block=256, gemm="blas"))
+    assert one[0].item() == pytest.approx(ref[0].item(), rel=1e-6)
+    torch.testing.assert_close(one[1], ref[1], rtol=1e-4, atol=1e-7)
+    # float64, bfloat16, the blocks schedule and CUDA keep torch.mm
+    assert PreparedGallery(g, dtype=torch.float64, gemm=gemm).gemm == "blas"
+    assert PreparedGallery(g, precision="bf16", gemm=gemm).gemm == "blas"
+    assert PreparedGallery(g, schedule="blocks", gemm=gemm).gemm == "blas"
+    with pytest.raises(ValueError):
+        PreparedGallery(g, gemm="mkl")

@@ -72,7 +72,7 @@ def test_query_cams_restrict_the_protocol_queries_and_keep_other_rows(biased_sto
 def test_adapted_store_is_written_atomically_and_not_overwritten(biased_stores, tmp_path,
                                                                  monkeypatch):
     from reidcli.errors import OutputExistsError
-    import reidcli.adapt.output as output
+    import reidcli.store.adapted as output
 
     out = tmp_path / "x.h5"
     adapt_store(biased_stores[0], out, AdaptConfig("none"), progress=False)

@@ -6,7 +6,7 @@ import pytest
 
 from reidcli.adapt import AdaptConfig, adapt_features, inputs_from_arrays
 from reidcli.adapt.statistics import camera_statistics, normalize_by_camera
-from reidcli.testing.synthetic_bias import synthetic_bias
+from reidcli.synthetic.camera_bias import synthetic_bias
 
 
 def test_pooled_statistics_are_numpy_mean_and_population_std_of_query_and_gallery_rows():

@@ -12,6 +12,7 @@ from reidcli import fitted
 from reidcli.data.records import normalize_frame
 from reidcli.evaluation.arrays import evaluate_arrays
 from reidcli.evaluation.engine import EvalOptions
+from reidcli.provenance import sha256_file
 from reidcli.store import StoreWriter
 from tests.cli.helpers import run_cli
 
@@ -64,7 +65,9 @@ def test_eval_writes_json_and_csv_in_the_fixed_form(capsys, tmp_path):
     values = [report["mAP"], report["mINP"], *report["cmc"]]
     assert all(0.0 <= v <= 1.0 for v in values)
     assert report["provenance"]["command"].startswith("reid eval")
-    assert report["provenance"]["inputs"][0]["sha256"]
+    # hashed on a thread while the store was scored: the file's own digest all the same
+    assert report["provenance"]["inputs"] == [{"path": str(store),
+                                               "sha256": sha256_file(store)}]
     rows = list(csv.reader((tmp_path / "r.csv").open()))
     assert rows[0][:3] == ["rank", "cmc", "std"] and len(rows) == 21
     assert float(rows[1][1]) == pytest.approx(report["cmc"][0])

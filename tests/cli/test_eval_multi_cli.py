@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from reidcli import fitted
-from reidcli.paper.compare import load_result
+from reidcli.paper.results import load_result
 from reidcli.paper.compare import main as compare_main
 from reidcli.plotting.cmc import plot_cmc
 from tests.cli.helpers import run_cli

@@ -15,12 +15,12 @@ def test_every_kind_from_the_cli(capsys, tiny_store, two_results, run_dir, two_m
                                  tmp_path):
     runs = {
         "cmc": ["cmc", *map(str, two_results), "--label", "A", "--label", "B"],
-        "tsne": ["tsne", str(tiny_store), "--max-points", "25", "--perplexity", "5",
+        "tsne": ["tsne", "--store", str(tiny_store), "--max-points", "25", "--perplexity", "5",
                  "--color-by", "pid"],
-        "ranklist": ["ranklist", str(tiny_store), "--queries", "2", "--max-rank", "3"],
-        "training": ["training", str(run_dir)],
-        "distances": ["distances", str(tiny_store), "--bins", "10"],
-        "distances-mm": ["distances", str(two_modality_store), "--bins", "6"],
+        "ranklist": ["ranklist", "--store", str(tiny_store), "--queries", "2", "--max-rank", "3"],
+        "training": ["training", "--model", str(run_dir)],
+        "distances": ["distances", "--store", str(tiny_store), "--bins", "10"],
+        "distances-mm": ["distances", "--store", str(two_modality_store), "--bins", "6"],
     }
     for name, args in runs.items():
         out = tmp_path / f"{name}.png"

@@ -1,4 +1,4 @@
-"""One name per concept (docs/cli.md): the help of every command, the deprecated spellings,
+"""One name per concept (docs/cli.md): the help of every command, no second spelling,
 per-method option lists and library warnings as one line naming a real flag."""
 from __future__ import annotations
 
@@ -8,12 +8,8 @@ import warnings
 import numpy as np
 import pytest
 
-from reidcli.cli import aliases
 from reidcli.cli.main import _register, app
 from tests.cli.helpers import run_cli
-
-DEPRECATION = "is deprecated — use {new} (the old name is removed in the next release)"
-
 
 @pytest.fixture(scope="module")
 def tree():
@@ -104,34 +100,6 @@ def test_plot_help_lists_all_six_kinds(capsys):
     assert "training" in out and "distance" in out
 
 
-def _used_by(tree, alias):
-    for path, command in _leaves(tree):
-        if aliases.aliases_for(path, command).get(alias.old) == alias.new:
-            yield path, command
-
-
-@pytest.mark.parametrize("alias", aliases.ALIASES, ids=lambda a: f"{a.commands}:{a.old}")
-def test_every_alias_becomes_its_new_flag_and_warns_once(capsys, tree, alias):
-    used = list(_used_by(tree, alias))
-    assert used, f"{alias} applies to no command"
-    for path, command in used:
-        assert alias.old not in _options(command)                # hidden: not in --help
-        capsys.readouterr()
-        args = aliases.rewrite(tree, [*path, f"{alias.old}", "1", f"{alias.old}=2"])
-        assert args == [*path, alias.new, "1", f"{alias.new}=2"]
-        err = capsys.readouterr().err
-        assert err == f"warning: {alias.old} {DEPRECATION.format(new=alias.new)}\n"
-        ctx = command.make_context(" ".join(path), [alias.new, "1"], resilient_parsing=True)
-        option = next(p for p in command.params if alias.new in p.opts)
-        assert ctx.params[option.name] not in (None, False)
-
-
-def test_paper_symbols_stay_where_they_are_the_names(tree):
-    cdpcf = tree.commands["fit-pooling"].commands["cdpcf"]
-    assert aliases.aliases_for(["fit-pooling", "cdpcf"], cdpcf).get("--K") is None
-    assert aliases.rewrite(tree, ["fit-pooling", "cdpcf", "--K", "2"])[-2] == "--K"
-
-
 def _npz(tmp_path, n_ids=8, per_id=6):
     rng = np.random.default_rng(0)
     pid = np.repeat(np.arange(1, n_ids + 1), per_id)        # native ids (pid 0: distractor)
@@ -143,22 +111,20 @@ def _npz(tmp_path, n_ids=8, per_id=6):
     return tmp_path / "e.npz"
 
 
-def test_old_positionals_work_and_warn_once(capsys, tmp_path):
+def test_one_spelling_per_input_and_no_positional_store(capsys, tmp_path):
     npz = _npz(tmp_path)
-    code, out, err = run_cli(capsys, "store", "import", tmp_path / "s.h5", "--npz", npz,
-                             "--metric", "cosine")
-    assert code == 0, err
-    assert err.splitlines() == [
-        f"warning: --metric {DEPRECATION.format(new='--distance')}",
-        f"warning: the positional OUT {DEPRECATION.format(new='--out OUT')}"]
-    code, out, err = run_cli(capsys, "store", "info", tmp_path / "s.h5", "--json")
+    code, out, err = run_cli(capsys, "store", "import", "--out", tmp_path / "s.h5", "--npz", npz,
+                             "--distance", "cosine")
+    assert code == 0 and err == "", err
+    code, out, err = run_cli(capsys, "store", "info", "--store", tmp_path / "s.h5", "--json")
     assert code == 0 and '"cosine"' in out
-    assert err == f"warning: the positional STORE {DEPRECATION.format(new='--store STORE')}\n"
     code, _, err = run_cli(capsys, "store", "info")
     assert code == 2 and err.startswith("error: missing option --store")
-    code, _, err = run_cli(capsys, "store", "info", tmp_path / "s.h5", "--store",
-                           tmp_path / "s.h5")
-    assert code == 2 and "given twice" in err
+    for args in (("store", "info", tmp_path / "s.h5"),            # no positional STORE
+                 ("store", "import", "--out", tmp_path / "t.h5", "--npz", npz, "--metric",
+                  "cosine")):                                     # no second spelling
+        code, _, err = run_cli(capsys, *args)
+        assert code == 2 and err.startswith("error: ") and len(err.splitlines()) == 1, err
 
 
 def test_library_warning_is_one_line_naming_the_running_commands_flags(capsys, tmp_path,

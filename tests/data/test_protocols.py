@@ -217,7 +217,7 @@ def test_warca_never_tests_single_image_ids(warca_root):
 
 def test_generic_builders_match_the_loaders(tmp_path):
     """single_shot_half / warca_protocol share the loaders' trial builders
-    (reidcli.data.datasets.single_shot): same records and seed → the same trials."""
+    (reidcli.data.trials): same records and seed → the same trials."""
     from reidcli.data.datasets.viper import read_viper
     from tests.data.fake_trees import prid450s as prid450s_tree, viper as viper_tree
     folder = viper_tree.build(tmp_path)

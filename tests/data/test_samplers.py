@@ -6,7 +6,8 @@ import warnings
 import numpy as np
 import pytest
 
-from reidcli.data.samplers import CameraSplitSampler, CrossModalitySampler, PKSampler
+from reidcli.data.samplers import (CameraSplitSampler, CrossModalitySampler, EpochTaggedSampler,
+                                   PKSampler)
 from reidcli.errors import UsageError
 
 # 12 identities with 1..9 images each, rows shuffled so that indices are not grouped by id
@@ -202,3 +203,17 @@ def test_camera_split_eligibility_and_errors():
         list(CameraSplitSampler(labels, camids, domains, p=40, k=2))
     with pytest.raises(UsageError, match="resplit"):
         CameraSplitSampler(labels, camids, domains, resplit="batch")
+
+
+def test_epoch_tagged_sampler_numbers_each_drawn_copy():
+    """Every item carries (epoch, rank, step, copy, index); copies of one row in a batch are
+    numbered 0, 1, … in draw order (the seed of their fresh augmentation)."""
+    inner = PKSampler(np.repeat(np.arange(6), 1), p=2, k=3, seed=0, num_replicas=2, rank=1)
+    tagged = EpochTaggedSampler(inner, 6)
+    tagged.set_epoch(4)
+    assert inner.epoch == 4 and len(tagged) == len(inner)
+    for step, (draws, rows) in enumerate(zip(tagged, inner)):
+        assert [d.index for d in draws] == rows
+        assert {(d.epoch, d.rank, d.step) for d in draws} == {(4, 1, step)}
+        assert [d.copy for d in draws] == [rows[:j].count(r) for j, r in enumerate(rows)]
+        assert len(set(draws)) == len(draws)

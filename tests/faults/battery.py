@@ -650,8 +650,7 @@ def cases() -> list[Case]:
     add("info.zero-byte", ["store", "info", "--store", "z.h5"], setup=write("z.h5", b""))
     add("info.npz-given", ["store", "info", "--store", "{npz}"])
     add("info.json-given", ["store", "info", "--store", "{hsvjson}"])
-    add("info.deprecated-positional", ["store", "info", "{hsv}"], "warn",
-        needles=("--store",))
+    add("info.positional-store", ["store", "info", "{hsv}"], needles=("unexpected",))
     add("info.flipped-record-byte", ["store", "info", "--store", "f.h5"], needles=("digest",),
         setup=lambda wd, F: _flip_records(F["hsv"], wd / "f.h5"), fixtures=True)
 
@@ -776,8 +775,8 @@ def cases() -> list[Case]:
         check=intact("o.h5", "hsv", on_failure=True))
     add("import.out-missing-folder", ["store", "import", "--npz", "{npz}", "--out",
                                       "sub/dir/o.h5"], "clean")
-    add("import.deprecated-positional-out", ["store", "import", "o.h5", "--npz", "{npz}"],
-        "warn", needles=("--out",))
+    add("import.positional-out", ["store", "import", "o.h5", "--npz", "{npz}"],
+        needles=("unexpected",))
 
     # ---- store merge
     mrg = ["store", "merge", "--out", "m.h5"]
@@ -798,8 +797,8 @@ def cases() -> list[Case]:
         check=intact("m.h5", "hsv"), needles=("--force",))
     add("merge.force-then-fails", [*mrg, "--force", "{shard0}", "{shard1x}"],
         setup=copy_fx("hsv", "m.h5"), check=intact("m.h5", "hsv", on_failure=True))
-    add("merge.deprecated-positional", ["store", "merge", "m.h5", "{shard0}", "{shard1}"],
-        "warn", needles=("--out",))
+    add("merge.positional-out", ["store", "merge", "m.h5", "{shard0}", "{shard1}"],
+        needles=("--out",))
 
     # ---- extract
     ext = ["extract", *tiny, "--features", "hsv-stripes", "--out", "o.h5"]
@@ -1133,8 +1132,8 @@ def cases() -> list[Case]:
                                   "--model", "{evilpkl}", "--device", "cpu"], check=no_marker)
     add("norm.foreign-option-warns", ["adapt", "norm", "--store", "{botstore}", "--out",
                                       "o.h5", "--tau", "50"], "warn", needles=("--tau",))
-    add("norm.deprecated-in", ["adapt", "norm", "--in", "{botstore}", "--out", "o.h5"],
-        "warn", needles=("--store",))
+    add("norm.old-in-flag", ["adapt", "norm", "--in", "{botstore}", "--out", "o.h5"],
+        needles=("--in",))
     add("norm.eps-negative", ["adapt", "norm", "--store", "{botstore}", "--out", "o.h5",
                               "--eps", "-1"], needles=("--eps",))
 
@@ -1328,9 +1327,9 @@ import.inf-features import.features-3d import.pid-strings import.camid-base-nega
 import.camid-base-abc import.camid-negative import.csv-dot-column import.csv-pid-2**63+5
 import.csv-short import.csv-binary import.npy-arrays-ok import.npy-pid-short import.two-sources
 import.name-empty import.name-dot import.distance-typo import.out-missing-folder
-import.deprecated-positional-out import.csv-empty import.zero-rows import.length-mismatch
+import.positional-out import.csv-empty import.zero-rows import.length-mismatch
 import.camid-base-5 import.pid-minus-5 import.csv-no-split import.out-under-file
-import.features-1d merge.deprecated-positional extract.batch-size-negative
+import.features-1d merge.positional-out extract.batch-size-negative
 extract.batch-size-1e9 extract.workers-negative extract.maps-dtype extract.map-size-abc
 extract.shard-0-of-0 extract.shard-abc extract.trials-negative extract.trials-abc
 extract.model-random extract.bow-seed-2**32 extract.bow-seed-1e20 extract.codebook-from-no-bow
@@ -1350,7 +1349,7 @@ cdpcf.seed-1e20 dpcf.param-K-abc cdpcf.G-0 cdpcf.repeats-0 cdpcf.reg-nan dart3li
 dart3lite.lr-negative dart3lite.tau-inf dart3lite.trial-negative dart3lite.seed-1e20
 dart3lite.emit-typo dart3lite.order-typo dart3lite.query-cams-abc dart3lite.topk-0
 dart3lite.grounding-negative dart3lite.store-truncated dart3lite.out-exists norm.ok-imported
-tent.model-truncated norm.eps-negative norm.deprecated-in dart3.distance-typo
+tent.model-truncated norm.eps-negative norm.old-in-flag dart3.distance-typo
 dart3lite.batch-size-0 dart3lite.seed-negative dart3lite.param-unknown dart3lite.lr-nan
 dart3.full-needs-model eval.ok-imported eval.symlink-twice eval.max-rank-negative
 eval.max-rank-1e9 eval.trials-abc eval.distance-typo eval.rerank-lambda-nan

@@ -15,7 +15,7 @@ HUGE = "100000000000000000000"          # 1e20 as an integer (typer's int option
 def toy_store(tmp_path_factory):
     """A conv-map store: features ``pcb_g`` [N, 48], 20 persons × 2 cameras (10 training
     persons: 20 training rows), maps of 16 channels."""
-    from reidcli.pooling.synthetic_maps import write_toy_store
+    from reidcli.synthetic.conv_maps import write_toy_store
 
     return write_toy_store(tmp_path_factory.mktemp("metric-options") / "toy.h5", persons=20,
                            trials=1)

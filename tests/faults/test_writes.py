@@ -140,7 +140,7 @@ def test_output_that_is_an_input_is_refused_even_with_force(tmp_path):
 
 
 def test_adapted_store_over_its_input_is_refused(tmp_path):
-    from reidcli.adapt.output import write_adapted_store
+    from reidcli.store.adapted import write_adapted_store
     src = tmp_path / "in.h5"
     src.write_bytes(b"store")
     with pytest.raises(UsageError, match="is the input"):

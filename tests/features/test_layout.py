@@ -1,13 +1,10 @@
 """Store rows and protocol trials from dataset trials."""
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
-import pytest
 
 from reidcli.data.records import DatasetSplit, normalize_frame
-from reidcli.errors import UsageError
-from reidcli.features.layout import layout_from_splits, parse_trials
+from reidcli.features.layout import layout_from_splits
 
 
 def _frame(paths, pids, cams, split):
@@ -39,13 +36,3 @@ def test_union_rows_sorted_and_trial_indices():
     assert layout.trials[1]["test_pids"].tolist() == [0, 1]
     assert layout.trials[0]["train_pids"].tolist() == [0, 1]
     assert layout.protocol == "half" and layout.options["num_trials"] == 2
-
-
-def test_parse_trials():
-    assert parse_trials("all", 3) == [0, 1, 2]
-    assert parse_trials(None, 2) == [0, 1]
-    assert parse_trials("2,0", 3) == [0, 2]
-    for bad in ("3", "x", ""):
-        with pytest.raises(UsageError, match="parameter trials="):
-            parse_trials(bad, 3)
-    assert np.array_equal(parse_trials("0", 1), [0])

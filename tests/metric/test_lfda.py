@@ -163,7 +163,6 @@ def test_hyperparameters_and_fitted_round_trip(tmp_path):
     assert KernelLFDA.default_params()["kernel"] == "chi2rbf"
     from reidcli import registry
     klfda = registry.get("klfda")
-    assert klfda.flags()["beta"] == "--reg"                      # `--reg` sets β
     resolved = klfda.resolve_params({"dim": 4, "beta": 0.05, "kernel": "rbf", "seed": 1})
     assert (resolved["dim"], resolved["beta"], resolved["kernel"]) == (4, 0.05, "rbf")
     xtr, ptr, q, _ = _toy(train_ids=30)

@@ -135,7 +135,6 @@ def test_defaults_and_errors():
     assert defaults["optimizer"] == "adaptive" and defaults["init_std"] == 1e-4
     from reidcli import registry
     rpcca = registry.get("rpcca")
-    assert (rpcca.flags()["lam"], rpcca.flags()["max_iter"]) == ("--reg", "--iterations")
     resolved = rpcca.resolve_params({"lam": 0.5, "max_iter": 7, "kernel": "rbf"})
     assert (resolved["lam"], resolved["max_iter"], resolved["beta"]) == (0.5, 7, 3.0)
     x = np.random.default_rng(0).standard_normal((8, 3))

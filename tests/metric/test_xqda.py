@@ -252,7 +252,7 @@ def test_train_xqda_cli_then_eval(capsys, tmp_path):
     import json
 
     from reidcli.evaluation.arrays import evaluate_arrays
-    from reidcli.pooling.synthetic_maps import write_toy_store
+    from reidcli.synthetic.conv_maps import write_toy_store
     from reidcli.store import open_store
     from tests.cli.helpers import run_cli
 

@@ -70,7 +70,7 @@ def toy_fit(tmp_path_factory):
     """(toy conv-map store with real image files, its C-DPCF fit K=3, E=8)."""
     from reidcli.pooling.cdpcf import PoolingConfig
     from reidcli.pooling.fit import fit_pooling_store
-    from reidcli.pooling.synthetic_maps import write_toy_store
+    from reidcli.synthetic.conv_maps import write_toy_store
     from threadpoolctl import threadpool_limits
 
     folder = tmp_path_factory.mktemp("plot_toy")

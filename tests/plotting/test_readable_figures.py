@@ -67,6 +67,15 @@ def test_clashing_labels_from_other_folders_name_the_folder(tmp_path):
     assert plot.names == ["same [a/eval]", "same [b/eval]"]
 
 
+def test_clashing_labels_name_the_store_they_evaluated(tmp_path):
+    """The same method on several stores: each legend name carries its store; on one store
+    (or stores of one name) the report files tell them apart."""
+    paths = [_report(tmp_path, f"r{i}", [0.5, 0.7], feature="f", store=f"/x/{s}.h5")
+             for i, s in enumerate(("market", "duke", "market"))]
+    assert plot_cmc(paths[:2]).names == ["f [market]", "f [duke]"]
+    assert plot_cmc([paths[0], paths[2]]).names == ["f [r0]", "f [r2]"]
+
+
 def test_default_labels_say_what_made_the_result():
     rerank = {"feature": "bnneck", "distance": "euclidean",
               "rerank": {"k1": 20, "k2": 6, "lambda_value": 0.3},

@@ -10,7 +10,7 @@ from reidcli.pooling.cdpcf import PooledMetricModel, PoolingConfig, fit_layer
 from reidcli.pooling.geometry import area_positions, parse_grid, position_areas, same_area_mask
 from reidcli.pooling.projection import project_maps, random_orthonormal_projection
 from reidcli.pooling.pooled import flat_maps
-from reidcli.pooling.synthetic_maps import PART_ROWS, WIDTH, toy_problem
+from reidcli.synthetic.conv_maps import PART_ROWS, WIDTH, toy_problem
 from reidcli.pooling.weight_maps import CrossCameraScatter
 
 

@@ -11,7 +11,7 @@ from reidcli import fitted
 from reidcli.errors import UsageError
 from reidcli.pooling.cdpcf import PoolingConfig
 from reidcli.pooling.fit import fit_pooling_store
-from reidcli.pooling.synthetic_maps import write_toy_store
+from reidcli.synthetic.conv_maps import write_toy_store
 from tests.cli.helpers import run_cli
 
 

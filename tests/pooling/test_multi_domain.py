@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from reidcli.pooling.synthetic_maps import CHANNELS, HEIGHT, WIDTH, toy_conv_maps
+from reidcli.synthetic.conv_maps import CHANNELS, HEIGHT, WIDTH, toy_conv_maps
 from tests.cli.helpers import run_cli
 
 DOMAINS = ("syn_a", "syn_b")
@@ -131,7 +131,7 @@ def test_unseen_domain_is_a_one_line_error(capsys, tmp_path, domains_store):
 
 def test_a_fitted_file_without_camera_domains_still_evaluates(capsys, tmp_path):
     """Files written before ``camera_domains`` are read as cameras of one domain."""
-    from reidcli.pooling.synthetic_maps import write_toy_store
+    from reidcli.synthetic.conv_maps import write_toy_store
 
     store = write_toy_store(tmp_path / "toy.h5", seed=0, persons=60, trials=1)
     model = tmp_path / "new.h5"

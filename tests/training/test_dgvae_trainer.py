@@ -12,9 +12,9 @@ import torch
 
 from reidcli.errors import ParameterError
 from reidcli.models.checkpoint import build_model, load_model
-from reidcli.testing.dgvae_toy_run import (ir_to_visible_scores, stage_ratio, toy_config,
+from reidcli.paper.dgvae_toy import (ir_to_visible_scores, stage_ratio, toy_config,
                                            toy_features, train_on_toy)
-from reidcli.testing.vi_toy import make_vi_toy, vi_toy_batch
+from reidcli.synthetic.vi_toy import make_vi_toy, vi_toy_batch
 from reidcli.training.config import make_config
 from reidcli.training.dgvae_trainer import DGVAETrainer, run_stages
 from reidcli.training.engine import train_model
@@ -214,7 +214,7 @@ def test_ddp_two_processes_with_torchrun(vi_root, tmp_path):
 
 
 def test_the_toy_comparison_prints_each_variant(capsys):
-    from reidcli.testing.dgvae_toy_run import main
+    from reidcli.paper.dgvae_toy import main
 
     main(["--variants", "dgvae,baseline", "--seeds", "0", "--iterations", "3"])
     lines = capsys.readouterr().out.splitlines()

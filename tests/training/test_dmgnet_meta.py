@@ -15,7 +15,7 @@ from torch import nn
 from reidcli.errors import ParameterError, UsageError
 from reidcli.models.backbones import build_backbone
 from reidcli.models.bot import BoT
-from reidcli.models.dmgnet import dmgnet_model, dmgnet_model_spec
+from reidcli.models.checkpoint import ModelSpec, build_model
 from reidcli.training.dmgnet_meta import (DMGStepModule, MetaConfig, base_loss,
                                           dmg_step_loss, inner_step, md_loss,
                                           trainable_parameters)
@@ -275,6 +275,44 @@ def test_outer_loss_adds_the_weighted_terms_of_eq_7():
     assert plain["L_all"] == pytest.approx(plain["L_B"] + plain["L_MD"], rel=1e-5)
 
 
+@pytest.mark.parametrize("order", [1, 2])
+@pytest.mark.parametrize("md_weight,md_features", [(0.0, "theta"), (1.0, "theta"),
+                                                   (1.0, "adapted")])
+def test_the_virtual_forward_leaves_bn_running_statistics_alone(order, md_weight,
+                                                                md_features):
+    """D25: after one meta step the BN running statistics (and batch counts) are those of
+    the forwards with θ alone — the support forward, then the query forward of L_MD when it
+    uses θ — so the virtual θ' forward does not count the query batch a second time."""
+    model = tiny_bot()
+    alone = copy.deepcopy(model)
+    before = [b.clone() for b in model.buffers()]
+    xs, _, xq, _ = batch = paired_batch(8)
+    loss, _ = dmg_step_loss(model, *batch, 3e-3,
+                            MetaConfig(meta_order=order, md_weight=md_weight,
+                                       md_features=md_features))
+    loss.backward()
+    with torch.no_grad():
+        alone(xs)
+        if md_weight > 0 and md_features == "theta":
+            alone(xq)
+    for (name, got), want, old in zip(model.named_buffers(), alone.buffers(), before):
+        assert torch.equal(got, want), name
+        assert not torch.equal(got, old), name          # the θ forwards did update them
+
+
+def test_the_meta_step_refuses_fp16_autocast_but_takes_bf16():
+    """D30: the inner gradient of Eq. 2 is outside any GradScaler, so fp16 is refused (also
+    when ``--amp auto`` resolves to it); bf16 runs, and ``no_meta`` takes no inner step."""
+    batch = paired_batch(9)
+    with torch.autocast("cpu", dtype=torch.float16):
+        with pytest.raises(ParameterError, match="amp='fp16'.*without loss scaling"):
+            dmg_step_loss(tiny_bot(), *batch, 3e-3, MetaConfig(meta_order=1))
+        _, plain = dmg_step_loss(tiny_bot(), *batch, 3e-3, MetaConfig(no_meta=True))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        _, logged = dmg_step_loss(tiny_bot(), *batch, 3e-3, MetaConfig(meta_order=1))
+    assert all(math.isfinite(v) for v in [*logged.values(), *plain.values()])
+
+
 @pytest.mark.parametrize("field,value", [("meta_order", 3), ("inner_opt", "adam"),
                                          ("md_features", "both"), ("md_scale", 0.0),
                                          ("md_weight", -1.0)])
@@ -307,7 +345,8 @@ def fixed_batch_history(seed: int, iterations: int = 20) -> list[dict[str, float
     """Logged losses of ``iterations`` DMG-Net steps (defaults, Adam lr 1e-2 = α) on one
     fixed paired batch (P=4, K=2) with the DMG-Net model (a tiny BoT)."""
     torch.manual_seed(seed)
-    model = dmgnet_model(dmgnet_model_spec("tiny", NUM_IDS, (H, W))).train()
+    model = build_model(ModelSpec(kind="bot", backbone="tiny", last_stride=1, num_classes=NUM_IDS,
+                                  input_size=(H, W))).train()
     batch = paired_batch(seed)
     optimizer = torch.optim.Adam(trainable(model), lr=1e-2, weight_decay=5e-4)
     history = []

@@ -116,6 +116,10 @@ def test_guards(capsys, dg_synthetic, tmp_path):
         train_model(_cfg(root, name, p=400, k=2), tmp_path / "p", progress=False)
     with pytest.raises(ParameterError, match="second-order"):
         _cfg(root, name, amp="bf16")
+    with pytest.raises(ParameterError, match="amp='fp16'.*without loss scaling"):
+        _cfg(root, name, amp="fp16", meta_order=1)      # the inner gradient is unscaled
+    assert _cfg(root, name, amp="bf16", meta_order=1).amp == "bf16"
+    assert _cfg(root, name, amp="fp16", no_meta=True).amp == "fp16"
     with pytest.raises(ParameterError, match="meta_order"):
         _cfg(root, name, meta_order=3)
     code, _, err = run_cli(capsys, "train", "dmgnet", "--root", root, "--out", tmp_path / "x")

@@ -16,7 +16,7 @@ from pathlib import Path
 import pandas as pd
 
 from reidcli.data.datasets.common import require_dir, rows_to_frame, scan_folder
-from reidcli.data.datasets.single_shot import check_choice
+from reidcli.data.trials import check_choice
 from reidcli.data.records import DatasetSplit, empty_frame, normalize_frame
 from reidcli.data.registry import DatasetInfo, register, resolve_dataset_dir
 from reidcli.data.splits import check_trial

@@ -325,7 +325,7 @@ def warca_protocol(folder: Path, subset: str, testsets: list[np.ndarray],
                    same_camera: str) -> DatasetSplit:
     """Trial ``trial`` of WARCA's CUHK03 protocol: split ``trial // draws`` tests the persons
     of ``testsets[trial // draws]`` (the standard splits), draw ``trial % draws``."""
-    from reidcli.data.datasets.single_shot import Pool, load_warca
+    from reidcli.data.trials import Pool, load_warca
 
     splits = testsets[:WARCA_SPLITS]
     if len(splits) < WARCA_SPLITS:

@@ -23,8 +23,8 @@ import numpy as np
 import pandas as pd
 
 from reidcli.data.datasets.common import rows_to_frame, scan_folder
-from reidcli.data.datasets.single_shot import (NUM_SPLITS, Pool, check_choice, check_int,
-                                               check_seed, check_test_ids, load_warca)
+from reidcli.data.trials import (NUM_SPLITS, Pool, check_choice, check_int, check_seed,
+                                 check_test_ids, load_warca)
 from reidcli.data.records import DatasetSplit
 from reidcli.data.registry import DatasetInfo, register, resolve_dataset_dir
 from reidcli.data.splits import Trial, choose_ids, protocol_rng

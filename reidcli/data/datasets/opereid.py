@@ -24,8 +24,7 @@ import pandas as pd
 
 from reidcli.data.datasets.common import rows_to_frame
 from reidcli.data.datasets.market_folder import IMAGE_SUFFIXES
-from reidcli.data.datasets.single_shot import (load_warca_only, warca_only_notes,
-                                                warca_only_options)
+from reidcli.data.datasets.warca_only import load_warca_only, warca_only_notes, warca_only_options
 from reidcli.data.records import DatasetSplit
 from reidcli.data.registry import DatasetInfo, register
 from reidcli.errors import DatasetError

@@ -17,7 +17,7 @@ import re
 from pathlib import Path
 
 from reidcli.data.datasets.common import read_text, rows_to_frame
-from reidcli.data.datasets.single_shot import check_choice
+from reidcli.data.trials import check_choice
 from reidcli.data.records import DatasetSplit
 from reidcli.data.registry import DatasetInfo, register, resolve_dataset_dir
 from reidcli.data.splits import check_trial

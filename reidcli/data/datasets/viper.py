@@ -23,9 +23,8 @@ from pathlib import Path
 import pandas as pd
 
 from reidcli.data.datasets.common import rows_to_frame, scan_folder
-from reidcli.data.datasets.single_shot import (Pool, check_choice, check_int, check_seed,
-                                               check_test_ids, load_warca, require_pairs,
-                                               two_view_trials)
+from reidcli.data.trials import (Pool, check_choice, check_int, check_seed, check_test_ids,
+                                 load_warca, require_pairs, two_view_trials)
 from reidcli.data.records import DatasetSplit
 from reidcli.data.registry import DatasetInfo, register, resolve_dataset_dir
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import reidcli.data as data
-from reidcli.data.datasets import single_shot
+from reidcli.data import trials as trial_builders
 from reidcli.data.datasets.cuhk01 import read_cuhk01
 from reidcli.errors import DatasetError
 from tests.cli.helpers import run_cli
@@ -61,7 +61,7 @@ def test_deterministic_and_cached(tmp_path, monkeypatch):
     assert all(p.startswith("campus/") for p in _cached(a, key)[0]["gallery"])
     data.load("cuhk01", tmp_path / "b", test_ids=4, seed=2)
     assert _cached(b, "cuhk01_single_shot_p4_seed2") != _cached(b, key)
-    monkeypatch.setattr(single_shot, "protocol_rng", None)
+    monkeypatch.setattr(trial_builders, "protocol_rng", None)
     again = data.load("cuhk01", tmp_path / "a", test_ids=4, trial=3)
     assert again.query["path"].tolist() == first.query["path"].tolist()
     assert again.gallery["path"].tolist() == first.gallery["path"].tolist()

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import reidcli.data as data
-from reidcli.data.datasets import single_shot
+from reidcli.data import trials as trial_builders
 from reidcli.data.datasets.ilids import read_ilids
 from reidcli.errors import DatasetError
 from tests.cli.helpers import run_cli
@@ -60,7 +60,7 @@ def test_deterministic_and_cached(tmp_path, monkeypatch):
     assert _cached(a, "ilids_dg_p4_seed0") == _cached(b, "ilids_dg_p4_seed0")
     data.load("ilids", tmp_path / "b", test_ids=4, seed=3)
     assert _cached(b, "ilids_dg_p4_seed3") != _cached(b, "ilids_dg_p4_seed0")
-    monkeypatch.setattr(single_shot, "protocol_rng", None)
+    monkeypatch.setattr(trial_builders, "protocol_rng", None)
     monkeypatch.setattr("reidcli.data.datasets.ilids.protocol_rng", None)
     again = data.load("ilids", tmp_path / "a", test_ids=4, trial=7)
     assert again.query["path"].tolist() == first.query["path"].tolist()

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import reidcli.data as data
-from reidcli.data.datasets import single_shot
+from reidcli.data import trials as trial_builders
 from reidcli.data.datasets.prid2011 import read_prid2011
 from reidcli.errors import DatasetError
 from tests.cli.helpers import run_cli
@@ -71,7 +71,7 @@ def test_deterministic_and_cached(tmp_path, monkeypatch):
     assert len({tuple(t["query"]) for t in _cached(a, key)}) > 1
     data.load("prid2011", tmp_path / "b", seed=4, **OPTS)
     assert _cached(b, key.replace("seed0", "seed4")) != _cached(b, key)
-    monkeypatch.setattr(single_shot, "protocol_rng", None)
+    monkeypatch.setattr(trial_builders, "protocol_rng", None)
     again = data.load("prid2011", tmp_path / "a", trial=5, **OPTS)
     assert again.query["path"].tolist() == first.query["path"].tolist()
     assert again.gallery["path"].tolist() == first.gallery["path"].tolist()

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import reidcli.data as data
-from reidcli.data.datasets import single_shot
+from reidcli.data import trials as trial_builders
 from reidcli.data.datasets.prid450s import read_prid450s
 from reidcli.errors import DatasetError
 from tests.cli.helpers import run_cli
@@ -59,7 +59,7 @@ def test_deterministic_and_reloaded_from_cache(tmp_path, monkeypatch):
     assert _cached(a, key) == _cached(b, key)
     data.load("prid450s", tmp_path / "b", test_ids=3, seed=5)
     assert _cached(b, "prid450s_half_p3_seed5") != _cached(b, key)
-    monkeypatch.setattr(single_shot, "protocol_rng", None)    # any redraw would fail
+    monkeypatch.setattr(trial_builders, "protocol_rng", None)    # any redraw would fail
     again = data.load("prid450s", tmp_path / "a", test_ids=3, trial=2)
     for part in ("train", "query", "gallery"):
         assert getattr(again, part)["path"].tolist() == getattr(first, part)["path"].tolist()

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import reidcli.data as data
-from reidcli.data.datasets import single_shot
+from reidcli.data import trials as trial_builders
 from reidcli.data.datasets.viper import read_viper
 from reidcli.errors import DatasetError, UsageError
 from tests.cli.helpers import run_cli
@@ -82,7 +82,7 @@ def test_trials_deterministic_per_seed_and_cached(tmp_path, monkeypatch):
     def no_draw(*args, **kwargs):
         raise AssertionError("trials were redrawn instead of read from the cache")
 
-    monkeypatch.setattr(single_shot, "protocol_rng", no_draw)
+    monkeypatch.setattr(trial_builders, "protocol_rng", no_draw)
     moved = tmp_path / "moved"
     shutil.move(str(tmp_path / "a"), moved)                   # the cache travels along
     again = [_rel(data.load("viper", moved, trial=t, test_ids=4), moved / "viper" / "VIPeR")

@@ -4,7 +4,7 @@
 The stages, their trainable sets, BN modes and optimisers are the trainer's own
 (:class:`reidcli.training.dgvae_trainer.DGVAETrainer`); only the batches come from memory
 instead of image files. Used by the tests, by ``benchmarks/dgvae_toy_seeds.py`` and by
-``recipes/dgvae_synthetic.sh`` (``python -m reidcli.testing.dgvae_toy_run``: variants side by
+``recipes/dgvae_synthetic.sh`` (``reid paper dgvae-toy``: variants side by
 side on the toy).
 """
 from __future__ import annotations
@@ -14,7 +14,8 @@ import dataclasses
 import numpy as np
 import torch
 
-from reidcli.testing.vi_toy import make_vi_toy, vi_toy_batch
+from reidcli.numeric import l2_normalize_rows
+from reidcli.synthetic.vi_toy import make_vi_toy, vi_toy_batch
 
 
 @dataclasses.dataclass
@@ -96,7 +97,7 @@ def ir_to_visible_scores(features: np.ndarray, labels: np.ndarray, infrared: np.
     from reidcli.evaluation.engine import EvalOptions, evaluate_trial
     from reidcli.evaluation.protocols import TrialLabels, get_protocol
 
-    x = features / np.maximum(np.linalg.norm(features, axis=1, keepdims=True), 1e-12)
+    x = l2_normalize_rows(features)
     q, g = x[infrared], x[~infrared]
     dist = np.sqrt(np.maximum(2.0 - 2.0 * q @ g.T, 0.0))
     labels = np.asarray(labels) + 1           # person ids ≥ 1 (0 would read as junk)
@@ -131,11 +132,12 @@ def compare_variants(variants=("dgvae", "baseline"), seeds=(0,), iterations: int
 
 
 def main(argv=None) -> None:
-    """``python -m reidcli.testing.dgvae_toy_run --variants dgvae,baseline --seeds 0,1,2``:
+    """``reid paper dgvae-toy --variants dgvae,baseline --seeds 0,1,2``:
     the variants side by side on the two-modality toy (mean ± std over seeds, in %)."""
     import argparse
 
-    parser = argparse.ArgumentParser(description="DG-VAE variants on the two-modality toy")
+    parser = argparse.ArgumentParser(prog="reid paper dgvae-toy",
+                                     description="DG-VAE variants on the two-modality toy")
     parser.add_argument("--variants", default="dgvae,baseline")
     parser.add_argument("--seeds", default="0")
     parser.add_argument("--iterations", type=int, default=60)
@@ -155,6 +157,3 @@ def main(argv=None) -> None:
 
 __all__ = ["ToyRun", "train_on_toy", "toy_config", "stage_ratio", "toy_features",
            "ir_to_visible_scores", "compare_variants", "main"]
-
-if __name__ == "__main__":
-    main()

@@ -1,4 +1,5 @@
-"""Writing an adapted store (ARCHITECTURE.md "Reconciling the specs"; docs/formats.md).
+"""Writing an adapted store for ``reid adapt`` (docs/formats.md, "Feature store": the adapted
+store; docs/methods/dart3.md).
 
 The output is a full copy of the input store in which
 

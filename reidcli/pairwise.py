@@ -1,0 +1,87 @@
+"""Feature distances on the CPU in float32, the one formula of ``reid eval``'s GEMM metrics
+and of fitted models that compare their transformed rows with a standard metric.
+
+Low in the package (NumPy only): :mod:`reidcli.fitted` and the evaluation engine
+(:mod:`reidcli.evaluation.distances`) both use it, so the fitted-model layer never imports the
+evaluation package. For rows a, b (float32):
+
+* ``sqeuclidean``: ‖a‖² + ‖b‖² − 2·a·b, clamped at 0;
+* ``euclidean``: its square root;
+* ``cosine``: 1 − a·b of unit rows (:func:`l2_normalize`).
+
+The −2 is folded into the query rows before the GEMM: scaling by a power of two is exact in
+floating point, so (−2a)·b is bit for bit −2(a·b), one pass over the [a, b] block fewer.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+METRICS = ("euclidean", "sqeuclidean", "cosine")
+
+#: rows per pass of the in-place normalisation (bounded float64 norm scratch)
+_NORM_BLOCK_ELEMENTS = 1 << 22
+
+
+def l2_normalize(features: np.ndarray, eps: float = 1e-12, inplace: bool = False
+                 ) -> np.ndarray:
+    """Rows scaled to unit L2 norm (zero rows stay zero). float32 [n, D].
+
+    ``inplace``: scale a float32 C-contiguous ``features`` in place, one block of rows at a
+    time (no second copy of the set); otherwise the result is one new array."""
+    features = np.asarray(features)
+    if not (inplace and features.dtype == np.float32 and features.flags.c_contiguous
+            and features.flags.writeable):
+        features = np.array(features, dtype=np.float32, order="C", copy=True)
+    if features.ndim != 2 or not features.size:
+        return features
+    step = max(1, _NORM_BLOCK_ELEMENTS // features.shape[1])
+    for start in range(0, len(features), step):
+        block = features[start:start + step]
+        norms = np.sqrt(np.einsum("ij,ij->i", block, block, dtype=np.float64))
+        block /= np.maximum(norms, eps).astype(np.float32)[:, None]
+    return features
+
+
+def squared_norms(features: np.ndarray) -> np.ndarray:
+    """‖x‖² of every row of float32 ``features`` [n, D] → float32 [n]."""
+    return np.einsum("ij,ij->i", features, features).astype(np.float32)
+
+
+def finish_distances(d: np.ndarray, metric: str, a_sqnorm: np.ndarray | None,
+                     b_sqnorm: np.ndarray | None, scaled: bool = False) -> np.ndarray:
+    """Distances [a, b] from the product ``d`` = a·bᵀ (float32, overwritten and returned);
+    ``scaled``: ``d`` is already (−2a)·bᵀ (:func:`gemm_distances`)."""
+    if metric == "cosine":
+        np.subtract(np.float32(1.0), d, out=d)
+        return d
+    if not scaled:
+        d *= np.float32(-2.0)
+    d += a_sqnorm[:, None]
+    d += b_sqnorm[None, :]
+    np.maximum(d, np.float32(0.0), out=d)
+    if metric == "euclidean":
+        np.sqrt(d, out=d)
+    return d
+
+
+def gemm_distances(a: np.ndarray, b: np.ndarray, metric: str,
+                   a_sqnorm: np.ndarray | None = None,
+                   b_sqnorm: np.ndarray | None = None) -> np.ndarray:
+    """Distances [len(a), len(b)] (float32) between prepared float32 rows ``a`` [n, D] and
+    ``b`` [m, D] (cosine: unit rows; the euclidean metrics: with their squared norms)."""
+    if metric == "cosine":
+        return finish_distances(a @ b.T, metric, None, None)
+    return finish_distances((a * np.float32(-2.0)) @ b.T, metric, a_sqnorm, b_sqnorm,
+                            scaled=True)
+
+
+def pairwise_distances(query: np.ndarray, gallery: np.ndarray, metric: str) -> np.ndarray:
+    """Distances [q, g] (float32) between raw feature rows ``query`` [q, D] and ``gallery``
+    [g, D]: rows made float32 (cosine: normalised copies), then :func:`gemm_distances`."""
+    if metric not in METRICS:
+        raise ValueError(f"metric {metric!r} is not one of {', '.join(METRICS)}")
+    a = np.ascontiguousarray(query, dtype=np.float32)
+    b = np.ascontiguousarray(gallery, dtype=np.float32)
+    if metric == "cosine":
+        return gemm_distances(l2_normalize(a), l2_normalize(b), metric)
+    return gemm_distances(a, b, metric, squared_norms(a), squared_norms(b))

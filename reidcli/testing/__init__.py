@@ -1,1 +1,0 @@
-"""Generators of small synthetic problems for tests, demos and benchmarks."""
