@@ -276,7 +276,7 @@ CASES: dict[str, Case] = {
     "conv2_x,conv3_x,conv4_x,conv5_x \\": Case(skip=REAL.format("VIPeR") + " and a PCB "
                                                 "trained on MSMT17"),
     "docs/methods/cdpcf.md: reid data synth --preset default --out data": Case(
-        slow="ten reid processes: two extractions, four fits, four evaluations (about 15 s)",
+        slow="ten reid processes: two extractions, four fits, four evaluations",
         setup=("data",),
         subs=(("reid data synth --preset default --out data",
                "true  # the tiny synthetic dataset stands in (setup)"),),

@@ -1,7 +1,8 @@
-"""`reid demo` — the synthetic dataset through every stage that exists (thin CLI).
+"""`reid demo` — the synthetic datasets through every stage that exists (thin CLI).
 
 stdout: each stage's command line (preceded by a ``#`` comment, followed by its time),
-then the results table, notes and the list of files written — plain lines, readable in a
+then the results table (one block of rows per data set, named in its ``data`` column), notes
+(one per data set, then what the numbers show) and the list of files written — plain lines, readable in a
 log (``reid demo > log.txt``); the commands' own messages and progress go to stderr.
 """
 from __future__ import annotations
@@ -18,8 +19,10 @@ LOG_WIDTH = 200
 
 
 def demo(
-    preset: str = typer.Option("default", "--preset", help="Synthetic preset: tiny (seconds) "
-                               "or default (about a minute on 2 CPU cores)."),
+    preset: str = typer.Option("default", "--preset", help="Synthetic preset of the main "
+                               "rows: tiny (seconds) or default (under a minute on 2 CPU "
+                               "cores); the C-DPCF rows use the cdpcf preset's two-camera "
+                               "domain either way."),
     root: Optional[Path] = typer.Option(None, "--root", help="Data root for the synthetic "
                                         "dataset (default $REIDCLI_DATA or ./data)."),
     out: Path = typer.Option(Path("reid-demo"), "--out", help="Folder for the demo's stores "

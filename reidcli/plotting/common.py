@@ -88,9 +88,6 @@ def store_name(path: str | os.PathLike, dataset: str | None = None) -> str:
 
 #: how the papers write the networks (``kind`` of the model spec in a store's provenance)
 NETWORK_NAMES = {"bot": "BoT", "pcb": "PCB"}
-#: how the papers write the test-time adaptations (``adapt.method`` in a store's provenance;
-#: DART3's mode is added by :func:`adapt_label`)
-ADAPT_NAMES = {"norm": "camera Norm", "none": "no adaptation", "tent": "TENT", "temp": "TEMP"}
 
 
 def vectors_label(provenance: dict | None, feature: str | None) -> str | None:
@@ -118,13 +115,12 @@ def adapt_label(provenance: dict | None) -> str | None:
     adapt = (provenance if isinstance(provenance, dict) else {}).get("adapt")
     if not isinstance(adapt, dict) or not adapt.get("method"):
         return None
-    method = str(adapt["method"])
-    if method in ("dart3", "dart3-lite", "dart3_lite"):
-        lite = method != "dart3" or adapt.get("mode", "lite") == "lite"
-        return "DART3 LITE" if lite else "DART3"
-    return ADAPT_NAMES.get(method, method)
+    if adapt.get("label"):                   # recorded by reid adapt from the registration
+        return str(adapt["label"])
+    from reidcli.adapt.config import method_label   # older stores: ask the registration
+    return method_label(str(adapt["method"]), adapt)
 
 
 __all__ = ["pyplot", "save_figure", "store_name", "PNG_DPI", "finish_figure",
            "check_figure_path", "short_command",
-           "vectors_label", "adapt_label", "NETWORK_NAMES", "ADAPT_NAMES", "FORMATS"]
+           "vectors_label", "adapt_label", "NETWORK_NAMES", "FORMATS"]

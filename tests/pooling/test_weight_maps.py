@@ -120,3 +120,57 @@ def test_errors_name_the_problem():
                                         np.array([0, 1, 0, 1]))
     with pytest.raises(UsageError, match="K=4 is out of range"):
         top_eigenvectors(cov, 4)
+
+
+@pytest.mark.parametrize("grid", [(3, 1), (2, 2)])            # stripes; non-contiguous areas
+def test_add_maps_matches_add_of_projected_maps_and_not_the_thread_count(grid, monkeypatch):
+    """The fused path (project R^T F* and accumulate per task, issue 32) gives the statistics
+    of add(project_maps(...)) up to float32 rounding, unbalanced weights and a chunk cut
+    mid-person included, and the same bits on 1 and 2 threads (fixed tasks, fixed order)."""
+    import torch
+
+    from reidcli.pooling import weight_maps
+    from reidcli.pooling.geometry import area_positions, position_areas
+    from reidcli.pooling.projection import project_maps, random_orthonormal_projection
+
+    monkeypatch.setattr(weight_maps, "TASK_IMAGES", 4)            # several tasks per chunk
+    monkeypatch.setattr(weight_maps, "TASK_BLOCK_BYTES", 600)     # several blocks per task
+    rng = np.random.default_rng(5)
+    pids = rng.integers(1, 6, 23)
+    camids = rng.integers(0, 2, 23)
+    maps = rng.standard_normal((23, 8, 6, 4)).astype(np.float16)
+    positions = area_positions(position_areas(6, 4, grid))
+    proj = random_orthonormal_projection(len(positions) * 8, 5, 0, 0)
+    ref = CrossCameraScatter(pids, camids, 24, camera_specific=True)
+    ref.add(np.arange(23), project_maps(maps, proj, positions))
+    ref = ref.result()
+
+    def fused():
+        acc = CrossCameraScatter(pids, camids, 24, camera_specific=True)
+        for part in (np.arange(0, 13), np.arange(13, 23)):
+            acc.add_maps(part, maps[part], proj, positions)
+        return acc.result()
+
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        one = fused()
+        torch.set_num_threads(2)
+        two = fused()
+    finally:
+        torch.set_num_threads(threads)
+    for field in ("sigma_same", "sigma_diff"):
+        assert np.array_equal(getattr(one, field), getattr(two, field))
+        np.testing.assert_allclose(getattr(one, field), getattr(ref, field), rtol=1e-5,
+                                   atol=1e-5 * np.abs(getattr(ref, field)).max())
+    acc = CrossCameraScatter(pids, camids, 24)
+    acc.add_maps(np.arange(3), maps[:3], proj, positions)
+    with pytest.raises(ValueError, match="added twice"):
+        acc.add_maps(np.arange(2, 4), maps[2:4], proj, positions)
+    # float64 maps: float64 products (torch.mm), as project_maps
+    wide = CrossCameraScatter(pids, camids, 24, camera_specific=True)
+    wide.add_maps(np.arange(23), maps.astype(np.float64), proj, positions)
+    exact = CrossCameraScatter(pids, camids, 24, camera_specific=True)
+    exact.add(np.arange(23), project_maps(maps.astype(np.float64), proj, positions))
+    np.testing.assert_allclose(wide.result().sigma_diff, exact.result().sigma_diff,
+                               rtol=1e-10, atol=1e-12)
