@@ -112,9 +112,10 @@ def time_method(inputs, method: str, batch: int, device: str, model=None, images
     ``images`` [≥ batch, 3, H, W] are fed to the model-based methods in place of decoded
     files; ``reference`` swaps DART3's fused loss for the autograd one; ``before`` (a
     :func:`losses_at` module) swaps it for that revision's fused loss and gallery."""
-    mode = "full" if method == "dart3" else "lite"
     name = "dart3" if method == "dart3-lite" else method
-    cfg = AdaptConfig(name, mode=mode, batch_size=batch, device=device, precision=precision)
+    own = dict(mode="full" if method == "dart3" else "lite", precision=precision) \
+        if name == "dart3" else {}                  # DART3's own parameters
+    cfg = AdaptConfig(name, batch_size=batch, device=device, **own)
     with contextlib.ExitStack() as stack:
         if images is not None:
             def feed(inputs_, plan, sel, runner, root, cfg_):

@@ -1,12 +1,13 @@
-"""`reid demo`: the synthetic dataset through every pipeline stage that exists.
+"""`reid demo`: synthetic datasets through every pipeline stage that exists.
 
-Stages: synthesise data → describe images (hand-crafted HSV stripe histograms and colour-grid
-maps) → feature store → XQDA metric learning → C-DPCF camera-specific pooling beside its
-baselines, on the data and protocol of the C-DPCF paper's synthetic recipe (the ``cdpcf``
-preset's two-camera target domain, half/half trials: recipes/cdpcf_synthetic.sh with
-``CDPCF_MAPS=color-grid``) → a tiny BoT network trained on CPU and its BNNeck embeddings →
-test-time adaptation of those embeddings (camera Norm, DART3 LITE) → evaluation of each → one
-CMC plot per data set and a t-SNE of the test embeddings before/after DART3 LITE.
+Stages, on the ``--preset`` data: synthesise it → describe images (hand-crafted HSV stripe
+histograms) → feature store → XQDA metric learning → a tiny BoT network trained on CPU and its
+BNNeck embeddings → test-time adaptation of those embeddings (camera Norm, DART3 LITE); then,
+on the data and protocol of the C-DPCF paper's synthetic recipe (the ``cdpcf`` preset's
+two-camera target domain, half/half trials: recipes/cdpcf_synthetic.sh with
+``CDPCF_MAPS=color-grid``), colour-grid maps → C-DPCF camera-specific pooling beside its
+baselines; each evaluated → one CMC plot per data set and a t-SNE of the test embeddings
+before/after DART3 LITE.
 
 Every stage is a ``reid`` command line, built here as an argument list, printed and then run
 in this process through the CLI itself (:func:`run_in_process`), so what is printed is what
@@ -227,8 +228,8 @@ def run_demo(root: str | Path | None = None, workdir: str | Path = "reid-demo",
 
 
 def data_notes(demo: "_Demo") -> list[str]:
-    """One line per data set of the table (its ``data`` column): what it is, the split and
-    rule scored, the command line that made it and the files of its rows."""
+    """One line per data set of the table (its ``data`` column): what it is and the split,
+    trials and evaluation rule its rows are scored under."""
     from reidcli.data.synthetic_params import PRESET_PURPOSES
 
     trials = CDPCF_TRIALS[demo.preset]
@@ -240,8 +241,9 @@ def data_notes(demo: "_Demo") -> list[str]:
             "taken by the query's camera are not counted)",
             f"data '{demo.cdpcf_label}': the target domain d1 of synthetic preset 'cdpcf' "
             "(2 cameras, 200 persons with one image per camera, strong camera-specific "
-            f"spatial bias), {which} half/half trials (100 training persons; probe camera 0 "
-            "against gallery camera 1, rule E3), as the C-DPCF paper and "
+            f"spatial bias), {which} half/half trials (each: 100 persons to train on, the "
+            "other 100 to test, one probe image each from camera 0 against the gallery of "
+            "camera 1, rule E3), as the C-DPCF paper and "
             "recipes/cdpcf_synthetic.sh (CDPCF_MAPS=color-grid) do; the preset's source "
             "domain d0, which trains that recipe's PCB, is rendered with one person "
             f"({' '.join('--option ' + o for o in CDPCF_DATA['synth'])}): colour-grid maps "
@@ -343,11 +345,11 @@ class _Demo:
 
     def evaluate(self, store: Path, method: str, shows: str, model: Path | None = None,
                  report: Path | None = None, data: str | None = None) -> Path:
-        """``reid eval`` of ``store`` (through ``model``) into the JSON
-        ``report`` (default: the store's name, ``.json``); adds a row named ``method`` on ``data`` (default: the demo's preset) and the
-        line ``shows`` (what the row shows). Without ``--quiet`` (unless the demo is quiet),
-        so a pasted command prints its scores; run here, its table is replaced by the step's
-        one-line summary (:class:`_Runner`)."""
+        """``reid eval`` of ``store`` (through ``model``) into the JSON ``report`` (default:
+        the store's name, ``.json``); adds a row named ``method`` on ``data`` (default: the
+        demo's preset) and the line ``shows`` (what the row shows). Without ``--quiet``
+        (unless the demo is quiet), so a pasted command prints its scores; run here, its
+        table is replaced by the step's one-line summary (:class:`_Runner`)."""
         json_out = report or store.with_suffix(".json")
         argv = ["reid", "eval", "--store", str(store)] + (["--model", str(model)] if model
                                                           else [])

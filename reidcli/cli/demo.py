@@ -2,8 +2,9 @@
 
 stdout: each stage's command line (preceded by a ``#`` comment, followed by its time),
 then the results table (one block of rows per data set, named in its ``data`` column), notes
-(one per data set, then what the numbers show) and the list of files written — plain lines, readable in a
-log (``reid demo > log.txt``); the commands' own messages and progress go to stderr.
+(one per data set, then what the numbers show) and the list of files written — plain lines,
+readable in a log (``reid demo > log.txt``); the commands' own messages and progress go to
+stderr.
 """
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typing import Optional
 
 import typer
 
-HELP = "Run the pipeline end to end on the synthetic dataset and print a results table."
+HELP = "Run the pipeline end to end on synthetic datasets and print a results table."
 
 #: width of the results table when stdout is not a terminal (no wrapping in a log)
 LOG_WIDTH = 200

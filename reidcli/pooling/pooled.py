@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from reidcli.numeric import l2_normalize_rows
+
 
 def flat_maps(maps: np.ndarray, dtype=np.float64) -> np.ndarray:
     """Conv maps [n, D', H, W] (any float dtype) → [n, D', S] in ``dtype``."""
@@ -59,9 +61,7 @@ def average_weights(positions: list[np.ndarray], size: int) -> np.ndarray:
 
 def center_and_normalize(x: np.ndarray, mean: np.ndarray) -> np.ndarray:
     """x̃ = (x − μ)/max(‖x − μ‖₂, 1e−12) row-wise (C-DPCF paper §III-C): [n, D] → [n, D]."""
-    y = x - mean[None, :]
-    norms = np.sqrt(np.einsum("ij,ij->i", y, y))
-    return y / np.maximum(norms, 1e-12)[:, None]
+    return l2_normalize_rows(x - mean[None, :])
 
 
 def pad_by_camera(x: np.ndarray, cam_index: np.ndarray, num_cameras: int) -> np.ndarray:
