@@ -7,8 +7,10 @@ A method module registers on import:
   its parameters, defaults and constraints come from the class
   (:class:`reidcli.estimator.Estimator`);
 * a model that is only loaded from fitted files (:func:`register_loader`);
-* a method whose CLI is hand-written — adaptation, network training — with
-  :func:`register_info` (name, stage, paper, defaults), so ``reid methods`` lists it.
+* a method run by its stage's own code — adaptation (``reid adapt <name>`` is generated
+  from its ``parameters``: :mod:`reidcli.adapt.config`), network training — with
+  :func:`register_info` (name, stage, paper, parameters, defaults), so ``reid methods``
+  lists it.
 
 The registry drives :func:`reidcli.fitted.load`, the generated ``reid train`` /
 ``reid fit-pooling`` subcommands and their ``--help``, and ``reid methods``. Methods are found

@@ -25,7 +25,7 @@ def demo(
                                "cores); the C-DPCF rows use the cdpcf preset's two-camera "
                                "domain either way."),
     root: Optional[Path] = typer.Option(None, "--root", help="Data root for the synthetic "
-                                        "dataset (default $REIDCLI_DATA or ./data)."),
+                                        "datasets (default $REIDCLI_DATA or ./data)."),
     out: Path = typer.Option(Path("reid-demo"), "--out", help="Folder for the demo's stores "
                              "and results (its previous demo outputs are replaced)."),
     seed: int = typer.Option(0, "--seed", help="Seed of the synthetic data."),
