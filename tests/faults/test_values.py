@@ -348,6 +348,7 @@ def test_plot_absurd_values_one_line(capsys, biased_stores, tmp_path, kind, args
         code, _, err = run_cli(capsys, "eval", "--store", biased_stores[0], "--quiet",
                                "--json", source, "--device", "cpu")
         assert code == 0, err
-    code, _, err = run_cli(capsys, "plot", kind, source, "--out", tmp_path / "p.png", *args)
+    given = [source] if kind == "cmc" else ["--store", source]
+    code, _, err = run_cli(capsys, "plot", kind, *given, "--out", tmp_path / "p.png", *args)
     _one_line(code, err, *needles)
     assert not (tmp_path / "p.png").exists()
