@@ -8,7 +8,9 @@ names the *parameter* (``solver='qr'``). The CLI maps the parameter to the flag 
 Constraints: :class:`Interval` (int or real, bounds open or closed), :class:`Options` (a set of
 strings), :data:`NONE` (``None`` allowed), :class:`FloatList` (comma-separated positive
 numbers), :data:`BOOL`, :data:`TEXT` (any string) — a value passes when it satisfies any
-constraint of its list.
+constraint of its list. Shared constraints: :data:`SEED`, :data:`PRECISION`, :func:`count`.
+Functions that are not estimators check a value with :func:`check_param` (the same error);
+this is the project's one validation mechanism.
 """
 from __future__ import annotations
 
@@ -35,7 +37,8 @@ class Constraint:
     def describe(self) -> str:  # pragma: no cover - interface
         raise NotImplementedError
 
-    #: the type a CLI option of this constraint parses to (``str`` when it needs parsing)
+    #: the type a generated CLI option of this constraint parses to (``str`` when the
+    #: constraint parses the text itself); :mod:`reidcli.cli.estimator_commands` reads it
     cli_type: type = str
 
 
@@ -117,7 +120,7 @@ class Interval(Constraint):
 @dataclasses.dataclass(frozen=True)
 class Options(Constraint):
     """One of the given strings (compared case-insensitively; ``aliases`` map other spellings
-    onto an option)."""
+    onto an option). The canonical value is the option as declared: what is recorded."""
 
     values: tuple[str, ...]
     aliases: tuple[tuple[str, str], ...] = ()
@@ -126,12 +129,17 @@ class Options(Constraint):
         object.__setattr__(self, "values", tuple(values))
         object.__setattr__(self, "aliases", tuple((aliases or {}).items()))
 
+    def _canonical(self, value: Any) -> str | None:
+        key = str(value).strip().lower()
+        key = {k.lower(): v for k, v in self.aliases}.get(key, key)
+        return next((v for v in self.values if v.lower() == key), None)
+
     def accepts(self, value: Any) -> bool:
-        return isinstance(value, str) and self.convert(value) in self.values
+        return isinstance(value, str) and self._canonical(value) is not None
 
     def convert(self, value: Any) -> Any:
-        key = str(value).lower()
-        return dict(self.aliases).get(key, key)
+        """The declared spelling of the option ``value`` names (any case, or an alias)."""
+        return self._canonical(value)
 
     def describe(self) -> str:
         return "one of " + ", ".join(self.values)
@@ -205,12 +213,13 @@ BOOL = _Bool()
 TEXT = _Text()
 
 
-def _check_one(owner: str, name: str, value: Any, constraints: Sequence[Constraint]) -> Any:
+def _check_one(owner: str, name: str, value: Any, constraints: Sequence[Constraint],
+               todo: str | None = None, error: type[ParameterError] = ParameterError) -> Any:
     for constraint in constraints:
         if constraint.accepts(value):
             return constraint.convert(value)
     requirement = " or ".join(c.describe() for c in constraints)
-    raise ParameterError(owner, name, value, f"must be {requirement}")
+    raise error(owner, name, value, f"must be {requirement}", todo)
 
 
 def validate_params(owner: str, values: Mapping[str, Any],
@@ -227,14 +236,30 @@ def validate_params(owner: str, values: Mapping[str, Any],
     return out
 
 
-def check_param(owner: str, name: str, value: Any, *constraints: Constraint) -> Any:
-    """Validate one value (for parameters of functions rather than estimators)."""
-    return _check_one(owner, name, value, constraints)
+def check_param(owner: str, name: str, value: Any, *constraints: Constraint,
+                todo: str | None = None, error: type[ParameterError] = ParameterError) -> Any:
+    """Validate one value (for parameters of functions rather than estimators); returns it in
+    canonical form. ``todo`` is the error's hint; ``error`` a :class:`ParameterError` subclass
+    of the stage (e.g. :class:`reidcli.evaluation.errors.EvaluationParameterError`)."""
+    return _check_one(owner, name, value, constraints, todo, error)
 
 
 #: a random seed: an integer in [0, 2³²) — what numpy's and torch's generators accept on every
 #: platform; negative or larger seeds are refused rather than wrapped (docs/errors.md)
 SEED = Interval(int, 0, 2**32 - 1)
+
+
+#: a GEMM precision: float32, or bf16 (bfloat16 inputs, float32 accumulation); ``fp32`` and
+#: ``bfloat16`` are accepted spellings, the canonical value (float32, bf16) is what is recorded
+PRECISION = Options(("float32", "bf16"), aliases={"fp32": "float32", "bfloat16": "bf16"})
+#: most items a count parameter (persons, draws, trials, …) may name: above every dataset, and
+#: it keeps a typo such as ``draws=100000000`` from building trials until memory runs out
+MAX_COUNT = 1_000_000
+
+
+def count(minimum: int = 1, maximum: int = MAX_COUNT) -> Interval:
+    """A count parameter: an integer in [minimum, maximum]."""
+    return Interval(int, minimum, maximum)
 
 
 def check_seed(owner: str, value: Any, name: str = "seed") -> int:

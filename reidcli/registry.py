@@ -13,10 +13,15 @@ A method module registers on import:
   lists it.
 
 The registry drives :func:`reidcli.fitted.load`, the generated ``reid train`` /
-``reid fit-pooling`` subcommands and their ``--help``, and ``reid methods``. Methods are found
-by importing every module of the stage packages (:data:`STAGE_PACKAGES`), the modules named in
-the environment variable ``REIDCLI_PLUGINS`` (comma-separated) and the ``reidcli.methods``
-entry points of installed packages — so a new method is one module and nothing else is edited.
+``reid fit-pooling`` subcommands and their ``--help``, and ``reid methods``. It is one
+:class:`Registry` (:data:`METHODS`, the stages are its groups; the datasets are another,
+:mod:`reidcli.data.registry`): a method is looked up in the index of its stage package (the
+``METHODS`` dict of e.g. :mod:`reidcli.metric`, ``name → "module:attr"``), so loading a fitted
+file or starting a trainer imports the one module that declares it; a name not in an index,
+and a listing, import the modules named in the environment variable ``REIDCLI_PLUGINS``
+(comma-separated) and the ``reidcli.methods`` entry points of installed packages, then every
+module of the stage packages (:data:`STAGE_PACKAGES`) — so a new method is one module (and,
+for a built-in one, its line in the package index; ``tests/test_registry.py`` checks them).
 A module that fails to import raises :class:`~reidcli.errors.MethodRegistryError` naming it.
 """
 from __future__ import annotations
@@ -27,7 +32,7 @@ import importlib
 import os
 import pkgutil
 import sys
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Generic, Iterable, Mapping, Sequence, TypeVar
 
 from reidcli.errors import MethodRegistryError, UsageError
 from reidcli.params import Constraint, validate_params
@@ -44,6 +49,7 @@ STAGE_PACKAGES: dict[str, tuple[str, ...]] = {
 ESTIMATOR_STAGES = ("train", "fit-pooling")
 PLUGIN_VARIABLE = "REIDCLI_PLUGINS"
 ENTRY_POINT_GROUP = "reidcli.methods"
+E = TypeVar("E")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -102,16 +108,8 @@ class MethodInfo:
         return self.estimator(**self.resolve_params(given or {}))
 
 
-_METHODS: dict[str, MethodInfo] = {}
-_DISCOVERED: set[str] = set()
-
-
 def _add(info: MethodInfo) -> None:
-    old = _METHODS.get(info.name)
-    if old is not None and old.module != info.module:
-        raise MethodRegistryError(f"method {info.name!r} is registered by both {old.module} "
-                                  f"and {info.module}", "rename one of them")
-    _METHODS[info.name] = info
+    METHODS.add(info.name, info, group=info.stage, module=info.module)
 
 
 def _parameters_of(cls: type, hidden: Iterable[str]) -> tuple[Parameter, ...]:
@@ -178,47 +176,162 @@ def register_info(name: str, *, stage: str, paper: str, summary: str,
                     parameters=params, extras=dict(extras or {})))
 
 
+# -- the registry class ------------------------------------------------------------------------
+class Registry(Generic[E]):
+    """Named entries of one kind (``"method"``, ``"dataset"``), declared by the modules that
+    define them and found lazily.
+
+    ``groups`` maps each group (a method's stage; the datasets have one) to the packages whose
+    modules declare its entries. Each such package may hold an index, the attribute
+    ``index_attr`` of its ``__init__``: ``{lookup key: "module:attr"}`` for its built-in
+    entries (every name and alias); ``builtin`` adds index entries of a group that has no
+    package. A lookup (:meth:`find`) imports the one indexed module of a known name; only an
+    unknown name (or a listing, :meth:`entries`) imports the plugins (:func:`load_plugins`)
+    and then every module of the groups' packages (:meth:`discover`). ``fold_case``: names and
+    aliases are looked up lower-cased. A name declared by two modules is a
+    :class:`~reidcli.errors.MethodRegistryError`.
+    """
+
+    def __init__(self, kind: str, groups: Mapping[str, Sequence[str]], *, index_attr: str,
+                 builtin: Mapping[str, Mapping[str, str]] | None = None,
+                 fold_case: bool = False) -> None:
+        self.kind = kind
+        self.groups: dict[str, tuple[str, ...]] = {g: tuple(p) for g, p in groups.items()}
+        self.index_attr = index_attr
+        self.fold_case = fold_case
+        self._builtin = {g: dict(i) for g, i in (builtin or {}).items()}
+        #: name → entry (tests and stage code may read it; :meth:`add` writes it)
+        self.entries: dict[str, E] = {}
+        #: lookup key (name or alias, lower-cased with ``fold_case``) → name
+        self.aliases: dict[str, str] = {}
+        self._group: dict[str, str] = {}
+        self._module: dict[str, str] = {}
+        self._discovered: set[str] = set()
+
+    def key(self, name: str) -> str:
+        """The lookup key of a name or alias."""
+        return name.strip().lower() if self.fold_case else name
+
+    def _groups(self, groups: Iterable[str] | None) -> list[str]:
+        return list(self.groups) if groups is None else list(groups)
+
+    def add(self, name: str, entry: E, *, group: str, module: str,
+            aliases: Sequence[str] = ()) -> None:
+        """Declare ``entry`` as ``name`` (and ``aliases``) of ``group``, defined in ``module``.
+        Declaring it again from the same module (a re-import) replaces it."""
+        old = self._module.get(name)
+        if old is not None and old != module and name in self.entries:
+            raise MethodRegistryError(f"{self.kind} {name!r} is registered by both {old} "
+                                      f"and {module}", "rename one of them")
+        self.entries[name] = entry
+        self._group[name] = group
+        self._module[name] = module
+        for key in (name, *aliases):
+            self.aliases[self.key(key)] = name
+
+    def group_of(self, name: str) -> str | None:
+        """The group (stage) ``name`` was declared in."""
+        return self._group.get(name)
+
+    def index(self, groups: Iterable[str] | None = None) -> dict[str, str]:
+        """``{lookup key: "module:attr"}`` of the built-in entries of ``groups``."""
+        out: dict[str, str] = {}
+        for group in self._groups(groups):
+            out.update(self._builtin.get(group, {}))
+            for package in self.groups.get(group, ()):
+                out.update(getattr(importlib.import_module(package), self.index_attr, {}))
+        return out
+
+    def _known(self, key: str, groups: Sequence[str] | None) -> E | None:
+        name = self.aliases.get(key, key)
+        entry = self.entries.get(name)
+        if entry is None or (groups is not None and self._group.get(name) not in groups):
+            return None
+        return entry
+
+    def find(self, name: str, groups: Iterable[str] | None = None) -> E | None:
+        """The entry named ``name`` (a name or alias) in ``groups`` (default: all), or None:
+        its indexed module is imported; an unknown name imports the plugins, then every
+        module of ``groups``."""
+        wanted = None if groups is None else list(groups)
+        key = self.key(name)
+        found = self._known(key, wanted)
+        if found is None:
+            target = self.index(wanted).get(key)
+            if target is not None:
+                _import(target.partition(":")[0], self.kind)
+                found = self._known(key, wanted)
+        if found is None:
+            load_plugins()
+            found = self._known(key, wanted)
+        if found is None:
+            self.discover(wanted)
+            found = self._known(key, wanted)
+        return found
+
+    def discover(self, groups: Iterable[str] | None = None) -> None:
+        """Import every module of the packages of ``groups`` (default: all), then the
+        plugins. Idempotent."""
+        for group in self._groups(groups):
+            for package in self.groups.get(group, ()):
+                if package in self._discovered:
+                    continue
+                pkg = importlib.import_module(package)
+                for module in sorted(m.name for m in pkgutil.iter_modules(pkg.__path__)):
+                    _import(f"{package}.{module}", self.kind)
+                self._discovered.add(package)
+            for target in self._builtin.get(group, {}).values():
+                _import(target.partition(":")[0], self.kind)
+        load_plugins()
+
+    def entries_of(self, groups: Iterable[str] | None = None) -> dict[str, E]:
+        """``{name: entry}`` of every entry of ``groups`` (all discovered), sorted by name."""
+        wanted = self._groups(groups)
+        self.discover(wanted)
+        return {n: self.entries[n] for n in sorted(self.entries)
+                if self._group.get(n) in wanted}
+
+    def names(self, groups: Iterable[str] | None = None) -> list[str]:
+        """Sorted names of ``groups`` (all discovered)."""
+        return list(self.entries_of(groups))
+
+
 # -- discovery ---------------------------------------------------------------------------------
-def _import(module: str) -> None:
+def _import(module: str, kind: str = "method") -> None:
     try:
         importlib.import_module(module)
     except Exception as exc:   # any failure of a method module is reported as its own
-        raise MethodRegistryError(f"method module {module} failed to import "
+        raise MethodRegistryError(f"{kind} module {module} failed to import "
                                   f"({type(exc).__name__}: {exc})",
                                   "fix or remove that module (--debug shows the traceback)"
                                   ) from exc
 
 
+_ENTRY_POINTS: list[list[str]] = []
+
+
 def _plugin_modules() -> list[str]:
     names = [m.strip() for m in os.environ.get(PLUGIN_VARIABLE, "").split(",") if m.strip()]
-    try:
-        from importlib.metadata import entry_points
-        names += [ep.value.split(":")[0] for ep in entry_points(group=ENTRY_POINT_GROUP)]
-    except Exception:                      # no metadata backend: plugins by variable only
-        pass
-    return names
+    if not _ENTRY_POINTS:                  # installed packages do not change while we run
+        try:
+            from importlib.metadata import entry_points
+            _ENTRY_POINTS.append([ep.value.split(":")[0]
+                                  for ep in entry_points(group=ENTRY_POINT_GROUP)])
+        except Exception:                  # no metadata backend: plugins by variable only
+            _ENTRY_POINTS.append([])
+    return names + _ENTRY_POINTS[0]
 
 
-def discover(stages: Iterable[str] | None = None) -> None:
-    """Import the modules that declare the methods of ``stages`` (default: all) and the
-    plugins. Idempotent."""
-    stages = list(STAGE_PACKAGES) if stages is None else list(stages)
-    for stage in stages:
-        for package in STAGE_PACKAGES.get(stage, ()):
-            if package in _DISCOVERED:
-                continue
-            pkg = importlib.import_module(package)
-            for module in sorted(m.name for m in pkgutil.iter_modules(pkg.__path__)):
-                _import(f"{package}.{module}")
-            _DISCOVERED.add(package)
-    load_plugins()
+#: plugin modules imported (or being imported)
+_DISCOVERED: set[str] = set()
 
 
 def load_plugins() -> None:
     """Import the plugin modules (``REIDCLI_PLUGINS``, ``reidcli.methods`` entry points)
-    not imported yet. Whatever a plugin registers — methods, or datasets with
-    :func:`reidcli.data.registry.register` — is then known to every command; the dataset
-    registry calls this before it resolves a name (docs/cli.md, "Plugins")."""
+    not imported yet. Whatever a plugin registers — methods of any stage, or datasets with
+    :func:`reidcli.data.registry.register` — is then known to every command: every
+    :class:`Registry` calls this before it gives up on a name or lists its entries
+    (docs/cli.md, "Plugins")."""
     for module in _plugin_modules():
         if module not in _DISCOVERED:
             _DISCOVERED.add(module)          # first: a plugin may use the registries itself
@@ -229,10 +342,24 @@ def load_plugins() -> None:
                 raise
 
 
+METHODS = Registry("method", STAGE_PACKAGES, index_attr="METHODS",
+                   builtin={"fitted": {"linear-projection":
+                                       "reidcli.fitted:LinearProjection"}})
+#: name → MethodInfo of the methods registered so far (the registry's own table)
+_METHODS = METHODS.entries
+
+
+def discover(stages: Iterable[str] | None = None) -> None:
+    """Import the modules that declare the methods of ``stages`` (default: all) and the
+    plugins. Idempotent."""
+    METHODS.discover(stages)
+
+
 def methods(stage: str | None = None) -> list[MethodInfo]:
     """Registered methods (of ``stage``), sorted by stage then name."""
-    discover(None if stage is None else [stage])
-    found = [m for m in _METHODS.values() if stage is None or m.stage == stage]
+    found = list(METHODS.entries_of(None if stage is None else [stage]).values())
+    if stage is None:          # methods of stages not declared here (plugins' own stages)
+        found += [m for m in METHODS.entries.values() if m.stage not in METHODS.groups]
     order = list(STAGE_PACKAGES)
     return sorted(found, key=lambda m: (order.index(m.stage) if m.stage in order else 99,
                                         m.name))
@@ -240,10 +367,8 @@ def methods(stage: str | None = None) -> list[MethodInfo]:
 
 def get(name: str, stage: str | None = None) -> MethodInfo:
     """The method ``name``; UsageError naming the known ones when it is not registered."""
-    if name not in _METHODS:
-        discover(None if stage is None else [stage])
-    info = _METHODS.get(name)
-    if info is None or (stage is not None and info.stage != stage):
+    info = METHODS.find(name, None if stage is None else [stage])
+    if info is None:
         known = ", ".join(m.name for m in methods(stage)) or "none"
         raise UsageError(f"unknown method {name!r}" + (f" for {stage}" if stage else ""),
                          f"registered: {known}")
@@ -252,7 +377,4 @@ def get(name: str, stage: str | None = None) -> MethodInfo:
 
 def lookup(name: str, stages: Sequence[str]) -> MethodInfo | None:
     """The method ``name`` if one of ``stages`` registers it, else None."""
-    if name not in _METHODS:
-        discover(stages)
-    info = _METHODS.get(name)
-    return info if info is not None and info.stage in stages else None
+    return METHODS.find(name, stages)

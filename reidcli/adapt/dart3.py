@@ -19,7 +19,7 @@ from reidcli.adapt.config import TAU_RANGE, count
 from reidcli.adapt.statistics import CameraStatistics
 from reidcli.errors import UsageError
 from reidcli.naming import param
-from reidcli.params import BOOL, Interval, Options
+from reidcli.params import BOOL, PRECISION, Interval, Options
 from reidcli.registry import Parameter, register_info
 
 
@@ -166,9 +166,9 @@ PARAMETERS = (
               "euclidean | cosine (Tab 7 ablation; re-tune --tau)."),
     Parameter("external", True, (BOOL,), "Full mode: --no-external learns without M, Σ "
               "(loss on raw features, BN γ/β only; Tab 4)."),
-    Parameter("precision", "fp32", (Options(("fp32", "bf16")),),
-              "fp32 | bf16 (gallery GEMMs in bfloat16: ~3× faster on CPUs with AVX-512 BF16 "
-              "and on GPUs, ≈0.4 % error)."),
+    Parameter("precision", "float32", (PRECISION,),
+              "float32 (or fp32) | bf16 (gallery GEMMs in bfloat16: ~3× faster on CPUs with "
+              "AVX-512 BF16 and on GPUs, ≈0.4 % error)."),
 )
 _DART3 = dict(paper="Bhattacharya et al. (DART3)",
               defaults=dict(batch_size=8, lr=1e-4, bn_mode="batch"))

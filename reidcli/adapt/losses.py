@@ -99,7 +99,7 @@ class PreparedGallery:
                  dtype: torch.dtype = torch.float32, batch_size: int = 8,
                  layout: str = "auto", block: int | None = None, precision: str = "fp32",
                  schedule: str | None = None, gemm: str | None = None):
-        if precision not in ("fp32", "bf16"):
+        if precision not in ("fp32", "float32", "bf16"):   # reidcli.params.PRECISION
             raise ValueError(f"precision {precision!r}")
         g = torch.as_tensor(gallery).to(device=device or torch.as_tensor(gallery).device,
                                         dtype=dtype)

@@ -10,18 +10,21 @@ from typing import Any, Callable, List, Optional
 import typer
 
 from reidcli.cli.flags import parameter_flag
-from reidcli.params import BOOL, NONE, Interval
+from reidcli.params import NONE
 from reidcli.registry import MethodInfo, Parameter
 
 PARAM_HELP = "Any parameter of the method as key=value (repeatable); see `reid methods`."
 
 
 def _option_type(param: Parameter) -> type:
-    kinds = [c for c in param.constraints if c is not NONE]
-    if kinds and all(c is BOOL for c in kinds):
+    """The type typer parses the option to: the constraints' common
+    :attr:`~reidcli.params.Constraint.cli_type` (int and float → float), else ``str`` (the
+    constraints then parse the text: ``"none"``, ``"1e-3,1e-2"``)."""
+    types = {c.cli_type for c in param.constraints if c is not NONE}
+    if types == {bool}:
         return bool
-    if kinds and all(isinstance(c, Interval) for c in kinds):
-        return int if all(c.kind is int for c in kinds) else float
+    if types and types <= {int, float}:
+        return int if types == {int} else float
     return str
 
 
@@ -91,8 +94,12 @@ def estimator_command(info: MethodInfo, common: list[inspect.Parameter],
 
 def add_estimator_commands(app: typer.Typer, methods: list[MethodInfo],
                            common: list[inspect.Parameter], run) -> None:
-    """Register one generated command per method on ``app``."""
+    """Register one generated command per method on ``app`` (once: a method whose command
+    ``app`` has is skipped, so an invocation may add the commands a previous one lacked)."""
+    have = {c.name for c in app.registered_commands}
     for info in methods:
+        if info.name in have:
+            continue
         app.command(info.name, help=f"{info.summary} ({info.paper})")(
             estimator_command(info, common, run))
 
@@ -103,3 +110,22 @@ def common_option(name: str, annotation, default, *flags: str, help: str,
     return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY,
                              default=typer.Option(default, *flags, help=help, **extra),
                              annotation=annotation)
+
+
+def invoked_methods(stage: str, also: tuple[str, ...] = ()) -> list[MethodInfo]:
+    """The methods of ``stage`` whose commands this invocation needs: only the method the
+    command line names when its stage's index knows it (`reid train xqda …` imports XQDA's
+    module alone), none when it names a method of a stage in ``also`` that the same command
+    runs (`reid train bot`: a network trainer), else every method (`reid train --help`, a
+    misspelt name: typer's error then lists them all)."""
+    from reidcli import registry
+    from reidcli.cli.context import invoked_command
+
+    words = [a for a in invoked_command()[1:] if not a.startswith("-")]
+    if len(words) > 1 and words[0] == stage:            # the stage's command is its name
+        name = words[1]
+        if name in registry.METHODS.index([stage]):
+            return [registry.get(name, stage)]
+        if also and name in registry.METHODS.index(also):
+            return []
+    return registry.methods(stage)

@@ -66,9 +66,10 @@ def evaluate(
     csv_out: Optional[Path] = typer.Option(None, "--csv", help="Write the CMC curve as CSV."),
     force: bool = typer.Option(False, "--force", help="Overwrite --json/--csv outputs."),
     device: str = typer.Option("auto", "--device", help="auto | cpu | cuda."),
-    precision: str = typer.Option("float32", "--precision", help="Distance GEMM: float32 | "
-                                  "bf16 (bfloat16 inputs: faster, distances rounded, so "
-                                  "near-ties may reorder; the report says which ran)."),
+    precision: str = typer.Option("float32", "--precision", help="Distance GEMM: float32 "
+                                  "(or fp32) | bf16 (bfloat16 inputs: faster, distances "
+                                  "rounded, so near-ties may reorder; the report says which "
+                                  "ran)."),
     stream: str = typer.Option("auto", "--stream", help="Read the gallery from the store "
                                "block by block: auto (galleries over 1 GiB of float32 "
                                "features) | on | off. Not with --rerank, --nmi or "

@@ -9,7 +9,8 @@ from typing import Any, Optional
 import typer
 
 from reidcli import registry
-from reidcli.cli.estimator_commands import add_estimator_commands, common_option, method_flags
+from reidcli.cli.estimator_commands import (add_estimator_commands, common_option,
+                                            invoked_methods, method_flags)
 
 app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Fit camera-specific pooling (C-DPCF) or a baseline on a conv-map store.")
@@ -38,13 +39,28 @@ def run_pooling(info: registry.MethodInfo, given: dict[str, Any], common: dict[s
 
     set_flag_names(method_flags(info))
     estimator = info.make_estimator(given)
-    summary = fit_pooling_store(common["store"], common["out"], estimator.config(),
-                                layers=estimator.layer_list(), trials=common["trials"],
-                                train_ids_limit=common["train_ids"], repeats=common["repeats"],
-                                force=common["force"],
-                                progress=ENABLED and not common["quiet"],
-                                command=invoked_command(),
-                                with_average_images=common["average_images"])
+    if not hasattr(estimator, "config"):       # not a PoolingConfig method: e.g. a plugin's
+        from reidcli.errors import UsageError
+        from reidcli.pooling.fit import fit_map_estimator_store
+
+        if common["train_ids"] is not None:
+            raise UsageError(f"--train-ids is not available for {info.name}",
+                             "drop --train-ids (C-DPCF, DPCF and the AvgP baselines have it)")
+        summary = fit_map_estimator_store(
+            common["store"], common["out"], estimator,
+            layers=getattr(estimator, "layer_list", lambda: None)(), trials=common["trials"],
+            force=common["force"], progress=ENABLED and not common["quiet"],
+            command=invoked_command())
+    else:
+        summary = fit_pooling_store(common["store"], common["out"], estimator.config(),
+                                    layers=estimator.layer_list(),
+                                    trials=common["trials"],
+                                    train_ids_limit=common["train_ids"],
+                                    repeats=common["repeats"],
+                                    force=common["force"],
+                                    progress=ENABLED and not common["quiet"],
+                                    command=invoked_command(),
+                                    with_average_images=common["average_images"])
     if not common["quiet"]:
         typer.echo(f"wrote {summary.path}: {info.name} on {', '.join(summary.layers)}; "
                    f"{len(summary.trials)} trial(s), cameras "
@@ -53,12 +69,8 @@ def run_pooling(info: registry.MethodInfo, given: dict[str, Any], common: dict[s
                    f"training images per trial; {summary.seconds:.1f} s", err=True)
 
 
-_BUILT: list[bool] = []
-
-
 def build_commands() -> None:
-    """Generate one command per registered pooling method (once; only when
-    ``reid fit-pooling`` runs)."""
-    if not _BUILT:
-        _BUILT.append(True)
-        add_estimator_commands(app, registry.methods("fit-pooling"), COMMON, run_pooling)
+    """Generate the commands of the registered pooling methods this invocation needs (only
+    when ``reid fit-pooling`` runs; `reid fit-pooling cdpcf` imports the one module of
+    C-DPCF: :func:`~reidcli.cli.estimator_commands.invoked_methods`)."""
+    add_estimator_commands(app, invoked_methods("fit-pooling"), COMMON, run_pooling)

@@ -1,8 +1,10 @@
-"""`reid train METHOD` — network training (pcb, bot, dgvae, dmgnet) and metric learning on a store.
+"""`reid train METHOD` — network training (pcb, bot, dgvae, dmgnet, …) and metric learning on a
+store.
 
-The metric-learning commands are generated from the method registry
-(:mod:`reidcli.cli.estimator_commands`): every ``stage="train"`` estimator gets a command
-whose options are its own parameters."""
+Both are generated from the method registry: every ``stage="train"`` estimator gets a command
+whose options are its own parameters (:mod:`reidcli.cli.estimator_commands`), every
+``stage="train-net"`` trainer one whose options are the shared training settings and its
+own parameters (:mod:`reidcli.cli.train_net`)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -46,14 +48,26 @@ def run_metric(info: registry.MethodInfo, given: dict[str, Any], common: dict[st
 
 
 _BUILT: list[bool] = []
+#: the network trainers whose command is built
+_TRAINERS: set[str] = set()
 
 
 def build_commands() -> None:
-    """Generate one command per registered metric learner (once; only when ``reid train``
-    runs, so other commands do not import every method module)."""
+    """Generate one command per registered metric learner and one per network trainer
+    (:mod:`reidcli.cli.train_net`), once, only when ``reid train`` runs (so other commands do
+    not import every method module); ``reid train <metric>`` imports no network trainer
+    (they import torch)."""
+    from reidcli.cli.context import invoked_command
+
     if not _BUILT:
         _BUILT.append(True)
         add_estimator_commands(app, registry.methods("train"), COMMON, run_metric)
+    words = [a for a in invoked_command()[1:] if not a.startswith("-")]
+    if words[:1] == ["train"] and len(words) > 1 and registry.lookup(words[1], ["train"]):
+        return
+    new = [m for m in registry.methods("train-net") if m.name not in _TRAINERS]
+    _TRAINERS.update(m.name for m in new)          # a plugin loaded later is added then
+    _train_net.add_trainer_commands(app, new)
 
 
 from reidcli.cli import train_net as _train_net  # noqa: E402
@@ -85,16 +99,5 @@ def _train_again(ctx: typer.Context,
     from reidcli.training.rerun import read_recorded_run
 
     method = read_recorded_run(config).method
-    _train_net.run_training(method, dataset=None, root=None, option=None, out=out,
-                            resume=None, preset=None, force=force, quiet=quiet, config=config)
-
-app.command("pcb", help="PCB (Sun et al. 2018): 6 stripes, shared 1×1 reduction, 6 classifiers; "
-            "optional RPP.")(_train_net.pcb)
-app.command("bot", help="BoT strong baseline: last stride 1, BNNeck, label smoothing, "
-            "batch-hard triplet, warm-up.")(_train_net.bot)
-app.command("dgvae", help="DG-VAE (Pu et al. 2020): visible-infrared re-id; MoG-prior identity "
-            "code, N(0, I) nuisance code, triplet swap reconstruction; three stages.")(
-    _train_net.dgvae)
-app.command("dmgnet", help="DMG-Net (Bai et al. 2021): domain generalisation from several "
-            "source datasets; meta-generalisation across cameras + meta-discrimination.")(
-    _train_net.dmgnet)
+    _train_net.run_training(method, out=out, resume=None, force=force, quiet=quiet,
+                            config=config)

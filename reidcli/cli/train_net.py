@@ -1,106 +1,264 @@
-"""`reid train pcb|bot|dgvae` — network training (thin CLI over :mod:`reidcli.training.engine`).
+"""`reid train <trainer>` — network training, generated from the trainers' declarations (thin
+CLI over :mod:`reidcli.training.engine`).
 
-Defaults are the papers' (docs/methods/pcb.md, docs/methods/bot.md, docs/methods/dgvae.md);
-``--preset tiny|quick`` shrinks the model and schedule for CPU runs; explicit options win over
-both.
+Every network trainer registered in the method registry (stage ``train-net``) gets a command
+whose options are the shared settings every trainer shows (data, run directory, execution,
+evaluation during training: :data:`reidcli.training.config.COMMON`) and the parameters its
+module declares, with their defaults and help (docs/architecture.md, "Adding a network
+trainer"). A value is read from the text of its option by the form of its constraint (a
+number, a comma list, ``HxW``, ``key=value`` …); the library checks it and names the
+parameter, mapped back to the flag here. Defaults are the papers' (docs/methods/pcb.md,
+docs/methods/bot.md, docs/methods/dgvae.md, docs/methods/dmgnet.md); ``--preset`` shrinks
+the model and schedule for CPU runs; explicit options win over both.
 """
 from __future__ import annotations
 
+import inspect
 import os
 from pathlib import Path
-from typing import List, Optional
+from typing import Any, List, Optional
 
 import typer
 
-from reidcli.models.backbone_names import BACKBONES
+#: parameter → flag where the flag is not ``--`` + the parameter's name (one spelling per
+#: concept across trainers; docs/cli.md)
+TRAIN_FLAGS = {"p": "--ids-per-batch", "k": "--images-per-id", "options": "--option",
+               "eval_options": "--eval-option", "settings": "--set",
+               "source_options": "--source-option", "stage_epochs": "--epochs"}
+#: trainer → {parameter: flag} where one trainer spells a shared setting its own way
+METHOD_TRAIN_FLAGS = {"dmgnet": {"train_split": "--source-split"}}
 
-DATA_HELP = "Dataset name or alias (reid data list)."
-
-# options shared by every network trainer (one definition, reused as defaults)
-DATASET = typer.Option(None, "--dataset", help=DATA_HELP)
-ROOT = typer.Option(None, "--root", help="Data root (default $REIDCLI_DATA or ./data).")
-OPTION = typer.Option(None, "--option", help="Dataset loader option key=value (repeatable).")
-OUT = typer.Option(None, "--out", help="Run directory to create (written into OUT.partial, "
-                   "renamed onto OUT when the run is complete).")
-RESUME = typer.Option(None, "--resume", help="Continue the run in this directory (or its "
-                      "interrupted OUT.partial) from its last checkpoint, with its recorded "
-                      "options and data; only --epochs, --max-iters, --log-every, "
-                      "--checkpoint-every, --device, --workers may change.")
-TRAIN_CAMS = typer.Option(None, "--train-cams", help="Train only on these 0-based cameras "
-                          "(DART3 protocols).")
-TRAIN_SPLIT = typer.Option(None, "--train-split", help="train (default) | all.")
-MAX_IMAGES = typer.Option(None, "--max-images",
-                          help="Seeded random subset of training images.")
-SUBSAMPLE_SEED = typer.Option(None, "--subsample-seed")
-BACKBONE = typer.Option(None, "--backbone", help=" | ".join(BACKBONES) + ".")
-AMP = typer.Option(None, "--amp", help="off | auto | bf16 | fp16 (auto = fp32 on CPU; bf16 works on CPU).")
-CHANNELS_LAST = typer.Option(None, "--channels-last", help="auto | on | off.")
-DEVICE = typer.Option(None, "--device", help="auto | cpu | cuda.")
-WORKERS = typer.Option(None, "--workers", help="Loader workers.")
-CHECKPOINT_EVERY = typer.Option(None, "--checkpoint-every", help="Epochs.")
-LOG_EVERY = typer.Option(None, "--log-every", help="Iterations.")
-MAX_ITERS = typer.Option(None, "--max-iters", help="Stop after N iterations.")
-FORCE = typer.Option(False, "--force", help="Replace the run in an existing --out (only "
-                     "once the new run is complete).")
-QUIET = typer.Option(False, "--quiet")
-SEED = typer.Option(None, "--seed", help="0.")
-RANDOM_ERASING = typer.Option(None, "--random-erasing", help="0.5.")
-# evaluation during training, checkpoint selection, logging, re-runs (docs/training.md)
-EVAL_EVERY = typer.Option(None, "--eval-every", help="Evaluate every N epochs (and after "
-                          "the last) on the query/gallery of the dataset, as reid extract "
-                          "--model + reid eval do; mAP, rank1, mINP in metrics.csv and the "
-                          "epoch line.")
-EVAL_DATASET = typer.Option(None, "--eval-dataset", help="--eval-every: the dataset to "
-                            "evaluate on (default: the training dataset).")
-EVAL_OPTION = typer.Option(None, "--eval-option", help="--eval-dataset: loader option "
-                           "key=value (repeatable).")
-KEEP = typer.Option(None, "--keep", help="last (default) | best: also write model_best.pt, "
-                    "the evaluated model with the highest --keep-metric (needs --eval-every).")
-KEEP_METRIC = typer.Option(None, "--keep-metric", help="mAP (default) | rank1.")
-TENSORBOARD = typer.Option(False, "--tensorboard", help="TensorBoard scalars of every logged "
-                           "term in OUT/tensorboard (pip install 'reidcli[tensorboard]').")
-CONFIG = typer.Option(None, "--config", help="Train again from a recorded run's "
-                      "RUN/config.json (into a new --out); options given override it.")
+OUT_HELP = ("Run directory to create (written into OUT.partial, renamed onto OUT when the run "
+            "is complete).")
+RESUME_HELP = ("Continue the run in this directory (or its interrupted OUT.partial) from its "
+               "last checkpoint, with its recorded options and data; only --epochs, "
+               "--max-iters, --log-every, --checkpoint-every, --device, --workers may change.")
+CONFIG_HELP = ("Train again from a recorded run's RUN/config.json (into a new --out); options "
+               "given override it.")
+FORCE_HELP = "Replace the run in an existing --out (only once the new run is complete)."
 
 
-def _cams(text: Optional[str]) -> Optional[list[int]]:
-    from reidcli.cameras import parse_cameras
-    return parse_cameras(text, "train_cams", owner="training")
+def parameter_flag(method: str, name: str) -> str:
+    """The flag of parameter ``name`` on ``reid train <method>`` (without ``--no-``)."""
+    return METHOD_TRAIN_FLAGS.get(method, {}).get(name) or TRAIN_FLAGS.get(name) \
+        or "--" + name.replace("_", "-")
 
 
-def _steps(text: Optional[str]) -> Optional[list[int]]:
+def _form(p) -> str:
+    """How the option of parameter ``p`` is read: ``int``, ``float``, ``flag``, ``list``,
+    ``size``, ``key_values``, ``named_key_values``, ``names``, ``cameras``, ``switch``,
+    ``same_or_number`` or ``text``."""
+    from reidcli.params import NONE, Interval
+    from reidcli.training.config import Each, _Size
+
+    kinds = [c for c in p.constraints if c is not NONE]
+    for c in kinds:
+        if isinstance(c, _Size):
+            return "size"
+        if isinstance(c, Each):
+            return "list"
+        form = getattr(c, "form", None)
+        if form:
+            return form
+    if kinds and all(isinstance(c, Interval) for c in kinds):
+        return "int" if all(c.kind is int for c in kinds) else "float"
+    return "text"
+
+
+def option_flag(method: str, p) -> str:
+    """The flag typed for ``p``: ``--no-<name>`` for a flag that defaults to true."""
+    flag = parameter_flag(method, p.name)
+    return "--no-" + flag[2:] if _form(p) == "flag" and p.default is True else flag
+
+
+def _option(method: str, p) -> inspect.Parameter:
+    form = _form(p)
+    flag = option_flag(method, p)
+    annotation: Any = {"int": Optional[int], "float": Optional[float], "flag": bool,
+                       "key_values": Optional[List[str]],
+                       "named_key_values": Optional[List[str]]}.get(form, Optional[str])
+    default = False if form == "flag" else None
+    info = typer.Option(default, flag, help=p.help or None)
+    return inspect.Parameter(p.name, inspect.Parameter.KEYWORD_ONLY, default=info,
+                             annotation=annotation)
+
+
+def _cli(name: str, annotation, default, flag: str, help: str | None) -> inspect.Parameter:
+    return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY,
+                             default=typer.Option(default, flag, help=help),
+                             annotation=annotation)
+
+
+def command_parameters(method: str) -> list:
+    """The parameters ``reid train <method>`` shows, in their order: the run's (data, root,
+    loader options, preset), the trainer's own list, then execution and evaluation."""
+    from reidcli.training.config import EXECUTION_SETTINGS, RUN_SETTINGS, method_info, \
+        method_parameters
+
+    info = method_info(method)
+    declared = {p.name: p for p in method_parameters(method)}
+    skip = set()
+    if info.extras.get("data_parameter"):
+        skip = {"dataset", "options"}                 # its own parameter names the data
+    run = [declared[n] for n in RUN_SETTINGS if n not in skip]
+    execution = [declared[n] for n in EXECUTION_SETTINGS]
+    fixed = set(RUN_SETTINGS) | set(EXECUTION_SETTINGS)
+    own = [p for p in info.parameters if p.cli and p.name not in fixed]
+    return [*run, *own, *execution]
+
+
+def trainer_flags(method: str) -> dict[str, str]:
+    """parameter → the flag that sets it (errors name it)."""
+    from reidcli.training.config import method_parameters
+
+    return {p.name: option_flag(method, p) for p in method_parameters(method)}
+
+
+def _numbers(text: str, flag: str, constraint) -> list:
     from reidcli.errors import UsageError
 
-    if text is None:
-        return None
     try:
-        return [int(t) for t in text.split(",") if t.strip()]
+        return [constraint.cast(t) for t in text.split(",") if t.strip()]
     except ValueError:
-        raise UsageError(f"--lr-steps {text!r} is not a comma list of epochs",
-                         "e.g. --lr-steps 40,70") from None
+        raise UsageError(f"{flag} {text!r} is not a comma list of {constraint.noun}",
+                         f"e.g. {flag} {constraint.example}") from None
 
 
-def run_training(method: str, *, dataset: Optional[str], root: Optional[Path],
-                 option: Optional[List[str]], out: Optional[Path], resume: Optional[Path],
-                 preset: Optional[str], force: bool, quiet: bool, **explicit) -> None:
-    """Build the config, train, print a one-line summary (shared by every method).
-
-    ``explicit`` holds the command's other options as parsed (None = not given)."""
-    from reidcli.cli.context import invoked_command, set_flag_names
-    from reidcli.cli.data import parse_key_values
+def _size(text: str, flag: str):
     from reidcli.data.transforms import parse_size
     from reidcli.errors import UsageError
+
+    try:
+        return parse_size(text)
+    except UsageError:
+        raise UsageError(f"{flag} {text!r} is not HxW with sides ≥ 1",
+                         f"e.g. {flag} 256x128 (height x width)") from None
+
+
+def _named_key_values(items: List[str], flag: str) -> Optional[dict]:
+    """``["market1501.protocol=x", ...]`` → ``{"market1501": {"protocol": "x"}}``."""
+    from reidcli.cli.data import parse_key_values
+    from reidcli.errors import UsageError
+
+    out: dict = {}
+    for item in items:
+        name, dot, rest = item.partition(".")
+        if not dot or "=" not in rest:
+            raise UsageError(f"{flag} {item!r} is not NAME.KEY=VALUE",
+                             f"e.g. {flag} cuhk03.labels=detected")
+        out.setdefault(name.strip(), {}).update(parse_key_values([rest], flag))
+    return out or None
+
+
+def _switch(text: str, flag: str) -> bool:
+    from reidcli.errors import UsageError
+
+    low = text.strip().lower()
+    if low not in ("on", "off", "true", "false"):
+        raise UsageError(f"{flag} {text!r} is not on or off", f"e.g. {flag} on")
+    return low in ("on", "true")
+
+
+def _same_or_number(text: str, flag: str) -> Optional[float]:
+    from reidcli.errors import UsageError
+
+    try:
+        return None if text.strip().lower() == "same" else float(text)
+    except ValueError:
+        raise UsageError(f"{flag} {text!r} is not 'same' or a number",
+                         f"e.g. {flag} same") from None
+
+
+def parse_value(method: str, p, value: Any) -> Any:
+    """The value of ``p`` from its option as parsed by typer (None: not given)."""
+    form, flag = _form(p), option_flag(method, p)
+    if form == "flag":
+        return (not p.default) if value else None
+    if value is None:
+        return None
+    if form == "list":
+        from reidcli.training.config import Each
+        return _numbers(value, flag, next(c for c in p.constraints if isinstance(c, Each)))
+    if form == "size":
+        return _size(value, flag)
+    if form == "key_values":
+        from reidcli.cli.data import parse_key_values
+        return parse_key_values(value, flag) or None
+    if form == "named_key_values":
+        return _named_key_values(value, flag)
+    if form == "names":
+        return [t.strip() for t in value.split(",") if t.strip()] or None
+    if form == "cameras":
+        from reidcli.cameras import parse_cameras
+        return parse_cameras(value, p.name, owner="training")
+    if form == "switch":
+        return _switch(value, flag)
+    if form == "same_or_number":
+        return _same_or_number(value, flag)
+    return value
+
+
+def trainer_command(method: str):
+    """The typer command of network trainer ``method``, generated from its declaration."""
+    from reidcli.training.config import method_info
+
+    info = method_info(method)
+    params = command_parameters(method)
+    signature = [_option(method, p) for p in params]
+    names = [p.name for p in params]
+    at = names.index("preset") + 1 if "preset" in names else len(signature)
+    signature[at:at] = [_cli("out", Optional[Path], None, "--out", OUT_HELP),
+                        _cli("resume", Optional[Path], None, "--resume", RESUME_HELP)]
+    signature += [_cli("config", Optional[Path], None, "--config", CONFIG_HELP),
+                  _cli("force", bool, False, "--force", FORCE_HELP),
+                  _cli("quiet", bool, False, "--quiet", None)]
+    taken = [f for o in signature for f in o.default.param_decls]
+    if len(set(taken)) != len(taken) or len(set(o.name for o in signature)) != len(signature):
+        from reidcli.errors import MethodRegistryError
+        raise MethodRegistryError(f"network trainer {method} declares a parameter whose "
+                                  "option reid train already has",
+                                  "rename the parameter")
+
+    def command(**values: Any) -> None:
+        given = {p.name: parse_value(method, p, values.get(p.name)) for p in params}
+        run_training(method, out=values.get("out"), resume=values.get("resume"),
+                     config=values.get("config"), force=bool(values.get("force")),
+                     quiet=bool(values.get("quiet")), **given)
+
+    command.__signature__ = inspect.Signature(signature)
+    command.__annotations__ = {o.name: o.annotation for o in signature}
+    command.__name__ = method.replace("-", "_")
+    command.__doc__ = info.summary
+    return command
+
+
+def run_training(method: str, *, out: Optional[Path], resume: Optional[Path],
+                 force: bool, quiet: bool, config: Optional[Path] = None, **given) -> None:
+    """Build the config, train, print a one-line summary (shared by every trainer).
+
+    ``given`` holds the trainer's parameters as read from their options (None = not given).
+    """
+    from reidcli.cli.context import invoked_command, set_flag_names
+    from reidcli.errors import UsageError
     from reidcli.progress import ENABLED
-    from reidcli.training.config import make_config
+    from reidcli.training.config import method_info
     from reidcli.training.engine import train_model
 
-    set_flag_names({"p": "--ids-per-batch", "k": "--images-per-id",
-                    "eval_options": "--eval-option"})
-    recorded = _recorded_run(method, explicit.pop("config", None), resume, out)
-    explicit["eval_options"] = parse_key_values(explicit.pop("eval_option", None),
-                                                "--eval-option") or None
-    if explicit.get("tensorboard") is False:
-        explicit["tensorboard"] = None                  # not given: keep the recorded value
+    info = method_info(method)
+    flags = trainer_flags(method)
+    set_flag_names(flags)
+    data_parameter = info.extras.get("data_parameter")
+    if data_parameter:                      # e.g. DMG-Net's sources name the training data
+        names = given.get(data_parameter)
+        if not names and resume is None and config is None:
+            flag = flags[data_parameter]
+            raise UsageError(f"{flag} is required", "e.g. " + " or ".join(
+                f"{flag} {ex}" for ex in info.extras.get("data_example", ("NAME",))))
+        given["dataset"] = "+".join(names) if names else None
+    dataset, root, preset = (given.pop(n, None) for n in ("dataset", "root", "preset"))
+    options = given.pop("options", None) or {}
+    explicit = given
+    recorded = _recorded_run(method, config, resume, out)
     if resume is not None:
         run_dir, resuming = resume, True
         if out is not None and Path(out) != Path(resume):
@@ -112,44 +270,33 @@ def run_training(method: str, *, dataset: Optional[str], root: Optional[Path],
                              f"e.g. reid train {method} --dataset market1501 --root DIR "
                              "--out runs/x (or --resume RUN_DIR)")
         run_dir, resuming = out, False
-    explicit["train_cams"] = _cams(explicit.get("train_cams"))
-    explicit["lr_steps"] = _steps(explicit.get("lr_steps"))
-    if explicit.pop("no_nesterov", False):
-        explicit["nesterov"] = False
-    if explicit.get("rpp") is False:
-        explicit["rpp"] = None                          # not given: keep the default
-    if explicit.get("input_size") is not None:
-        try:
-            explicit["input_size"] = parse_size(explicit["input_size"])
-        except UsageError:
-            raise UsageError(f"--input-size {explicit['input_size']!r} is not HxW with sides "
-                             "≥ 1", "e.g. --input-size 256x128 (height x width)") from None
-    options = parse_key_values(option, "--option")
     if recorded is not None:               # --config: the recorded run ← the options given
         cfg = recorded.config({**explicit, "dataset": dataset, "preset": preset,
                                "root": recorded.data_root if root is None else str(root),
                                "options": {**recorded.options.get("options", {}), **options}},
                               override_batch=explicit.get("batch_size") is not None)
     else:
+        from reidcli.training.config import make_config
+
         cfg = make_config(method, preset=preset, dataset=dataset or "synthetic",
                           root=None if root is None else str(root), options=options,
                           **explicit)
-    given = None
+    again = None
     if resuming:                    # the options given again: checked against the run's
         if force:
             raise UsageError("--force and --resume contradict each other",
                              "give --resume RUN_DIR to continue a run, or --force --out "
                              "RUN_DIR to replace it")
-        given = {k: v for k, v in explicit.items() if v is not None}
-        given.update({k: v for k, v in (("dataset", dataset), ("preset", preset),
+        again = {k: v for k, v in explicit.items() if v is not None}
+        again.update({k: v for k, v in (("dataset", dataset), ("preset", preset),
                                         ("options", options or None))
                       if v is not None})
         if root is not None:
-            given["root"] = str(root)
+            again["root"] = str(root)
     echo = (lambda text: None) if quiet else (lambda text: typer.echo(text, err=True))
     result = train_model(cfg, run_dir, resume=resuming, force=force,
                          progress=ENABLED and not quiet, command=invoked_command(), echo=echo,
-                         given=given)
+                         given=again)
     if int(os.environ.get("RANK", "0")) != 0:          # torchrun: rank 0 reports
         return
     losses = "" if result.first_loss is None else \
@@ -180,344 +327,11 @@ def _recorded_run(method: str, config: Optional[Path], resume: Optional[Path],
     return recorded
 
 
-def pcb(
-    dataset: Optional[str] = DATASET,
-    root: Optional[Path] = ROOT,
-    option: Optional[List[str]] = OPTION,
-    out: Optional[Path] = OUT,
-    resume: Optional[Path] = RESUME,
-    preset: Optional[str] = typer.Option(None, "--preset", help="Shrunk settings, "
-                                         "explicit options win: tiny = toy CNN from scratch, "
-                                         "96x32, 6 epochs, batch 32 (lowered to the training "
-                                         "images when fewer), minutes on CPU; quick = "
-                                         "ResNet-18, 192x64, 20 epochs, batch 32. Default: "
-                                         "the paper's settings."),
-    train_cams: Optional[str] = TRAIN_CAMS,
-    train_split: str = TRAIN_SPLIT,
-    max_images: Optional[int] = MAX_IMAGES,
-    subsample_seed: Optional[int] = SUBSAMPLE_SEED,
-    backbone: Optional[str] = BACKBONE,
-    init: Optional[str] = typer.Option(None, "--init", help="imagenet | PATH "
-                                       "(local state dict) | scratch."),
-    input_size: Optional[str] = typer.Option(None, "--input-size", help="HxW (384x128)."),
-    epochs: Optional[int] = typer.Option(None, "--epochs", help="60 (LR steps rescaled)."),
-    batch_size: Optional[int] = typer.Option(None, "--batch-size", help="64."),
-    lr: Optional[float] = typer.Option(None, "--lr", help="New layers' LR (0.1)."),
-    backbone_lr_mult: Optional[float] = typer.Option(None, "--backbone-lr-mult", help="0.1."),
-    lr_steps: Optional[str] = typer.Option(None, "--lr-steps", help="40."),
-    lr_gamma: Optional[float] = typer.Option(None, "--lr-gamma", help="0.1."),
-    momentum: Optional[float] = typer.Option(None, "--momentum", help="0.9."),
-    weight_decay: Optional[float] = typer.Option(None, "--weight-decay", help="5e-4."),
-    no_nesterov: bool = typer.Option(False, "--no-nesterov", help="Plain momentum SGD."),
-    parts: Optional[int] = typer.Option(None, "--parts", help="Stripes p (6)."),
-    reduced_dim: Optional[int] = typer.Option(None, "--reduced-dim", help="256."),
-    dropout: Optional[float] = typer.Option(None, "--dropout", help="0.5."),
-    rpp: bool = typer.Option(False, "--rpp", help="Refined part pooling, induced training "
-                             "after the PCB epochs (docs/methods/pcb.md)."),
-    rpp_classifier_epochs: Optional[int] = typer.Option(None, "--rpp-classifier-epochs"),
-    rpp_finetune_epochs: Optional[int] = typer.Option(None, "--rpp-finetune-epochs"),
-    rpp_lr: Optional[float] = typer.Option(None, "--rpp-lr"),
-    amp: Optional[str] = AMP,
-    channels_last: Optional[str] = CHANNELS_LAST,
-    device: Optional[str] = DEVICE,
-    workers: Optional[int] = WORKERS,
-    seed: Optional[int] = typer.Option(None, "--seed", help="1 (the authors' code)."),
-    checkpoint_every: Optional[int] = CHECKPOINT_EVERY,
-    log_every: Optional[int] = LOG_EVERY,
-    max_iters: Optional[int] = MAX_ITERS,
-    eval_every: Optional[int] = EVAL_EVERY,
-    eval_dataset: Optional[str] = EVAL_DATASET,
-    eval_option: Optional[List[str]] = EVAL_OPTION,
-    keep: Optional[str] = KEEP,
-    keep_metric: Optional[str] = KEEP_METRIC,
-    tensorboard: bool = TENSORBOARD,
-    config: Optional[Path] = CONFIG,
-    force: bool = FORCE,
-    quiet: bool = QUIET,
-) -> None:
-    """PCB (Sun et al. 2018): 6 stripes, shared 1×1 reduction, 6 classifiers; optional RPP."""
-    run_training("pcb", **locals())
+def add_trainer_commands(app: typer.Typer, methods: list) -> None:
+    """One generated command per registered network trainer on ``app``."""
+    for info in methods:
+        app.command(info.name, help=info.summary)(trainer_command(info.name))
 
 
-def bot(
-    dataset: Optional[str] = DATASET,
-    root: Optional[Path] = ROOT,
-    option: Optional[List[str]] = OPTION,
-    out: Optional[Path] = OUT,
-    resume: Optional[Path] = RESUME,
-    preset: Optional[str] = typer.Option(None, "--preset", help="Shrunk settings, "
-                                         "explicit options win: tiny = toy CNN from scratch, "
-                                         "64x32, 6 epochs, P=8 ids x K=4 (P lowered to the "
-                                         "training ids when fewer), minutes on CPU; quick = "
-                                         "ResNet-18, 128x64, 30 epochs. Default: the paper's "
-                                         "settings."),
-    train_cams: Optional[str] = TRAIN_CAMS,
-    train_split: str = TRAIN_SPLIT,
-    max_images: Optional[int] = MAX_IMAGES,
-    subsample_seed: Optional[int] = SUBSAMPLE_SEED,
-    backbone: Optional[str] = BACKBONE,
-    init: Optional[str] = typer.Option(None, "--init", help="imagenet | PATH | "
-                                       "scratch."),
-    input_size: Optional[str] = typer.Option(None, "--input-size", help="HxW (256x128)."),
-    epochs: Optional[int] = typer.Option(None, "--epochs", help="120 (steps/warm-up rescaled)."),
-    batch_size: Optional[int] = typer.Option(None, "--batch-size", help="Images per batch, "
-                                             "P×K (64): keeps --images-per-id, sets "
-                                             "--ids-per-batch = batch / K."),
-    p: Optional[int] = typer.Option(None, "--ids-per-batch", help="Identities per batch P "
-                                    "(16)."),
-    k: Optional[int] = typer.Option(None, "--images-per-id", help="Images per identity K "
-                                    "(4)."),
-    optimizer: Optional[str] = typer.Option(None, "--optimizer", help="adam | sgd."),
-    lr: Optional[float] = typer.Option(None, "--lr", help="3.5e-4."),
-    lr_steps: Optional[str] = typer.Option(None, "--lr-steps", help="40,70."),
-    lr_gamma: Optional[float] = typer.Option(None, "--lr-gamma", help="0.1."),
-    warmup_epochs: Optional[int] = typer.Option(None, "--warmup-epochs", help="10."),
-    warmup_factor: Optional[float] = typer.Option(None, "--warmup-factor", help="0.1."),
-    weight_decay: Optional[float] = typer.Option(None, "--weight-decay", help="5e-4."),
-    label_smooth: Optional[float] = typer.Option(None, "--label-smooth", help="ε = 0.1."),
-    triplet_margin: Optional[float] = typer.Option(None, "--triplet-margin", help="0.3."),
-    random_erasing: Optional[float] = RANDOM_ERASING,
-    amp: Optional[str] = AMP,
-    channels_last: Optional[str] = CHANNELS_LAST,
-    device: Optional[str] = DEVICE,
-    workers: Optional[int] = WORKERS,
-    seed: Optional[int] = SEED,
-    checkpoint_every: Optional[int] = CHECKPOINT_EVERY,
-    log_every: Optional[int] = LOG_EVERY,
-    max_iters: Optional[int] = MAX_ITERS,
-    eval_every: Optional[int] = EVAL_EVERY,
-    eval_dataset: Optional[str] = EVAL_DATASET,
-    eval_option: Optional[List[str]] = EVAL_OPTION,
-    keep: Optional[str] = KEEP,
-    keep_metric: Optional[str] = KEEP_METRIC,
-    tensorboard: bool = TENSORBOARD,
-    config: Optional[Path] = CONFIG,
-    force: bool = FORCE,
-    quiet: bool = QUIET,
-) -> None:
-    """BoT strong baseline: last stride 1, BNNeck, label smoothing, triplet, warm-up."""
-    run_training("bot", **locals())
-
-
-def _numbers(text: Optional[str], flag: str, cast, example: str) -> Optional[list]:
-    from reidcli.errors import UsageError
-
-    if text is None:
-        return None
-    try:
-        return [cast(t) for t in text.split(",") if t.strip()]
-    except ValueError:
-        raise UsageError(f"{flag} {text!r} is not a comma list of numbers",
-                         f"e.g. {flag} {example}") from None
-
-
-def dgvae(
-    dataset: Optional[str] = DATASET,
-    root: Optional[Path] = ROOT,
-    option: Optional[List[str]] = OPTION,
-    out: Optional[Path] = OUT,
-    resume: Optional[Path] = RESUME,
-    preset: Optional[str] = typer.Option(None, "--preset", help="tiny = the 60/60/60-"
-                                         "iteration CPU configuration (toy trunk from scratch, "
-                                         "32x16 input, P=4 x K=2); explicit options win. "
-                                         "Default: the paper's settings."),
-    variant: Optional[str] = typer.Option(None, "--variant", help="Table 2 row: baseline | mog "
-                                          "| mog_lmc | ae_tsr | ae_tsr_idc | ae_tsr_idc_cyc | "
-                                          "vae1_tsr | vae1_tsr_idc | vae1_tsr_idc_cyc | "
-                                          "vae2_tsr | dgvae_nolmc | dgvae (default)."),
-    stages: Optional[str] = typer.Option(None, "--stages", help="Stages to run, e.g. 1 or "
-                                         "1,2,3 (default: all of the variant's)."),
-    epochs: Optional[str] = typer.Option(None, "--epochs", help="Epochs of stages 1,2,3 "
-                                         "(100,50,100)."),
-    iters_per_epoch: Optional[int] = typer.Option(None, "--iters-per-epoch", help="Iterations "
-                                                  "per epoch (default ⌈max(N_vis, N_ir) / "
-                                                  "(P·K)⌉)."),
-    init: Optional[str] = typer.Option(None, "--init", help="imagenet | PATH (local ResNet-50 "
-                                       "state dict) | scratch."),
-    backbone: Optional[str] = typer.Option(None, "--backbone", help="resnet50 (the paper's "
-                                           "MGN split) | tiny."),
-    input_size: Optional[str] = typer.Option(None, "--input-size", help="HxW (384x128)."),
-    p: Optional[int] = typer.Option(None, "--ids-per-batch", help="Identities per batch P "
-                                    "(4)."),
-    k: Optional[int] = typer.Option(None, "--images-per-id", help="Visible and infrared images "
-                                    "per identity K (4 + 4)."),
-    stage_lrs: Optional[str] = typer.Option(None, "--stage-lrs", help="Adam lr of stages "
-                                            "1,2,3 (2e-4,2e-4,2e-5)."),
-    classifier_lrs: Optional[str] = typer.Option(None, "--classifier-lrs", help="SGD lr of "
-                                                 "the code classifier D^C per stage "
-                                                 "(0.01,0.01,0.001)."),
-    lr_decay: Optional[str] = typer.Option(None, "--lr-decay", help="constant (default) | "
-                                           "linear (to 0 within each stage, FD-GAN)."),
-    weight_decay: Optional[float] = typer.Option(None, "--weight-decay", help="5e-4 (none on "
-                                                 "μ_y, ρ)."),
-    random_erasing: Optional[float] = RANDOM_ERASING,
-    setting: Optional[List[str]] = typer.Option(None, "--set", help="Loss weight or model "
-                                                "setting key=value (repeatable), e.g. "
-                                                "tsr=1.0, gmm_estimator=mc, shared_trunk=true "
-                                                "(docs/methods/dgvae.md)."),
-    max_images: Optional[int] = MAX_IMAGES,
-    subsample_seed: Optional[int] = SUBSAMPLE_SEED,
-    amp: Optional[str] = AMP,
-    channels_last: Optional[str] = CHANNELS_LAST,
-    device: Optional[str] = DEVICE,
-    workers: Optional[int] = WORKERS,
-    seed: Optional[int] = SEED,
-    checkpoint_every: Optional[int] = CHECKPOINT_EVERY,
-    log_every: Optional[int] = LOG_EVERY,
-    max_iters: Optional[int] = MAX_ITERS,
-    eval_every: Optional[int] = EVAL_EVERY,
-    eval_dataset: Optional[str] = EVAL_DATASET,
-    eval_option: Optional[List[str]] = EVAL_OPTION,
-    keep: Optional[str] = KEEP,
-    keep_metric: Optional[str] = KEEP_METRIC,
-    tensorboard: bool = TENSORBOARD,
-    config: Optional[Path] = CONFIG,
-    force: bool = FORCE,
-    quiet: bool = QUIET,
-) -> None:
-    """DG-VAE (Pu et al. 2020): visible-infrared re-id in three stages."""
-    from reidcli.cli.context import set_flag_names
-    from reidcli.cli.data import parse_key_values
-
-    set_flag_names({"stage_epochs": "--epochs", "settings": "--set"})
-    given = dict(locals())
-    for key in ("setting", "set_flag_names", "parse_key_values"):
-        given.pop(key, None)
-    given["stage_epochs"] = _numbers(given.pop("epochs"), "--epochs", int, "100,50,100")
-    given["stages"] = _numbers(stages, "--stages", int, "1,2,3")
-    given["stage_lrs"] = _numbers(stage_lrs, "--stage-lrs", float, "2e-4,2e-4,2e-5")
-    given["classifier_lrs"] = _numbers(classifier_lrs, "--classifier-lrs", float,
-                                       "0.01,0.01,0.001")
-    given["settings"] = parse_key_values(setting, "--set") if setting else None
-    run_training("dgvae", **given)
-
-
-def _source_options(items: Optional[List[str]]) -> Optional[dict]:
-    """``["market1501.protocol=x", ...]`` → ``{"market1501": {"protocol": "x"}}``."""
-    from reidcli.cli.data import parse_key_values
-    from reidcli.errors import UsageError
-
-    if not items:
-        return None
-    out: dict = {}
-    for item in items:
-        name, dot, rest = item.partition(".")
-        if not dot or "=" not in rest:
-            raise UsageError(f"--source-option {item!r} is not NAME.KEY=VALUE",
-                             "e.g. --source-option cuhk03.labels=detected")
-        out.setdefault(name.strip(), {}).update(parse_key_values([rest], "--source-option"))
-    return out
-
-
-def _switch(text: Optional[str], flag: str) -> Optional[bool]:
-    from reidcli.errors import UsageError
-
-    if text is None:
-        return None
-    low = text.strip().lower()
-    if low not in ("on", "off", "true", "false"):
-        raise UsageError(f"{flag} {text!r} is not on or off", f"e.g. {flag} on")
-    return low in ("on", "true")
-
-
-def dmgnet(
-    sources: Optional[str] = typer.Option(None, "--sources", help="Source datasets, comma "
-                                          "list (reid data list) or mixed_a / mixed_b."),
-    root: Optional[Path] = ROOT,
-    source_option: Optional[List[str]] = typer.Option(None, "--source-option", help="Loader "
-                                                      "option of one source, "
-                                                      "NAME.KEY=VALUE (repeatable)."),
-    source_split: Optional[str] = typer.Option(None, "--source-split", help="train | all "
-                                               "(every split of each source; default: "
-                                               "train, a composition's own: Mixed A all, "
-                                               "Mixed B train)."),
-    domains: Optional[str] = typer.Option(None, "--domains", help="Keep only these source "
-                                          "domains, e.g. synthetic/d0,synthetic/d1."),
-    targets: Optional[str] = typer.Option(None, "--targets", help="Target datasets or "
-                                          "dataset/domain; refused if also a source."),
-    out: Optional[Path] = OUT,
-    resume: Optional[Path] = RESUME,
-    preset: Optional[str] = typer.Option(None, "--preset", help="tiny = toy trunk from "
-                                         "scratch, 32x16, 4 epochs, P=4 x K=2, for CPU; "
-                                         "explicit options win. Default: the paper's "
-                                         "settings."),
-    init: Optional[str] = typer.Option(None, "--init", help="imagenet | PATH | scratch."),
-    backbone: Optional[str] = BACKBONE,
-    input_size: Optional[str] = typer.Option(None, "--input-size", help="HxW (256x128)."),
-    epochs: Optional[int] = typer.Option(None, "--epochs", help="120 (steps/warm-up "
-                                         "rescaled)."),
-    iters_per_epoch: Optional[int] = typer.Option(None, "--iters-per-epoch", help="Default "
-                                                  "⌊N_images / (2·P·K)⌋."),
-    p: Optional[int] = typer.Option(None, "--ids-per-batch", help="Identities per batch P "
-                                    "(16), the same in the support and the query set."),
-    k: Optional[int] = typer.Option(None, "--images-per-id", help="Images per identity and "
-                                    "set K (4)."),
-    lr: Optional[float] = typer.Option(None, "--lr", help="3.5e-4."),
-    lr_steps: Optional[str] = typer.Option(None, "--lr-steps", help="40,70."),
-    warmup_epochs: Optional[int] = typer.Option(None, "--warmup-epochs", help="10."),
-    weight_decay: Optional[float] = typer.Option(None, "--weight-decay", help="5e-4."),
-    meta_order: Optional[int] = typer.Option(None, "--meta-order", help="2 (full "
-                                             "meta-gradient, Eq. 4) | 1 (first order)."),
-    inner_opt: Optional[str] = typer.Option(None, "--inner-opt", help="sgd (Eq. 2) | adam1 "
-                                            "(normalised step g/(|g|+1e-8))."),
-    inner_lr: Optional[str] = typer.Option(None, "--inner-lr", help="same (the scheduled lr, "
-                                           "Alg. 1) | a number."),
-    md_weight: Optional[float] = typer.Option(None, "--md-weight", help="λ_MD (1; 0 = "
-                                              "meta-generalisation only)."),
-    md_scale: Optional[float] = typer.Option(None, "--md-scale", help="Scale s of Eq. 6 (1)."),
-    md_features: Optional[str] = typer.Option(None, "--md-features", help="theta | adapted."),
-    outer_base_weight: Optional[float] = typer.Option(None, "--outer-base-weight",
-                                                      help="β: + β·L_B(θ) in the outer "
-                                                      "loss (0)."),
-    no_meta: bool = typer.Option(False, "--no-meta", help="No inner step: L_B on both sets "
-                                 "+ λ_MD L_MD (with --md-weight 0: BoT on the same batches)."),
-    color_jitter: Optional[str] = typer.Option(None, "--color-jitter", help="on | off (off; "
-                                               "on for the Mixed benchmarks)."),
-    resplit: Optional[str] = typer.Option(None, "--resplit", help="epoch (Alg. 1) | iter."),
-    random_erasing: Optional[float] = RANDOM_ERASING,
-    max_images: Optional[int] = MAX_IMAGES,
-    subsample_seed: Optional[int] = SUBSAMPLE_SEED,
-    amp: Optional[str] = AMP,
-    channels_last: Optional[str] = CHANNELS_LAST,
-    device: Optional[str] = DEVICE,
-    workers: Optional[int] = WORKERS,
-    seed: Optional[int] = SEED,
-    checkpoint_every: Optional[int] = CHECKPOINT_EVERY,
-    log_every: Optional[int] = LOG_EVERY,
-    max_iters: Optional[int] = MAX_ITERS,
-    eval_every: Optional[int] = EVAL_EVERY,
-    eval_dataset: Optional[str] = EVAL_DATASET,
-    eval_option: Optional[List[str]] = EVAL_OPTION,
-    keep: Optional[str] = KEEP,
-    keep_metric: Optional[str] = KEEP_METRIC,
-    tensorboard: bool = TENSORBOARD,
-    config: Optional[Path] = CONFIG,
-    force: bool = FORCE,
-    quiet: bool = QUIET,
-) -> None:
-    """DMG-Net (Bai et al. 2021): domain generalisation from several source datasets."""
-    from reidcli.errors import UsageError
-
-    given = {k: v for k, v in locals().items() if k != "UsageError"}
-    names = [s.strip() for s in (sources or "").split(",") if s.strip()]
-    if not names and resume is None and config is None:
-        raise UsageError("--sources is required", "e.g. --sources market1501,dukemtmc or "
-                         "--sources mixed_b")
-    given.pop("sources")
-    given["sources"] = names or None
-    given["source_options"] = _source_options(given.pop("source_option"))
-    given["train_split"] = given.pop("source_split")
-    given["domains"] = [d.strip() for d in domains.split(",") if d.strip()] if domains else None
-    given["targets"] = [t.strip() for t in targets.split(",") if t.strip()] if targets else None
-    if inner_lr is not None:
-        try:
-            given["inner_lr"] = None if inner_lr.strip().lower() == "same" else float(inner_lr)
-        except ValueError:
-            raise UsageError(f"--inner-lr {inner_lr!r} is not 'same' or a number",
-                             "e.g. --inner-lr same") from None
-    given["color_jitter"] = _switch(color_jitter, "--color-jitter")
-    given["no_meta"] = True if no_meta else None
-    run_training("dmgnet", dataset="+".join(names) if names else None, option=None, **given)
-
-
-__all__ = ["pcb", "bot", "dgvae", "dmgnet", "run_training"]
+__all__ = ["run_training", "trainer_command", "add_trainer_commands", "command_parameters",
+           "parameter_flag", "option_flag", "trainer_flags", "parse_value", "TRAIN_FLAGS"]

@@ -1,6 +1,7 @@
 """Dataset registry: names, aliases, root resolution and loading (docs/datasets.md).
 
-Each loader module in :mod:`reidcli.data.datasets` calls :func:`register` with a
+The datasets are a :class:`reidcli.registry.Registry` (:data:`DATASETS`), the same class as the
+methods': each loader module in :mod:`reidcli.data.datasets` calls :func:`register` with a
 :class:`DatasetInfo` and a loader ``fn(root: Path | None, trial: int, **options) ->
 DatasetSplit``; the loader finds its folder with :func:`resolve_dataset_dir` (the first
 existing candidate sub-path of the data root).
@@ -8,9 +9,7 @@ existing candidate sub-path of the data root).
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import os
-import pkgutil
 from pathlib import Path
 from typing import Any, Callable
 
@@ -18,9 +17,10 @@ from reidcli.data import protocols as _protocols
 from reidcli.data.records import DatasetSplit
 from reidcli.errors import DatasetError, UsageError
 from reidcli.naming import param
+from reidcli.registry import Registry
 
-#: package whose modules are imported on first use of the registry (each loader module calls
-#: :func:`register`; helper modules that register nothing are harmless)
+#: package whose modules declare the datasets (each loader module calls :func:`register`; helper
+#: modules that register nothing are harmless); its ``DATASETS`` dict indexes them
 LOADER_PACKAGE = "reidcli.data.datasets"
 
 
@@ -66,58 +66,43 @@ class _Entry:
     looks_valid: Callable[[Path], bool] | None = None
 
 
-_REGISTRY: dict[str, _Entry] = {}
-_ALIASES: dict[str, str] = {}
-_loaded = False
-#: the ``REIDCLI_PLUGINS`` value whose plugin modules were imported last
-_plugins_seen: str | None = None
+#: every dataset: one :class:`reidcli.registry.Registry` (the kind the methods use too), indexed
+#: by the ``DATASETS`` table of :mod:`reidcli.data.datasets`, names and aliases case-insensitive
+DATASETS: Registry[_Entry] = Registry("dataset", {"dataset": (LOADER_PACKAGE,)},
+                                      index_attr="DATASETS", fold_case=True)
+#: name → entry, and lookup key → name (the registry's own tables)
+_REGISTRY = DATASETS.entries
+_ALIASES = DATASETS.aliases
 
 
 def register(info: DatasetInfo, loader: Callable[..., DatasetSplit],
              looks_valid: Callable[[Path], bool] | None = None) -> None:
-    """Add a dataset to the registry (called by each loader module at import)."""
-    _REGISTRY[info.name] = _Entry(info, loader, looks_valid)
-    _ALIASES[info.name.lower()] = info.name            # names are looked up lower-cased
-    for alias in info.aliases:
-        _ALIASES[alias.lower()] = info.name
+    """Add a dataset to the registry (called by each loader module at import, or by a plugin
+    module: ``REIDCLI_PLUGINS``)."""
+    DATASETS.add(info.name, _Entry(info, loader, looks_valid), group="dataset",
+                 module=getattr(loader, "__module__", "?"), aliases=info.aliases)
 
 
 def _ensure_loaded() -> None:
-    """Import the built-in loader modules once, then the plugin modules (``REIDCLI_PLUGINS``
-    and entry points; again whenever the variable changes), so that a dataset a plugin
-    registers is known to every command (:func:`reidcli.registry.load_plugins`)."""
-    global _loaded, _plugins_seen
-    if not _loaded:
-        _loaded = True
-        package = importlib.import_module(LOADER_PACKAGE)
-        for mod in sorted(m.name for m in pkgutil.iter_modules(package.__path__)):
-            importlib.import_module(f"{LOADER_PACKAGE}.{mod}")
-    from reidcli.registry import PLUGIN_VARIABLE, load_plugins
-
-    wanted = os.environ.get(PLUGIN_VARIABLE, "")
-    if wanted != _plugins_seen:
-        _plugins_seen = wanted
-        try:
-            load_plugins()
-        except BaseException:
-            _plugins_seen = None                 # a failed plugin fails again next time
-            raise
+    """Import every loader module and the plugin modules (``REIDCLI_PLUGINS``, entry points:
+    :func:`reidcli.registry.load_plugins`)."""
+    DATASETS.discover()
 
 
 def available() -> list[str]:
-    """Registry names, sorted."""
-    _ensure_loaded()
-    return sorted(_REGISTRY)
+    """Registry names, sorted (every loader module and plugin imported)."""
+    return DATASETS.names()
 
 
 def canonical_name(name: str) -> str:
-    """Registry name for a name or alias (case-insensitive); UsageError if unknown."""
-    _ensure_loaded()
-    key = name.strip().lower()
-    if key not in _ALIASES:
+    """Registry name for a name or alias (case-insensitive); UsageError if unknown. Imports
+    only the loader module of a built-in name; an unknown one imports the plugins, then every
+    loader module."""
+    entry = DATASETS.find(name)
+    if entry is None:
         raise UsageError(f"unknown dataset {name!r}",
                          f"choose one of {', '.join(available())} (see `reid data list`)")
-    return _ALIASES[key]
+    return entry.info.name
 
 
 def info(name: str) -> DatasetInfo:

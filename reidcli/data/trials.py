@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -31,9 +31,10 @@ import pandas as pd
 from reidcli.data.records import DatasetSplit, normalize_frame
 from reidcli.data.splits import (Trial, cached_trials, choose_ids, protocol_rng,
                                  relative_paths, split_from_trial)
-from reidcli.errors import DatasetError, ParameterError
+from reidcli.errors import DatasetError
 from reidcli.naming import param
-from reidcli.params import Interval, Options, check_param
+from reidcli.params import MAX_COUNT as params_max_count
+from reidcli.params import Options, check_param, count
 from reidcli.params import check_seed as params_check_seed
 
 #: seeded trials (half/half splits, WARCA splits, DG draws) of every protocol here
@@ -49,19 +50,19 @@ WARCA_DRAWS_PER_SPLIT = 10
 WARCA_SAME_CAMERA = ("drop", "keep")
 #: most WARCA draws per split: every trial (splits × draws) is built and cached at once
 MAX_DRAWS = 100
-#: most persons a count option (test_ids, shared_ids, ...) may name: above every dataset
-MAX_COUNT = 1_000_000
+#: most persons a count option (test_ids, shared_ids, ...) may name (:data:`reidcli.params.MAX_COUNT`)
+MAX_COUNT = params_max_count
 
 
 # -- option checks ----------------------------------------------------------------------------
-def check_choice(dataset: str, option: str, value: Any, allowed: tuple[str, ...]) -> str:
-    """``value`` if it is one of ``allowed`` (any case), else a ParameterError naming the
-    option (a :class:`~reidcli.params.Options` constraint)."""
-    constraint = Options(allowed)
-    if not constraint.accepts(value):
-        raise ParameterError(dataset, option, value, "is unknown",
-                             "use " + " or ".join(param(option, a) for a in allowed))
-    return next(a for a in allowed if a.lower() == constraint.convert(value))
+def check_choice(dataset: str, option: str, value: Any, allowed: Sequence[str],
+                 aliases: Mapping[str, str] | None = None) -> str:
+    """``value`` as the option of ``allowed`` it names (any case, or an alias): shorthand of
+    :func:`reidcli.params.check_param` with an :class:`~reidcli.params.Options` constraint
+    (ParameterError naming the option and listing the options; its hint one as the user
+    writes it)."""
+    return check_param(dataset, option, value, Options(allowed, aliases),
+                       todo=f"e.g. {param(option, allowed[0])}")
 
 
 def check_int(dataset: str, option: str, value: Any, minimum: int = 1,
@@ -69,7 +70,7 @@ def check_int(dataset: str, option: str, value: Any, minimum: int = 1,
     """``value`` as an int in [minimum, maximum], else a ParameterError naming the option (an
     :class:`~reidcli.params.Interval` constraint). The upper bound keeps a typo such as
     ``draws=100000000`` from building trials until memory runs out."""
-    return check_param(dataset, option, value, Interval(int, minimum, maximum))
+    return check_param(dataset, option, value, count(minimum, maximum))
 
 
 def check_seed(dataset: str, value: Any) -> int:

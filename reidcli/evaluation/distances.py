@@ -15,6 +15,7 @@ import numpy as np
 
 from reidcli.evaluation.errors import EvaluationError, EvaluationParameterError
 from reidcli.naming import param
+from reidcli.params import PRECISION, check_param
 from reidcli.pairwise import (METRICS, finish_distances, gemm_distances, l2_normalize,
                               squared_norms)
 FEATURE_NORMS = ("auto", "none", "global", "parts")
@@ -108,9 +109,10 @@ class Points:
         return int(self.features.shape[0])
 
 
-#: distance GEMM precisions: float32 (default) or bf16 (bfloat16 inputs, fp32 accumulation;
-#: the product is rounded to bfloat16 on the CPU, so near-equal distances may tie: opt-in)
-PRECISIONS = ("float32", "bf16")
+#: distance GEMM precisions (:data:`reidcli.params.PRECISION`; ``fp32`` is accepted too):
+#: float32 (default) or bf16 (bfloat16 inputs, fp32 accumulation; the product is rounded to
+#: bfloat16 on the CPU, so near-equal distances may tie: opt-in)
+PRECISIONS = PRECISION.values
 
 
 class FeatureMetric:
@@ -126,12 +128,10 @@ class FeatureMetric:
         if name not in METRICS:
             raise EvaluationError(f"distance {name!r} is unknown",
                                   f"use one of {', '.join(METRICS)}")
-        if precision not in PRECISIONS:
-            raise EvaluationParameterError("evaluation", "precision", precision, "is unknown",
-                                           f"use one of {', '.join(PRECISIONS)}")
         self.name = name
         self.backend = backend
-        self.precision = precision
+        self.precision = check_param("evaluation", "precision", precision, PRECISION,
+                                     error=EvaluationParameterError)
         self.on_torch = backend.is_torch
 
     def prepare(self, features: np.ndarray, *, normalized: bool = False,

@@ -14,13 +14,12 @@ import numpy as np
 
 from reidcli.evaluation import ranking, sgs
 from reidcli.evaluation.backend import NumpyBackend
-from reidcli.evaluation.errors import (EvaluationError, EvaluationParameterError,
-                                      check_eval_param)
+from reidcli.evaluation.errors import EvaluationError, EvaluationParameterError
 from reidcli.evaluation.protocols import (SKIP_JUNK_QUERY, SKIP_NO_MATCH, Protocol,
                                           TrialLabels, make_groups, scorable_queries)
 from reidcli.evaluation.scores import cmc_auc, pur
 from reidcli.naming import param
-from reidcli.params import NONE, SEED, Interval, Options
+from reidcli.params import NONE, SEED, Interval, Options, check_param
 from reidcli.progress import track
 
 #: status of queries left out by the query-camera selection (query_cams) (neither scored nor counted as skipped)
@@ -61,28 +60,26 @@ class EvalOptions:
     def __post_init__(self) -> None:
         """Validate the values (EvaluationParameterError naming the parameter), so Python
         callers get the same checks as the command line."""
-        owner = "evaluation"
-        self.ap_convention = check_eval_param(owner, "ap_convention", self.ap_convention,
-                                              Options(ranking.AP_CONVENTIONS),
-                                              todo="sum-of-precisions: torchreid/fast-reid; "
-                                              "market-official: the Market-1501 trapezoid")
-        self.max_rank = check_eval_param(owner, "max_rank", self.max_rank, Interval(int, 1),
-                                         todo="e.g. 50 (the CMC curve's length)")
-        self.block_rows = check_eval_param(owner, "block_rows", self.block_rows,
-                                           Interval(int, 0),
-                                           todo="use 0 (rows from the default block budget)")
+        def check(name: str, *constraints, todo: str):
+            return check_param("evaluation", name, getattr(self, name), *constraints,
+                               todo=todo, error=EvaluationParameterError)
+
+        self.ap_convention = check("ap_convention", Options(ranking.AP_CONVENTIONS),
+                                   todo="sum-of-precisions: torchreid/fast-reid; "
+                                   "market-official: the Market-1501 trapezoid")
+        self.max_rank = check("max_rank", Interval(int, 1),
+                              todo="e.g. 50 (the CMC curve's length)")
+        self.block_rows = check("block_rows", Interval(int, 0),
+                                todo="use 0 (rows from the default block budget)")
         # E2 keeps a rank per query and repeat ([Q, repeats] int64): bounded so a typo
         # cannot allocate terabytes
-        self.sgs_repeats = check_eval_param(owner, "sgs_repeats", self.sgs_repeats,
-                                            Interval(int, 1, 10_000), todo="use the default 10")
-        self.gallery_block_rows = check_eval_param(owner, "gallery_block_rows",
-                                                   self.gallery_block_rows, Interval(int, 0),
-                                                   todo="use 0 (rows from the default budget)")
-        self.seed = check_eval_param(owner, "seed", self.seed, SEED,
-                                     todo="use an integer seed in [0, 2**32)")
-        self.auc_max_rank = check_eval_param(owner, "auc_max_rank", self.auc_max_rank,
-                                             Interval(int, 1), NONE,
-                                             todo="give a positive rank or none (gallery size)")
+        self.sgs_repeats = check("sgs_repeats", Interval(int, 1, 10_000),
+                                 todo="use the default 10")
+        self.gallery_block_rows = check("gallery_block_rows", Interval(int, 0),
+                                        todo="use 0 (rows from the default budget)")
+        self.seed = check("seed", SEED, todo="use an integer seed in [0, 2**32)")
+        self.auc_max_rank = check("auc_max_rank", Interval(int, 1), NONE,
+                                  todo="give a positive rank or none (gallery size)")
 
     def gallery_rows_per_block(self, dim: int) -> int:
         """Gallery rows per block of a streamed gallery of ``dim``-dimensional features."""

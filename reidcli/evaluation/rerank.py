@@ -30,9 +30,8 @@ import numpy as np
 
 from reidcli.evaluation.backend import NumpyBackend
 from reidcli.evaluation.distances import FeatureMetric, check_query_gallery
-from reidcli.evaluation.errors import (EvaluationError, EvaluationParameterError,
-                                       check_eval_param)
-from reidcli.params import Interval
+from reidcli.evaluation.errors import EvaluationError, EvaluationParameterError
+from reidcli.params import Interval, check_param
 from reidcli.progress import track
 
 if TYPE_CHECKING:                 # scipy.sparse is imported where V is built (it is slow)
@@ -57,10 +56,10 @@ class RerankOptions:
 
     def validate(self) -> None:
         for name in ("k1", "k2"):
-            check_eval_param("re-ranking", name, getattr(self, name), Interval(int, 1),
-                             todo="use the paper's k1=20, k2=6")
-        check_eval_param("re-ranking", "lambda_value", self.lambda_value, Interval(float, 0, 1),
-                         todo="use the paper's 0.3")
+            check_param("re-ranking", name, getattr(self, name), Interval(int, 1),
+                        todo="use the paper's k1=20, k2=6", error=EvaluationParameterError)
+        check_param("re-ranking", "lambda_value", self.lambda_value, Interval(float, 0, 1),
+                    todo="use the paper's 0.3", error=EvaluationParameterError)
 
 
 def _to_numpy(block) -> np.ndarray:

@@ -18,9 +18,8 @@ import numpy as np
 
 from reidcli.cameras import record_cameras
 from reidcli.evaluation.backend import make_backend, resolve_device
-from reidcli.evaluation.distances import (PRECISIONS, FeatureMetric, ModelMetric,
-                                          QueryGallery, as_slice, check_features,
-                                          check_magnitude, normalize_features)
+from reidcli.evaluation.distances import (FeatureMetric, ModelMetric, QueryGallery, as_slice,
+                                          check_features, check_magnitude, normalize_features)
 from reidcli.evaluation.engine import EvalOptions, TrialResult, evaluate_trial
 from reidcli.evaluation.errors import EvaluationError
 from reidcli.evaluation.protocols import (Protocol, TrialLabels, auto_protocol,
@@ -68,18 +67,17 @@ class StoreEvalRequest:
     split: Any = None
 
     def __post_init__(self) -> None:
-        from reidcli.evaluation.errors import check_eval_param
-        from reidcli.params import Options
+        from reidcli.evaluation.errors import EvaluationParameterError
+        from reidcli.params import PRECISION, Options, check_param
 
-        if self.precision == "fp32":              # `reid adapt`'s spelling of float32
-            self.precision = "float32"
-        self.precision = check_eval_param("evaluation", "precision", self.precision,
-                                          Options(PRECISIONS),
-                                          todo="float32, or bf16 for a faster, rounded GEMM")
-        self.stream = check_eval_param("evaluation", "stream", self.stream,
-                                       Options(STREAM_MODES),
-                                       todo="auto: stream galleries larger than "
-                                       f"{STREAM_GALLERY_ABOVE_BYTES >> 30} GiB")
+        # `fp32` (reid adapt's spelling) is an alias: the canonical float32 is recorded
+        self.precision = check_param("evaluation", "precision", self.precision, PRECISION,
+                                     todo="float32, or bf16 for a faster, rounded GEMM",
+                                     error=EvaluationParameterError)
+        self.stream = check_param("evaluation", "stream", self.stream, Options(STREAM_MODES),
+                                  todo="auto: stream galleries larger than "
+                                  f"{STREAM_GALLERY_ABOVE_BYTES >> 30} GiB",
+                                  error=EvaluationParameterError)
 
 
 @dataclasses.dataclass

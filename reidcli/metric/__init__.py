@@ -10,3 +10,15 @@ closed-form cross-camera pair covariances Σ_S, Σ_D (C-DPCF paper Eq. 9) of XQD
 C-DPCF weight maps; :mod:`~reidcli.metric.fit` fits an estimator over a store's protocol
 trials into one fitted-model file.
 """
+
+#: the methods this package registers: name → "module:attr" (:class:`reidcli.registry.Registry`
+#: imports only the module of the method it looks up; tests/test_registry.py checks this table)
+METHODS = {
+    "kissme": "reidcli.metric.kissme:KISSME",
+    "klfda": "reidcli.metric.lfda:KernelLFDA",
+    "lfda": "reidcli.metric.lfda:LFDA",
+    "pca": "reidcli.metric.pca:PCA",
+    "rpcca": "reidcli.metric.rpcca:RPCCA",
+    "warca": "reidcli.metric.warca:WARCA",
+    "xqda": "reidcli.metric.xqda:XQDA",
+}

@@ -1,4 +1,9 @@
-"""Model files: build a PCB/BoT/DG-VAE from a :class:`ModelSpec`, save it, load it back.
+"""Model files: build a model from a :class:`ModelSpec`, save it, load it back.
+
+The architecture of each model ``kind`` (builder, store features) is declared with its
+trainer (:func:`register_architecture`; PCB in :mod:`reidcli.training.pcb_trainer`, BoT in
+:mod:`reidcli.training.bot_trainer`, DG-VAE in :mod:`reidcli.training.dgvae_trainer`,
+foreign checkpoints here); loading ``model.pt`` finds it by the kind it records.
 
 A trained model is one ``torch.save`` dict (``RUN_DIR/model.pt``; training checkpoints
 ``RUN_DIR/checkpoint.pt`` carry the same keys plus optimiser/scheduler state)::
@@ -30,34 +35,23 @@ from torch import nn
 
 from reidcli.errors import InputFileError
 from reidcli.io import atomic_output
-from reidcli.models.backbones import TAP_CHANNELS, build_backbone
-from reidcli.models.bot import BoT, bot_features
 from reidcli.models.foreign_arch import FAMILY_FEATURES
-from reidcli.models.pcb import PCB, pcb_features
 from reidcli.models.safe_load import load_torch_file
 from reidcli.naming import param
 
 MODEL_FORMAT = "reidcli.model"
-KINDS = ("pcb", "bot", "dgvae", "foreign")
-#: store features per model family (:func:`feature_family`: PCB with RPP is ``rpp``)
-FEATURES = {"pcb": ("pcb_g", "pcb_h"), "rpp": ("rpp_g", "rpp_h"), "bot": ("bnneck", "pool5"),
-            "dgvae": ("dgvae_idi", "dgvae_iai")}
-DEFAULT_FEATURES = {"pcb": ("pcb_g", "pcb_h"), "rpp": ("rpp_g", "rpp_h"), "bot": ("bnneck",),
-                    "dgvae": ("dgvae_idi",)}
+#: store features per model family (:func:`feature_family`: PCB with RPP is ``rpp``), filled
+#: by :func:`register_architecture` (the trainers declare theirs)
+FEATURES: dict[str, tuple[str, ...]] = {}
+DEFAULT_FEATURES: dict[str, tuple[str, ...]] = {}
 #: the spellings a user may give for a store feature (``pcb-g``, ``gap`` …) → its store name
 FEATURE_ALIASES = {"pcb-g": "pcb_g", "pcb-h": "pcb_h", "pcbg": "pcb_g", "pcbh": "pcb_h",
                    "rpp-g": "rpp_g", "rpp-h": "rpp_h", "rppg": "rpp_g", "rpph": "rpp_h",
                    "bn": "bnneck", "bnneck": "bnneck", "pool5": "pool5", "gap": "pool5",
                    "idi": "dgvae_idi", "iai": "dgvae_iai", "dgvae-idi": "dgvae_idi",
                    "dgvae-iai": "dgvae_iai"}
-#: store metric of each feature (others: euclidean). DG-VAE's test feature is compared by
-#: Euclidean distance between L2-normalised μ_φ, i.e. cosine (docs/methods/dgvae.md)
-FEATURE_METRICS = {"dgvae_idi": "cosine", "dgvae_iai": "cosine"}
-# foreign models' head families (reidcli.models.foreign_arch.FAMILY_FEATURES): test feature
-# first; "bot" is BoT's own
-for _family, _names in FAMILY_FEATURES.items():
-    FEATURES.setdefault(_family, _names)
-    DEFAULT_FEATURES.setdefault(_family, _names[:1])
+#: store metric of each feature (others: euclidean; an architecture declares its own)
+FEATURE_METRICS: dict[str, str] = {}
 
 
 @dataclasses.dataclass
@@ -78,10 +72,15 @@ class ModelSpec:
     #: foreign architecture (:class:`reidcli.models.foreign_arch.ForeignArch` as a dict, plus
     #: ``feature_dims`` and ``load_report``); None otherwise
     foreign: dict | None = None
+    #: settings of an architecture declared outside this module (a plugin trainer's); None
+    #: otherwise (then not recorded)
+    settings: dict | None = None
 
     def as_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
         d["input_size"] = list(self.input_size)
+        if d["settings"] is None:
+            d.pop("settings")
         return d
 
     @classmethod
@@ -93,82 +92,151 @@ class ModelSpec:
         return cls(**values)
 
 
+@dataclasses.dataclass(frozen=True)
+class Architecture:
+    """A model architecture a trainer declares (:func:`register_architecture`): how a
+    :class:`ModelSpec` of ``kind`` is built, which store features it gives and how they are
+    read from its forward output. ``model.pt`` records the kind; loading it finds the
+    architecture here.
+
+    * ``build(spec) -> nn.Module`` (randomly initialised; ``module.backbone`` is the trunk
+      ``--init`` loads);
+    * ``feature_dims(spec) -> {feature: (dim, n_parts)}``;
+    * ``features(output) -> {feature: [B, d]}`` raw store features of a forward output;
+    * ``families``: ``{family: (features, default features)}``; ``family(spec)`` picks one
+      (default: the kind);
+    * ``logits(output) -> [[B, K], …]`` (default: ``output.logits``, one or none);
+    * ``forward(loaded, images, taps, modality, features)`` (default:
+      ``module(images, taps)``); ``transform(spec)`` (default: the eval transform of
+      ``spec.input_size``); ``metric(spec, feature)`` (default: :data:`FEATURE_METRICS` or
+      euclidean); ``aliases`` and ``metrics``: user spellings and store metrics of its
+      features.
+    """
+
+    kind: str
+    build: Callable[[ModelSpec], nn.Module]
+    feature_dims: Callable[[ModelSpec], dict[str, tuple[int, int]]]
+    features: Callable[[Any], dict[str, torch.Tensor]]
+    families: Mapping[str, tuple[tuple[str, ...], tuple[str, ...]]]
+    family: Callable[[ModelSpec], str] | None = None
+    logits: Callable[[Any], list] | None = None
+    forward: Callable[..., Any] | None = None
+    transform: Callable[[ModelSpec], Callable] | None = None
+    metric: Callable[[ModelSpec, str], str] | None = None
+    aliases: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    metrics: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    module: str = ""
+
+
+_ARCHITECTURES: dict[str, Architecture] = {}
+
+
+def register_architecture(arch: Architecture, *, replace_families: bool = True) -> Architecture:
+    """Declare ``arch`` (its kind, builder and features); ``replace_families=False`` keeps a
+    family another architecture declared (foreign models' ``bot`` head is BoT's)."""
+    from reidcli.errors import MethodRegistryError
+
+    old = _ARCHITECTURES.get(arch.kind)
+    if old is not None and old.module != arch.module:
+        raise MethodRegistryError(f"model kind {arch.kind!r} is declared by both {old.module} "
+                                  f"and {arch.module}", "rename one of them")
+    _ARCHITECTURES[arch.kind] = arch
+    for family, (names, defaults) in arch.families.items():
+        if replace_families or family not in FEATURES:
+            FEATURES[family], DEFAULT_FEATURES[family] = tuple(names), tuple(defaults)
+    FEATURE_ALIASES.update(arch.aliases)
+    FEATURE_METRICS.update(arch.metrics)
+    return arch
+
+
+def architecture(kind: str) -> Architecture:
+    """The architecture of model ``kind``: declared by a network trainer's module (they are
+    imported, and the plugins, when it is not known yet); InputFileError otherwise."""
+    if kind not in _ARCHITECTURES:
+        from reidcli import registry
+
+        registry.discover(["train-net"])
+    arch = _ARCHITECTURES.get(kind)
+    if arch is None:
+        raise InputFileError(f"the model records architecture {kind!r}, which no installed "
+                             f"trainer declares (known: {', '.join(sorted(_ARCHITECTURES))})",
+                             "install or name (REIDCLI_PLUGINS) the module that declares it")
+    return arch
+
+
 def build_model(spec: ModelSpec) -> nn.Module:
-    """A randomly initialised PCB, BoT, DG-VAE or foreign model for ``spec``."""
-    if spec.kind == "foreign":
-        from reidcli.models.foreign import ForeignModel
-        from reidcli.models.foreign_arch import ForeignArch
-
-        if not spec.foreign:
-            raise InputFileError("the model file has no foreign architecture record",
-                                 "load the original foreign checkpoint instead")
-        return ForeignModel(ForeignArch.from_dict(spec.foreign))
-    if spec.kind == "dgvae":
-        from reidcli.models.dgvae import DGVAE, DGVAEArch
-
-        if not spec.dgvae:
-            raise InputFileError("the model file has no DG-VAE architecture record",
-                                 "re-train it with reid train dgvae")
-        return DGVAE(DGVAEArch.from_dict(spec.dgvae))
-    trunk = build_backbone(spec.backbone, spec.last_stride)
-    if spec.kind == "pcb":
-        return PCB(trunk, spec.num_classes, parts=spec.parts, reduced_dim=spec.reduced_dim,
-                   dropout=spec.dropout, rpp=spec.rpp)
-    if spec.kind == "bot":
-        return BoT(trunk, spec.num_classes)
-    raise ValueError(f"unknown model kind {spec.kind!r}")
+    """A randomly initialised model of ``spec`` (its kind's :class:`Architecture`)."""
+    return architecture(spec.kind).build(spec)
 
 
 def feature_family(spec: ModelSpec) -> str:
     """Key of :data:`FEATURES`: ``rpp`` for a PCB with refined part pooling, a foreign
     model's head family (``bot``, ``bot-before``, ``embed``, ``pool5``), else the kind."""
-    if spec.kind == "foreign":
-        return str((spec.foreign or {}).get("family", "pool5"))
-    return "rpp" if spec.kind == "pcb" and spec.rpp else spec.kind
+    arch = architecture(spec.kind)
+    return arch.family(spec) if arch.family is not None else spec.kind
 
 
 def feature_dims(spec: ModelSpec) -> dict[str, tuple[int, int]]:
     """``{feature: (dim, n_parts)}`` of the model's store features."""
-    if spec.kind == "dgvae":
-        arch = spec.dgvae or {}
-        return {"dgvae_idi": (int(arch["idi_dim"]), 1), "dgvae_iai": (int(arch["iai_dim"]), 1)}
-    if spec.kind == "foreign":
-        return {k: (int(v), 1) for k, v in (spec.foreign or {}).get("feature_dims", {}).items()}
-    c5 = TAP_CHANNELS[spec.backbone][-1]
-    if spec.kind == "pcb":
-        g, h = FEATURES[feature_family(spec)]
-        return {g: (spec.parts * c5, spec.parts), h: (spec.parts * spec.reduced_dim, spec.parts)}
-    return {"bnneck": (c5, 1), "pool5": (c5, 1)}
+    return architecture(spec.kind).feature_dims(spec)
 
 
 def feature_metric(spec: ModelSpec, name: str) -> str:
-    """Store metric of feature ``name``: a foreign model's test feature takes its toolkit's
-    (layumi's: cosine), others :data:`FEATURE_METRICS` or euclidean."""
-    foreign = spec.foreign or {}
-    if spec.kind == "foreign" and name == FEATURES[feature_family(spec)][0]:
-        return str(foreign.get("metric", "euclidean"))
-    return FEATURE_METRICS.get(name, "euclidean")
+    """Store metric of feature ``name``: the architecture's (a foreign model's test feature
+    takes its toolkit's), else :data:`FEATURE_METRICS` or euclidean."""
+    arch = architecture(spec.kind)
+    found = arch.metric(spec, name) if arch.metric is not None else None
+    return found or FEATURE_METRICS.get(name, "euclidean")
 
 
 def model_features(kind: str, output: Any) -> dict[str, torch.Tensor]:
     """Store features of a forward output (raw, un-normalised)."""
-    if kind == "foreign":
-        return dict(output.features)
-    if kind == "dgvae":          # posterior means μ_φ (IDI) and μ_ψ (IAI), DG-VAE paper §3.4
-        return {"dgvae_idi": output.mu_d,
-                **({"dgvae_iai": output.mu_a} if output.mu_a is not None else {})}
-    return pcb_features(output) if kind == "pcb" else bot_features(output)
+    return architecture(kind).features(output)
 
 
 def model_logits(kind: str, output: Any) -> list[torch.Tensor]:
     """Classifier logits as a list (PCB: one per part; BoT and foreign models: one, or none
     without a classifier)."""
-    if kind == "pcb":
-        return list(output.logits)
-    if kind == "dgvae":
-        raise InputFileError("a DG-VAE model has no re-id classifier over test identities",
-                             "use a BoT or PCB model here")
+    arch = architecture(kind)
+    if arch.logits is not None:
+        return arch.logits(output)
     return [] if output.logits is None else [output.logits]
+
+
+# -- foreign checkpoints (docs/models.md): not trained here, loaded through load_model ---------
+def _build_foreign(spec: ModelSpec) -> nn.Module:
+    from reidcli.models.foreign import ForeignModel
+    from reidcli.models.foreign_arch import ForeignArch
+
+    if not spec.foreign:
+        raise InputFileError("the model file has no foreign architecture record",
+                             "load the original foreign checkpoint instead")
+    return ForeignModel(ForeignArch.from_dict(spec.foreign))
+
+
+def _foreign_metric(spec: ModelSpec, name: str) -> str | None:
+    if name == FEATURES[feature_family(spec)][0]:       # the toolkit's test feature
+        return str((spec.foreign or {}).get("metric", "euclidean"))
+    return None
+
+
+def _foreign_transform(spec: ModelSpec) -> Callable:
+    from reidcli.models.foreign import foreign_transform
+    from reidcli.models.foreign_arch import ForeignArch
+
+    return foreign_transform(ForeignArch.from_dict(spec.foreign or {}))
+
+
+register_architecture(Architecture(
+    "foreign", _build_foreign,
+    lambda spec: {k: (int(v), 1) for k, v in (spec.foreign or {}).get("feature_dims",
+                                                                      {}).items()},
+    lambda output: dict(output.features),
+    # head families (reidcli.models.foreign_arch.FAMILY_FEATURES): test feature first
+    {family: (names, names[:1]) for family, names in FAMILY_FEATURES.items()},
+    family=lambda spec: str((spec.foreign or {}).get("family", "pool5")),
+    metric=_foreign_metric, transform=_foreign_transform, module=__name__),
+    replace_families=False)
 
 
 def plain(obj: Any) -> Any:
@@ -355,31 +423,20 @@ class LoadedModel:
 
     @property
     def transform(self) -> Callable:
-        if self.kind == "foreign":          # the toolkit's own resize and normalisation
-            from reidcli.models.foreign import foreign_transform
-            from reidcli.models.foreign_arch import ForeignArch
-
-            return foreign_transform(ForeignArch.from_dict(self.spec.foreign or {}))
+        arch = architecture(self.kind)
+        if arch.transform is not None:      # e.g. a foreign toolkit's resize and normalisation
+            return arch.transform(self.spec)
         from reidcli.data.transforms import eval_transform
 
         return eval_transform(self.spec.input_size)
 
     def forward(self, images: torch.Tensor, taps=(), modality: torch.Tensor | None = None,
                 features: Sequence[str] | None = None) -> Any:
-        """The model output. DG-VAE routes each row through its visible or infrared trunk
-        by ``modality`` [B] (0 visible, 1 infrared; required), has no conv taps, and runs its
-        IAI encoder only when ``features`` (default: all) asks for ``dgvae_iai``."""
-        if self.kind == "dgvae":
-            if modality is None:
-                raise InputFileError(f"{param('model')} {self.path} is a DG-VAE model: every "
-                                     "image needs its modality (visible or infrared)",
-                                     "extract from a dataset whose records carry a modality "
-                                     "column")
-            if taps:
-                raise InputFileError(f"{param('model')} {self.path} is a DG-VAE model and has "
-                                     "no conv-map taps", f"drop {param('maps')}")
-            return self.module(images.to(self.device), modality.to(self.device).bool(),
-                               with_iai=features is None or "dgvae_iai" in features)
+        """The model output: ``module(images, taps)``, or the architecture's own forward
+        (DG-VAE routes each row by ``modality`` [B] and reads ``features``)."""
+        arch = architecture(self.kind)
+        if arch.forward is not None:
+            return arch.forward(self, images, taps, modality, features)
         return self.module(images.to(self.device), taps)
 
     def features(self, images: torch.Tensor, modality: torch.Tensor | None = None
@@ -411,5 +468,6 @@ def load_model(path: str | os.PathLike, device: str | torch.device = "cpu",
 
 __all__ = ["ModelSpec", "LoadedModel", "build_model", "save_model", "load_model",
            "read_model_file", "resolve_model_file", "feature_dims", "feature_family",
-           "model_features", "model_logits", "feature_metric", "KINDS", "FEATURES",
+           "model_features", "model_logits", "feature_metric", "FEATURES", "Architecture",
+           "register_architecture", "architecture",
            "DEFAULT_FEATURES", "FEATURE_METRICS", "MODEL_FORMAT", "plain"]

@@ -194,3 +194,52 @@ def fit_pooling_store(store_path: str | Path, out: str | Path, config: PoolingCo
                                       for c in range(trained_table.num_cameras)],
                              num_train_images=sizes,
                              seconds=round(time.perf_counter() - started, 3))
+
+
+def fit_map_estimator_store(store_path: str | Path, out: str | Path, estimator, *,
+                            layers: list[str] | None = None, trials: str | None = "all",
+                            force: bool = False, progress: bool | None = None,
+                            command: str | None = None) -> PoolingFitSummary:
+    """Fit a copy of a conv-map ``estimator`` — a ``fit-pooling`` method that is not one of
+    :class:`~reidcli.pooling.cdpcf.PoolingConfig`'s (e.g. a plugin's) — on every chosen
+    trial: ``fit({layer: maps [n, C, H, W]}, pids [n], camids [n])`` on the trial's training
+    rows (persons > 0); one fitted file (``trial_<k>`` per trial, its ``fitted_arrays()``;
+    hyperparameters its ``saved_params()``) is written to ``out``."""
+    from reidcli.io import check_output
+    from reidcli.store import open_store
+    from reidcli.store.trials import parse_trials, store_trials
+
+    check_output(Path(out), force, inputs=[store_path])
+    estimator._validated_params()                  # bad parameters fail before any work
+    started = time.perf_counter()
+    with open_store(store_path) as st:
+        layers = st.require_convmaps(layers)
+        all_trials = store_trials(st)
+        chosen = parse_trials(trials, len(all_trials))
+        pids_all = person_labels(st.records)
+        cams_all, camera_table = record_cameras(st.records)
+        fits, sizes, cameras = {}, [], set()
+        for k in track(chosen, description=f"fit-pooling {estimator.method}", unit="trial",
+                       enabled=progress):
+            rows = all_trials[k][1]
+            rows = np.sort(rows[pids_all[rows] > 0])              # distractors never train
+            if len(rows) == 0:
+                raise UsageError(f"trial {k} of store {store_path} has no training rows",
+                                 "write train rows or a protocol with train_idx into the store")
+            trial_estimator = type(estimator)(**estimator.get_params())
+            maps = {layer: st.convmaps(layer, rows) for layer in layers}
+            fits[k] = trial_estimator.fit(maps, pids_all[rows],
+                                          cams_all[rows]).fitted_arrays()
+            sizes.append(int(len(rows)))
+            cameras.update(np.unique(cams_all[rows]).tolist())
+        provenance = make_provenance(command, seed=estimator.get_params().get("seed"),
+                                     inputs=[store_path], method=estimator.method)
+    fitted.save(out, estimator.method, fits,
+                hyperparameters={**estimator.saved_params(), "layers": list(layers),
+                                 "trials": chosen},
+                provenance=provenance, force=force, inputs=[store_path])
+    return PoolingFitSummary(path=Path(out), method=estimator.method, trials=chosen,
+                             layers=list(layers),
+                             cameras=[camera_table.key(c) for c in sorted(cameras)],
+                             num_train_images=sizes,
+                             seconds=round(time.perf_counter() - started, 3))

@@ -297,7 +297,9 @@ def _project_task(maps, blocks_t, areas, positions, rank: int, s: int, dtype, li
     dtype), per block of b images (scratch ≤ :data:`TASK_BLOCK_BYTES`) and area g: one GEMM
     R_g^T [E, D'] × F[block][:, :, A_g] laid out [D', b·|A_g|] (Eq. 8). Equal stripes in
     order (the default grids) are converted and laid out [D', G, b, |A_g|] by one copy per
-    block (three times faster than one per area); other areas one copy per area."""
+    block (three times faster than one per area), then each area's slab copied dense (a
+    GEMM operand with a leading dimension of b·|A_g| sent oneDNN to a slow path); other
+    areas one converting copy per area."""
     import torch
 
     n, channels = maps.shape[:2]
@@ -309,6 +311,7 @@ def _project_task(maps, blocks_t, areas, positions, rank: int, s: int, dtype, li
     per_image = channels * (s if stripes else max(len(p) for p in positions)) * itemsize
     step = max(1, TASK_BLOCK_BYTES // per_image)
     scratch = torch.empty(per_image // itemsize * min(step, n), dtype=dtype)
+    dense = torch.empty(channels * width * min(step, n), dtype=dtype) if stripes else None
 
     def project(block_t, flat):                                        # [E, N]
         return linear(block_t, flat.t(), None, "none", [], "") if linear is not None \
@@ -320,8 +323,10 @@ def _project_task(maps, blocks_t, areas, positions, rank: int, s: int, dtype, li
             buf = scratch[:channels * s * b].view(channels, len(areas), b, width)
             buf.copy_(maps[a:a + b].reshape(b, channels, len(areas), width)
                       .permute(1, 2, 0, 3))
-            for g, block_t in enumerate(blocks_t):
-                res = project(block_t, buf[:, g].reshape(channels, b * width))
+            for g, block_t in enumerate(blocks_t):     # area g dense [D', b·w]: GEMM operand
+                slab = dense[:channels * b * width].view(channels, b * width)
+                slab.copy_(buf[:, g].reshape(channels, b * width))     # contiguous rows
+                res = project(block_t, slab)
                 q[a:a + b, :, areas[g]] = res.view(rank, b, width).permute(1, 0, 2)
             continue
         for block_t, cols, pos in zip(blocks_t, areas, positions):

@@ -31,11 +31,13 @@ from torch import nn
 
 from reidcli.data.samplers import CrossModalitySampler
 from reidcli.data.transforms import train_transform
-from reidcli.errors import ParameterError, UsageError
-from reidcli.models.checkpoint import ModelSpec
+from reidcli.errors import InputFileError, ParameterError, UsageError
+from reidcli.models.checkpoint import Architecture, ModelSpec, register_architecture
 from reidcli.naming import param
-from reidcli.registry import register_info
-from reidcli.training.config import TrainConfig
+from reidcli.params import NONE, Interval, Options
+from reidcli.registry import Parameter, register_info
+from reidcli.training.config import (EPOCHS, KEY_VALUES, NON_NEGATIVE, Each, TrainConfig,
+                                     defaults_only, shared)
 from reidcli.training.optim import OptimizerGroup
 from reidcli.training.phases import Phase
 from reidcli.training.trainer_base import TrainerBase
@@ -289,21 +291,111 @@ def _validate(cfg: TrainConfig) -> None:
     split_settings(cfg.settings)
 
 
+# -- the DG-VAE architecture (docs/methods/dgvae.md): kind "dgvae", features dgvae_idi (test)
+# and dgvae_iai, compared by Euclidean distance between L2-normalised μ_φ, i.e. cosine
+def build_dgvae(spec: ModelSpec):
+    """A randomly initialised DG-VAE of ``spec`` (its recorded DGVAEArch)."""
+    from reidcli.models.dgvae import DGVAE, DGVAEArch
+
+    if not spec.dgvae:
+        raise InputFileError("the model file has no DG-VAE architecture record",
+                             "re-train it with reid train dgvae")
+    return DGVAE(DGVAEArch.from_dict(spec.dgvae))
+
+
+def _dgvae_dims(spec: ModelSpec) -> dict[str, tuple[int, int]]:
+    arch = spec.dgvae or {}
+    return {"dgvae_idi": (int(arch["idi_dim"]), 1), "dgvae_iai": (int(arch["iai_dim"]), 1)}
+
+
+def _dgvae_features(output) -> dict:
+    """Posterior means μ_φ (IDI) and μ_ψ (IAI), DG-VAE paper §3.4."""
+    return {"dgvae_idi": output.mu_d,
+            **({"dgvae_iai": output.mu_a} if output.mu_a is not None else {})}
+
+
+def _dgvae_logits(output):
+    raise InputFileError("a DG-VAE model has no re-id classifier over test identities",
+                         "use a BoT or PCB model here")
+
+
+def _dgvae_forward(loaded, images, taps, modality, features):
+    """Each row through its visible or infrared trunk by ``modality`` [B] (0 visible,
+    1 infrared; required); no conv taps; the IAI encoder only when ``features`` (default:
+    all) asks for ``dgvae_iai``."""
+    if modality is None:
+        raise InputFileError(f"{param('model')} {loaded.path} is a DG-VAE model: every "
+                             "image needs its modality (visible or infrared)",
+                             "extract from a dataset whose records carry a modality "
+                             "column")
+    if taps:
+        raise InputFileError(f"{param('model')} {loaded.path} is a DG-VAE model and has "
+                             "no conv-map taps", f"drop {param('maps')}")
+    return loaded.module(images.to(loaded.device), modality.to(loaded.device).bool(),
+                         with_iai=features is None or "dgvae_iai" in features)
+
+
+register_architecture(Architecture(
+    "dgvae", build_dgvae, _dgvae_dims, _dgvae_features,
+    {"dgvae": (("dgvae_idi", "dgvae_iai"), ("dgvae_idi",))},
+    logits=_dgvae_logits, forward=_dgvae_forward,
+    metrics={"dgvae_idi": "cosine", "dgvae_iai": "cosine"}, module=__name__))
+
+
+def _batch(values: dict[str, Any], given: dict[str, Any]) -> None:
+    """P identities × (K visible + K infrared) images."""
+    values["batch_size"] = 2 * values["p"] * values["k"]
+
+
+#: ``reid train dgvae``: DG-VAE's own parameters and its defaults of the shared settings
+#: (the paper's, docs/methods/dgvae.md), with the help of each option
+PARAMETERS = [
+    shared("preset", help="tiny = the 60/60/60-iteration CPU configuration (toy trunk from "
+           "scratch, 32x16 input, P=4 x K=2); explicit options win. Default: the paper's "
+           "settings."),
+    Parameter("variant", "dgvae", (), "Table 2 row: baseline | mog | mog_lmc | ae_tsr | "
+              "ae_tsr_idc | ae_tsr_idc_cyc | vae1_tsr | vae1_tsr_idc | vae1_tsr_idc_cyc | "
+              "vae2_tsr | dgvae_nolmc | dgvae (default)."),
+    Parameter("stages", None, (NONE, Each(Interval(int, 1, 3), "numbers", "1,2,3")),
+              "Stages to run, e.g. 1 or 1,2,3 (default: all of the variant's)."),
+    Parameter("stage_epochs", [100, 50, 100], (Each(EPOCHS, "numbers", "100,50,100"),),
+              "Epochs of stages 1,2,3 (100,50,100)."),
+    shared("iters_per_epoch", help="Iterations per epoch (default ⌈max(N_vis, N_ir) / "
+           "(P·K)⌉)."),
+    shared("init", "imagenet", "imagenet | PATH (local ResNet-50 state dict) | scratch."),
+    shared("backbone", "resnet50", "resnet50 (the paper's MGN split) | tiny."),
+    shared("input_size", (384, 128), "HxW (384x128)."),
+    shared("p", 4, "Identities per batch P (4)."),
+    shared("k", 4, "Visible and infrared images per identity K (4 + 4)."),
+    Parameter("stage_lrs", [2e-4, 2e-4, 2e-5],
+              (Each(NON_NEGATIVE, "numbers", "2e-4,2e-4,2e-5"),),
+              "Adam lr of stages 1,2,3 (2e-4,2e-4,2e-5)."),
+    Parameter("classifier_lrs", [0.01, 0.01, 0.001],
+              (Each(NON_NEGATIVE, "numbers", "0.01,0.01,0.001"),),
+              "SGD lr of the code classifier D^C per stage (0.01,0.01,0.001)."),
+    Parameter("lr_decay", "constant", (Options(("constant", "linear")),),
+              "constant (default) | linear (to 0 within each stage, FD-GAN)."),
+    shared("weight_decay", 5e-4, "5e-4 (none on μ_y, ρ)."),
+    shared("random_erasing", 0.5),
+    Parameter("settings", {}, (KEY_VALUES,), "Loss weight or model setting key=value "
+              "(repeatable), e.g. tsr=1.0, gmm_estimator=mc, shared_trunk=true "
+              "(docs/methods/dgvae.md)."),
+    shared("max_images"), shared("subsample_seed"),
+    shared("seed", 0),
+    *defaults_only(lr=2e-4),
+]
+
 register_info(
     "dgvae", stage="train-net", paper="Pu et al., ACM MM 2020 (DG-VAE)",
     summary="DG-VAE: visible-infrared re-id, MoG-prior IDI code, N(0,I) IAI code, triplet "
             "swap reconstruction; three stages.",
-    # the paper's settings (docs/methods/dgvae.md)
-    defaults=dict(backbone="resnet50", init="imagenet", input_size=(384, 128), p=4, k=4,
-                  stage_epochs=[100, 50, 100], stage_lrs=[2e-4, 2e-4, 2e-5],
-                  classifier_lrs=[0.01, 0.01, 0.001], lr=2e-4, weight_decay=5e-4,
-                  random_erasing=0.5, variant="dgvae", lr_decay="constant", seed=0),
-    extras={"trainer": DGVAETrainer, "validate": _validate, "presets": {
+    parameters=PARAMETERS,
+    extras={"trainer": DGVAETrainer, "validate": _validate, "batch": _batch, "presets": {
         # DG-VAE paper's CPU sanity scale (docs/methods/dgvae.md "tiny"): 60/60/60 iterations
         "tiny": dict(backbone="tiny", init="scratch", input_size=(32, 16), p=4, k=2,
                      stage_epochs=[3, 3, 3], iters_per_epoch=20, stage_lrs=[3e-3, 3e-3, 3e-4],
                      classifier_lrs=[0.05, 0.05, 0.005], weight_decay=0.0, random_erasing=0.0,
                      workers=0, log_every=5)}})
 
-__all__ = ["DGVAETrainer", "DGVAEStepModule", "STAGE_MODULES", "run_stages", "split_settings",
+__all__ = ["DGVAETrainer", "PARAMETERS", "DGVAEStepModule", "STAGE_MODULES", "run_stages", "split_settings",
            "dgvae_weights"]

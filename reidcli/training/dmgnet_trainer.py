@@ -27,9 +27,12 @@ from reidcli.data.samplers import CameraSplitSampler
 from reidcli.data.transforms import train_transform
 from reidcli.errors import ParameterError, ReidError, UsageError
 from reidcli.naming import param
-from reidcli.registry import register_info
+from reidcli.params import NONE, Interval, Options
+from reidcli.registry import Parameter, register_info
 from reidcli.training.bot_trainer import BoTTrainer
-from reidcli.training.config import TrainConfig
+from reidcli.training.config import (FLAG, NAMED_KEY_VALUES, NAMES, NON_NEGATIVE, OWNER,
+                                     POSITIVE, SWITCH, SameOr, TrainConfig, check_pk_triplet,
+                                     defaults_only, pk_batch, shared)
 
 
 def meta_config(cfg: TrainConfig):
@@ -130,40 +133,88 @@ class DMGNetTrainer(BoTTrainer):
 
 
 def _validate(cfg: TrainConfig) -> None:
-    """DMG-Net's cross-option check; every option's own range (meta_order, md_weight, …) is
-    checked with the others' in :func:`reidcli.training.config.validate_config`."""
+    """DMG-Net's checks between values (each value's own range — meta_order, md_weight, … —
+    is its parameter's constraint, :data:`PARAMETERS`)."""
+    check_pk_triplet(cfg)
+    if cfg.eval_every is not None and not cfg.eval_dataset:
+        raise ParameterError(OWNER, "eval_every", cfg.eval_every, "needs a dataset to "
+                             "evaluate on (DMG-Net trains on several sources)",
+                             f"name a target with {param('eval_dataset')}")
     if cfg.amp != "off" and cfg.meta_order == 2 and not cfg.no_meta:
-        raise ParameterError("training", "amp", cfg.amp,
+        raise ParameterError(OWNER, "amp", cfg.amp,
                              "is not supported with the second-order meta-gradient",
                              f"use {param('amp', 'off')} or {param('meta_order', 1)}")
     if cfg.amp == "fp16" and not cfg.no_meta:
         # the inner gradient ∇L_B of Eq. 2 is taken inside the step, outside the engine's
         # GradScaler: in fp16 it would be unscaled and underflow (D30)
-        raise ParameterError("training", "amp", cfg.amp,
+        raise ParameterError(OWNER, "amp", cfg.amp,
                              "is not supported with the meta step: its inner gradient "
                              "would be taken without loss scaling",
                              f"use {param('amp', 'bf16')} or {param('amp', 'off')} with "
                              f"{param('meta_order', 1)}")
 
 
+#: ``reid train dmgnet``: its own parameters (docs/methods/dmgnet.md) and BoT's schedule
+PARAMETERS = [
+    Parameter("sources", [], (NAMES,), "Source datasets, comma list (reid data list) or "
+              "mixed_a / mixed_b."),
+    Parameter("source_options", {}, (NAMED_KEY_VALUES,), "Loader option of one source, "
+              "NAME.KEY=VALUE (repeatable)."),
+    # None: each composition source's own split (Mixed A all, Mixed B train), train for a
+    # plain dataset
+    shared("train_split", None, "train | all (every split of each source; default: train, a "
+           "composition's own: Mixed A all, Mixed B train)."),
+    Parameter("domains", None, (NONE, NAMES), "Keep only these source domains, e.g. "
+              "synthetic/d0,synthetic/d1."),
+    Parameter("targets", [], (NAMES,), "Target datasets or dataset/domain; refused if also "
+              "a source."),
+    shared("preset", help="tiny = toy trunk from scratch, 32x16, 4 epochs, P=4 x K=2, for "
+           "CPU; explicit options win. Default: the paper's settings."),
+    shared("init", help="imagenet | PATH | scratch."),
+    shared("backbone"),
+    shared("input_size", (256, 128), "HxW (256x128)."),
+    shared("epochs", 120, "120 (steps/warm-up rescaled)."),
+    shared("iters_per_epoch", help="Default ⌊N_images / (2·P·K)⌋."),
+    shared("p", 16, "Identities per batch P (16), the same in the support and the query set."),
+    shared("k", 4, "Images per identity and set K (4)."),
+    shared("lr", 3.5e-4, "3.5e-4."),
+    shared("lr_steps", [40, 70], "40,70."),
+    shared("warmup_epochs", 10, "10."),
+    shared("weight_decay", 5e-4, "5e-4."),
+    Parameter("meta_order", 2, (Interval(int, 1, 2),), "2 (full meta-gradient, Eq. 4) | 1 "
+              "(first order)."),
+    Parameter("inner_opt", "sgd", (Options(("sgd", "adam1")),), "sgd (Eq. 2) | adam1 "
+              "(normalised step g/(|g|+1e-8))."),
+    Parameter("inner_lr", None, (SameOr(NON_NEGATIVE),), "same (the scheduled lr, Alg. 1) | a "
+              "number."),
+    Parameter("md_weight", 1.0, (NON_NEGATIVE,), "λ_MD (1; 0 = meta-generalisation only)."),
+    Parameter("md_scale", 1.0, (POSITIVE,), "Scale s of Eq. 6 (1)."),
+    Parameter("md_features", "theta", (Options(("theta", "adapted")),), "theta | adapted."),
+    Parameter("outer_base_weight", 0.0, (NON_NEGATIVE,), "β: + β·L_B(θ) in the outer loss "
+              "(0)."),
+    Parameter("no_meta", False, (FLAG,), "No inner step: L_B on both sets + λ_MD L_MD (with "
+              "--md-weight 0: BoT on the same batches)."),
+    Parameter("color_jitter", False, (SWITCH,), "on | off (off; on for the Mixed benchmarks)."),
+    Parameter("resplit", "epoch", (Options(("epoch", "iter")),), "epoch (Alg. 1) | iter."),
+    shared("random_erasing", 0.5),
+    shared("max_images"), shared("subsample_seed"),
+    shared("seed", 0),
+    *defaults_only(optimizer="adam", backbone_lr_mult=1.0, lr_gamma=0.1, warmup_factor=0.1,
+                   label_smooth=0.1, triplet_margin=0.3),
+]
+
 register_info(
     "dmgnet", stage="train-net", paper="Bai et al., CVPR 2021 (Person30K, DMG-Net)",
     summary="DMG-Net: BoT trained on several source datasets with a meta-generalisation "
             "step across cameras and a prototype meta-discrimination loss.",
-    # BoT's schedule and the paper's DMG-Net settings (docs/methods/dmgnet.md)
-    defaults=dict(epochs=120, p=16, k=4, optimizer="adam", lr=3.5e-4, backbone_lr_mult=1.0,
-                  weight_decay=5e-4, lr_steps=[40, 70], lr_gamma=0.1, warmup_epochs=10,
-                  warmup_factor=0.1, label_smooth=0.1, triplet_margin=0.3,
-                  input_size=(256, 128), random_erasing=0.5, seed=0, meta_order=2,
-                  inner_opt="sgd", md_weight=1.0, md_scale=1.0, md_features="theta",
-                  outer_base_weight=0.0, no_meta=False, color_jitter=False, resplit="epoch",
-                  # None: each composition source's own split (Mixed A all, Mixed B train),
-                  # train for a plain dataset
-                  train_split=None),
-    extras={"trainer": DMGNetTrainer, "validate": _validate, "presets": {
-        # CPU scale (tests, the synthetic recipe): toy trunk at 32x16 (docs/methods/dmgnet.md)
-        "tiny": dict(backbone="tiny", input_size=(32, 16), epochs=4, p=4, k=2, lr=3e-3,
-                     lr_steps=[3], warmup_epochs=1, init="scratch", workers=0,
-                     log_every=5)}})
+    parameters=PARAMETERS,
+    extras={"trainer": DMGNetTrainer, "validate": _validate, "batch": pk_batch,
+            "data_parameter": "sources", "data_example": ("market1501,dukemtmc", "mixed_b"),
+            "presets": {
+                # CPU scale (tests, the synthetic recipe): toy trunk at 32x16
+                # (docs/methods/dmgnet.md)
+                "tiny": dict(backbone="tiny", input_size=(32, 16), epochs=4, p=4, k=2,
+                             lr=3e-3, lr_steps=[3], warmup_epochs=1, init="scratch",
+                             workers=0, log_every=5)}})
 
-__all__ = ["DMGNetTrainer", "meta_config", "check_targets"]
+__all__ = ["DMGNetTrainer", "PARAMETERS", "meta_config", "check_targets"]

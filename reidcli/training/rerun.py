@@ -12,13 +12,12 @@ from pathlib import Path
 from typing import Any
 
 from reidcli.errors import InputFileError, ReidError
-from reidcli.training.config import TrainConfig, make_config
+from reidcli.training.config import TrainConfig, config_names, make_config, method_info
 from reidcli.training.run_dir import RUN_FORMAT
 
 #: recorded fields that are not options of a new run (the method is the command; the batch of
 #: a P×K method follows from P and K)
 _NOT_OPTIONS = ("method",)
-_PK_METHODS = ("bot", "dmgnet", "dgvae")
 
 
 @dataclasses.dataclass
@@ -34,7 +33,7 @@ class RecordedRun:
         """The recorded options ← ``given`` (None values: not given) as a checked config.
         ``override_batch``: the batch is given (P×K methods: P is then derived from it)."""
         values = dict(self.options)
-        if self.method in _PK_METHODS:
+        if "batch" in method_info(self.method).extras:     # derived (e.g. P × K)
             values.pop("batch_size")                   # P × K, derived
             if override_batch:
                 values.pop("p")
@@ -68,7 +67,7 @@ def read_recorded_run(path: str | os.PathLike) -> RecordedRun:
     if method not in methods or options.get("method", method) != method:
         raise InputFileError(f"{path} records method {method!r}, not one reid train runs",
                              f"{todo} (methods: {', '.join(methods)})")
-    known = {f.name for f in dataclasses.fields(TrainConfig)}
+    known = {"method", *config_names(method)}
     unknown = sorted(set(options) - known)
     if unknown:
         raise InputFileError(f"{path} records unknown option {unknown[0]!r}",

@@ -218,13 +218,13 @@ def test_pid_beyond_int64_in_a_file_name_is_refused(tmp_path, pid):
      "num_trials=100000000 must be"),
     ("synthetic", {"train_ids_limit": 2, "repeats": 10**9}, "repeats=1000000000 must be"),
     # loader option checks through reidcli.params
-    ("synthetic", {"protocol": "warca", "warca_draw": "both"}, "warca_draw='both' is unknown"),
+    ("synthetic", {"protocol": "warca", "warca_draw": "both"}, "warca_draw='both' must be one of"),
     ("synthetic", {"protocol": "warca", "draws": 2.5}, "draws=2.5 must be an integer"),
     ("sysu", {"shots": 0}, "shots=0 must be an integer in [1, 1000]"),
     ("sysu", {"seed": -1}, "seed=-1 must be an integer"),
     ("sysu", {"seed": 2**32, "draws": "seeded"}, "seed=4294967296 must be an integer"),
-    ("sysu", {"mode": "outdoor"}, "mode='outdoor' is unknown"),
-    ("regdb", {"direction": "x"}, "direction='x' is unknown"),
+    ("sysu", {"mode": "outdoor"}, "mode='outdoor' must be one of all, indoor"),
+    ("regdb", {"direction": "x"}, "direction='x' must be one of"),
 ])
 def test_out_of_range_loader_options_are_refused(trees, tiny_synthetic_root, dataset, options,
                                                  needle):

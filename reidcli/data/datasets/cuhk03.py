@@ -32,7 +32,8 @@ from reidcli.data.datasets.common import require_file, rows_to_frame
 from reidcli.data.records import DatasetSplit, normalize_frame
 from reidcli.data.registry import DatasetInfo, register, resolve_dataset_dir
 from reidcli.data.splits import check_trial, relative_paths, split_from_trial
-from reidcli.errors import DatasetError, UsageError
+from reidcli.data.trials import check_choice
+from reidcli.errors import DatasetError
 
 RELEASE = Path("cuhk03_release") / "cuhk-03.mat"
 SUBSETS = ("detected", "labeled")
@@ -84,12 +85,10 @@ def looks_valid(folder: Path) -> bool:
     return (folder / RELEASE).is_file() or (folder / RELEASE.parent).is_dir()
 
 
-def _check_options(subset: str, protocol: str) -> None:
-    if subset not in SUBSETS:
-        raise UsageError(f"cuhk03 option subset={subset!r}", "use subset=detected or labeled")
-    if protocol not in PROTOCOLS:
-        raise UsageError(f"cuhk03 option protocol={protocol!r}",
-                         "use protocol=new, classic or warca")
+def _check_options(subset: str, protocol: str) -> tuple[str, str]:
+    """``(subset, protocol)`` in canonical form; ParameterError naming a bad one."""
+    return (check_choice("cuhk03", "subset", subset, SUBSETS),
+            check_choice("cuhk03", "protocol", protocol, PROTOCOLS))
 
 
 # --------------------------------------------------------------------------- cuhk-03.mat
@@ -344,7 +343,7 @@ def load_cuhk03(root=None, trial: int = 0, subset: str = "detected",
                 same_camera: str = "drop") -> DatasetSplit:
     """Load CUHK03 (``new``: one split; ``classic``: trial 0..19 of ``testsets``; ``warca``:
     trial 0..10·draws−1 on testsets 1–10)."""
-    _check_options(subset, protocol)
+    subset, protocol = _check_options(subset, protocol)
     folder = resolve_dataset_dir("cuhk03", root)
     if protocol == "new":
         check_trial("cuhk03", trial, 1, "protocol 'new'")

@@ -25,7 +25,8 @@ from reidcli.data.records import DatasetSplit
 from reidcli.data.registry import DatasetInfo, register, resolve_dataset_dir
 from reidcli.data.splits import (Trial, cached_trials, choose_ids, protocol_rng,
                                  relative_paths, split_from_trial)
-from reidcli.errors import DatasetError, UsageError
+from reidcli.data.trials import check_choice
+from reidcli.errors import DatasetError
 
 NAME = re.compile(r"^(\d{4})_([1-8])_.*\.jpeg$")
 VIEWS = {"probe": 0, "gallery": 1}
@@ -133,9 +134,7 @@ def _trial(rel: np.ndarray, pids: np.ndarray, cams: np.ndarray, train_ids) -> Tr
 def load_grid(root=None, trial: int = 0, protocol: str = "official_mat", seed: int = 0,
               expected_train_ids: int = TRAIN_IDS) -> DatasetSplit:
     """Load GRID trial ``trial`` (0..9) of ``protocol`` (``official_mat`` | ``random``)."""
-    if protocol not in PROTOCOLS:
-        raise UsageError(f"grid protocol {protocol!r} is unknown",
-                         "use protocol=official_mat or protocol=random")
+    protocol = check_choice("grid", "protocol", protocol, PROTOCOLS)
     expected_train_ids = int(expected_train_ids)
     folder = resolve_dataset_dir("grid", root)
     records = read_grid(folder)

@@ -21,7 +21,8 @@ from reidcli.data.datasets.common import require_dir, require_file, rows_to_fram
 from reidcli.data.records import DatasetSplit, empty_frame, normalize_frame
 from reidcli.data.registry import DatasetInfo, data_root, register, resolve_dataset_dir
 from reidcli.data.splits import check_trial
-from reidcli.errors import DatasetError, UsageError
+from reidcli.data.trials import check_choice
+from reidcli.errors import DatasetError
 
 #: PPPP_NNN_CC_DDDDtod_FFFF_K.jpg (K may carry a suffix such as ``_ex`` in some V2 copies)
 NAME = re.compile(r"^(\d+)_(\d+)_(\d+)_([^_]+)_(\d+)_(.+)\.jpe?g$", re.IGNORECASE)
@@ -84,8 +85,7 @@ def _has_version(folder: Path, version: str) -> bool:
 
 def find_folder(root=None, version: str = "auto") -> tuple[Path, str]:
     """The dataset folder and the version to read (``auto``: V1 if any candidate has it)."""
-    if version not in VERSIONS:
-        raise UsageError(f"msmt17 option version={version!r}", "use version=auto, v1 or v2")
+    version = check_choice("msmt17", "version", version, VERSIONS)
     base = data_root(root)
     valid = []
     for cand in INFO.candidates:

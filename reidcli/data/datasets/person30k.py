@@ -22,7 +22,8 @@ from reidcli.data.datasets.common import require_file
 from reidcli.data.records import DatasetSplit, normalize_frame
 from reidcli.data.registry import DatasetInfo, register, resolve_dataset_dir
 from reidcli.data.splits import check_trial
-from reidcli.errors import DatasetError, UsageError
+from reidcli.data.trials import check_choice
+from reidcli.errors import DatasetError
 
 MANIFEST = "manifest.csv"
 COLUMNS = ("path", "pid", "camid", "site", "scenario", "subset")
@@ -148,10 +149,8 @@ def query_gallery(test: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 def load_person30k(root=None, trial: int = 0, test_subset: str = "A") -> DatasetSplit:
     """Load Person30K from its manifest; ``test_subset`` A | B | C picks the test rows."""
-    key = str(test_subset).strip().upper().replace("TEST_", "")
-    if key not in SUBSETS:
-        raise UsageError(f"person30k option test_subset={test_subset!r} is unknown",
-                         "use test_subset=A, B or C")
+    key = check_choice("person30k", "test_subset", test_subset, tuple(SUBSETS),
+                       aliases={v: k for k, v in SUBSETS.items()})
     check_trial("person30k", trial, 1, "dataset")
     folder = resolve_dataset_dir("person30k", root)
     manifest = folder / MANIFEST

@@ -49,7 +49,8 @@ from reidcli.data.records import DatasetSplit
 from reidcli.data.registry import DatasetInfo, register, resolve_dataset_dir
 from reidcli.data.splits import (Trial, cached_trials, protocol_rng, relative_paths,
                                  split_from_trial)
-from reidcli.errors import DatasetError, ParameterError, UsageError
+from reidcli.data.trials import check_choice
+from reidcli.errors import DatasetError, UsageError
 from reidcli.naming import param
 from reidcli.params import BOOL, Interval, check_param, check_seed
 
@@ -349,19 +350,15 @@ def resolve_draws(draws, folder: Path, perm_file, seed) -> str:
     return "seeded"
 
 
-def check_options(mode, shots, draws, seed, perm_file) -> tuple[int, int]:
-    """``(shots, seed)`` as ints after checking every option: :class:`UsageError` for an
-    unknown mode/draw family, a bad ``shots`` or ``seed`` and options that do not apply to
-    the chosen draw family (``draws`` may still be ``auto``)."""
-    if mode not in GALLERY_CAMERAS:
-        raise ParameterError("sysu_mm01", "mode", mode, "is unknown",
-                             "use " + " or ".join(param("mode", m) for m in GALLERY_CAMERAS))
+def check_options(mode, shots, draws, seed, perm_file) -> tuple[str, int, str, int]:
+    """``(mode, shots, draws, seed)`` in canonical form after checking every option:
+    ParameterError for an unknown mode/draw family, a bad ``shots`` or ``seed``; UsageError
+    for options that do not apply to the chosen draw family (``draws`` may still be
+    ``auto``)."""
+    mode = check_choice("sysu_mm01", "mode", mode, tuple(GALLERY_CAMERAS))
     shots = check_param("sysu_mm01", "shots", shots, Interval(int, 1, MAX_SHOTS))
     seed = check_seed("sysu_mm01", seed)
-    if draws not in DRAWS + (AUTO_DRAWS,):
-        raise ParameterError("sysu_mm01", "draws", draws, "is unknown",
-                             "use " + ", ".join(param("draws", d)
-                                                for d in (AUTO_DRAWS,) + DRAWS))
+    draws = check_choice("sysu_mm01", "draws", draws, (AUTO_DRAWS,) + DRAWS)
     if draws == "agw" and shots != 1:
         raise UsageError(f"sysu_mm01: AGW's draws are single-shot only (one random.choice per "
                          f"id and camera), not {param('shots', shots)}",
@@ -375,7 +372,7 @@ def check_options(mode, shots, draws, seed, perm_file) -> tuple[int, int]:
         raise UsageError(f"sysu_mm01: {param('perm_file')} applies to "
                          f"{param('draws', 'official')} only",
                          f"add {param('draws', 'official')} or drop {param('perm_file')}")
-    return int(shots), int(seed)
+    return mode, int(shots), draws, int(seed)
 
 
 def load_sysu_mm01(root=None, trial: int = 0, mode: str = "all", shots: int = 1,
@@ -383,7 +380,7 @@ def load_sysu_mm01(root=None, trial: int = 0, mode: str = "all", shots: int = 1,
                    perm_file=None) -> DatasetSplit:
     """Load one SYSU-MM01 trial (gallery draw ``trial`` of 10, family ``draws``; ``auto``:
     official when the permutation file is present, else seeded)."""
-    shots, seed = check_options(mode, shots, draws, seed, perm_file)
+    mode, shots, draws, seed = check_options(mode, shots, draws, seed, perm_file)
     train_includes_val = check_param("sysu_mm01", "train_includes_val", train_includes_val, BOOL)
     folder = resolve_dataset_dir("sysu_mm01", root)
     draws = resolve_draws(draws, folder, perm_file, seed)

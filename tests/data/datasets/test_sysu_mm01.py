@@ -351,7 +351,7 @@ def test_draw_family_in_protocol_options_cache_and_store_layout(tmp_path):
     assert sorted(p.name for p in (folder / "reidcli_splits").iterdir()) == [
         "sysu_agw_indoor_shots1_val1.json", "sysu_official_indoor_shots1_val1.json",
         "sysu_seeded_indoor_shots1_val1_seed0.json"]
-    with pytest.raises(UsageError, match="draws='random' is unknown"):
+    with pytest.raises(UsageError, match="draws='random' must be one of auto, seeded"):
         data.load("sysu", tmp_path, draws="random")
     with pytest.raises(UsageError, match="seed=1 applies to draws=seeded only"):
         data.load("sysu", tmp_path, draws="agw", seed=1)
