@@ -126,8 +126,10 @@ def time_method(inputs, method: str, batch: int, device: str, model=None, images
             stack.enter_context(mock.patch("reidcli.adapt.dart3.dart3_loss", _reference_loss))
         if before is not None:
             stack.enter_context(mock.patch("reidcli.adapt.dart3.dart3_loss", before.dart3_loss))
-            stack.enter_context(mock.patch("reidcli.adapt.dart3.PreparedGallery",
-                                           before.PreparedGallery))
+            def gallery(*args, precision="fp32", **kwargs):   # its spelling: fp32 | bf16
+                precision = {"float32": "fp32", "bfloat16": "bf16"}.get(precision, precision)
+                return before.PreparedGallery(*args, precision=precision, **kwargs)
+            stack.enter_context(mock.patch("reidcli.adapt.dart3.PreparedGallery", gallery))
         out = adapt_features(inputs, cfg, model=model)
     if device.startswith("cuda"):
         torch.cuda.synchronize()

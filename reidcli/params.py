@@ -131,7 +131,7 @@ class Options(Constraint):
 
     def _canonical(self, value: Any) -> str | None:
         key = str(value).strip().lower()
-        key = {k.lower(): v for k, v in self.aliases}.get(key, key)
+        key = {k.lower(): v.lower() for k, v in self.aliases}.get(key, key)
         return next((v for v in self.values if v.lower() == key), None)
 
     def accepts(self, value: Any) -> bool:

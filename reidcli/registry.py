@@ -155,6 +155,17 @@ def register_loader(name: str, load_trial: Callable, *, paper: str, summary: str
                     load_trial=load_trial, reads=reads))
 
 
+#: stage → the settings every method of the stage shares (name → Parameter), declared by the
+#: stage (:func:`declare_settings`): a method's ``defaults`` of them carry their constraints
+_SETTINGS: dict[str, dict[str, Parameter]] = {}
+
+
+def declare_settings(stage: str, parameters: Sequence[Parameter]) -> None:
+    """Declare the settings every method of ``stage`` shares (e.g. adaptation's batch size and
+    learning rate, :data:`reidcli.adapt.config.SETTINGS`); call before its methods register."""
+    _SETTINGS[stage] = {p.name: p for p in parameters}
+
+
 def register_info(name: str, *, stage: str, paper: str, summary: str,
                   defaults: Mapping[str, Any] | None = None, module: str | None = None,
                   extras: Mapping[str, Any] | None = None,
@@ -163,11 +174,16 @@ def register_info(name: str, *, stage: str, paper: str, summary: str,
     ``parameters`` (name, default, constraints, help: the method's own settings, from which
     e.g. ``reid adapt <name>`` is generated), ``defaults`` (plain values, e.g. the method's
     defaults of settings its stage declares for every method) — both listed by
-    ``reid methods`` — and ``extras``: what the stage needs to run it (e.g.
+    ``reid methods``; a default of a setting the stage declared (:func:`declare_settings`)
+    carries that setting's constraints and help — and ``extras``: what the stage needs to
+    run it (e.g.
     ``{"trainer": cls, "presets": {...}}``)."""
     if module is None:                   # the registering module (cheap: no source lookup)
         module = sys._getframe(1).f_globals.get("__name__", "?")
-    params = tuple(parameters) + tuple(Parameter(k, v) for k, v in (defaults or {}).items())
+    shared = _SETTINGS.get(stage, {})
+    params = tuple(parameters) + tuple(
+        dataclasses.replace(shared[k], default=v) if k in shared else Parameter(k, v)
+        for k, v in (defaults or {}).items())
     names = [p.name for p in params]
     if len(set(names)) != len(names):
         raise MethodRegistryError(f"method {name!r} declares a parameter twice ({names})",
@@ -186,7 +202,7 @@ class Registry(Generic[E]):
     ``index_attr`` of its ``__init__``: ``{lookup key: "module:attr"}`` for its built-in
     entries (every name and alias); ``builtin`` adds index entries of a group that has no
     package. A lookup (:meth:`find`) imports the one indexed module of a known name; only an
-    unknown name (or a listing, :meth:`entries`) imports the plugins (:func:`load_plugins`)
+    unknown name (or a listing, :meth:`entries_of`) imports the plugins (:func:`load_plugins`)
     and then every module of the groups' packages (:meth:`discover`). ``fold_case``: names and
     aliases are looked up lower-cased. A name declared by two modules is a
     :class:`~reidcli.errors.MethodRegistryError`.

@@ -13,7 +13,7 @@ import pytest
 from tests.faults.helpers import reid_in_process
 
 DATASET_MODULE = textwrap.dedent('''
-    """A plugin dataset: images named <pid>_c<cam>_<n>.jpg under ROOT/toyplug/{train,query,gallery}."""
+    """A plugin dataset: images <pid>_c<cam>_<n>.jpg under ROOT/toyplug/{train,query,gallery}."""
     import pandas as pd
 
     from reidcli.data.records import DatasetSplit, normalize_frame

@@ -137,3 +137,65 @@ def test_unknown_and_duplicate_names():
     with pytest.raises(Exception, match="registered by both"):
         registry.register_loader("xqda", lambda a, h: None, paper="-", summary="-",
                                  module="somewhere.else")
+
+
+# -- the Registry class and its indexes -------------------------------------------------------
+def test_registry_class_lazy_lookup_aliases_and_conflicts(tmp_path, monkeypatch):
+    """One class for every kind: a known name imports its indexed module only; an unknown
+    one the plugins, then every module; aliases fold case; two modules may not share a name."""
+    package = tmp_path / "h29pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text('THINGS = {"one": "h29pkg.first:ONE", '
+                                         '"uno": "h29pkg.first:ONE"}\n')
+    (package / "first.py").write_text("from h29reg import REG\nONE = 1\n"
+                                      "REG.add('one', ONE, group='g', module=__name__, "
+                                      "aliases=('Uno',))\n")
+    (package / "second.py").write_text("from h29reg import REG\n"
+                                       "REG.add('two', 2, group='g', module=__name__)\n")
+    (tmp_path / "h29reg.py").write_text(
+        "from reidcli.registry import Registry\n"
+        "REG = Registry('thing', {'g': ('h29pkg',)}, index_attr='THINGS', fold_case=True)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        from h29reg import REG
+
+        assert REG.find("UNO") == 1 and "h29pkg.second" not in sys.modules   # index only
+        assert REG.find("two") == 2 and "h29pkg.second" in sys.modules       # discovery
+        assert REG.find("three") is None and REG.names() == ["one", "two"]
+        assert REG.find("one", ["other"]) is None and REG.group_of("one") == "g"
+        with pytest.raises(Exception, match="thing 'two' is registered by both"):
+            REG.add("two", 3, group="g", module="elsewhere")
+    finally:
+        for name in ("h29reg", "h29pkg", "h29pkg.first", "h29pkg.second"):
+            sys.modules.pop(name, None)
+
+
+@pytest.mark.parametrize("stage", ["train", "fit-pooling", "adapt", "train-net", "fitted"])
+def test_stage_index_names_exactly_the_built_in_methods(stage):
+    """Each stage package's ``METHODS`` index: every entry's module registers that name and
+    has the attribute; every built-in method of the stage is indexed."""
+    import importlib
+
+    index = registry.METHODS.index([stage])
+    built_in = {m.name: m for m in registry.methods(stage)
+                if m.module.startswith("reidcli.")}
+    assert sorted(index) == sorted(built_in)
+    for name, target in index.items():
+        module, _, attr = target.partition(":")
+        assert built_in[name].module == module, name
+        assert not attr or hasattr(importlib.import_module(module), attr), target
+
+
+def test_a_lookup_imports_only_the_module_it_needs():
+    code = ("import sys; from reidcli import registry; from reidcli.data import registry as d; "
+            "registry.get('klfda', 'train'); registry.get('avgp-pad', 'fit-pooling'); "
+            "d.canonical_name('Market'); "
+            "print(' '.join(m for m in sys.modules if m.startswith(('reidcli.metric.', "
+            "'reidcli.pooling.', 'reidcli.data.datasets.'))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    loaded = {m.rsplit(".", 1)[1] for m in out.stdout.split()}
+    # lfda (klfda), cdpcf (avgp-pad, which uses XQDA) and the Market loader
+    assert {"lfda", "cdpcf", "xqda", "market1501"} <= loaded
+    assert not loaded & {"kissme", "pca", "rpcca", "warca", "fit", "viper", "grid", "cuhk03"}

@@ -17,8 +17,8 @@ METHODS = {
 }
 
 from reidcli.adapt.config import AdaptConfig, method_defaults, method_names  # noqa: E402
-from reidcli.adapt.run import (Adaptation, AdaptStoreResult, adapt_features, adapt_store,  # noqa: E402,E501
-                               inputs_from_arrays)
+from reidcli.adapt.run import (Adaptation, AdaptStoreResult,  # noqa: E402
+                               adapt_features, adapt_store, inputs_from_arrays)
 
 __all__ = ["AdaptConfig", "method_defaults", "method_names", "Adaptation", "AdaptStoreResult",
            "adapt_features", "adapt_store", "inputs_from_arrays"]

@@ -23,7 +23,7 @@ from typing import Any, Mapping, Sequence
 from reidcli.errors import ParameterError, UsageError
 from reidcli.naming import param
 from reidcli.params import BOOL, NONE, SEED, Constraint, Interval, Options, check_param
-from reidcli.registry import Parameter
+from reidcli.registry import Parameter, declare_settings
 
 #: who the parameters below belong to, in error messages
 OWNER = "adaptation"
@@ -124,6 +124,7 @@ SETTINGS: tuple[Parameter, ...] = (
     _s("workers", None, "Image loader workers (default: automatic).", NONE, count(0, 1024)),
 )
 SETTING_NAMES = tuple(p.name for p in SETTINGS)
+declare_settings("adapt", SETTINGS)        # methods' defaults of them carry their constraints
 
 #: which methods read which settings: ``every`` method; the camera ``stats``; the ``loop``
 #: of an online method (``build``); the ``model`` of a method that re-runs the backbone

@@ -53,13 +53,13 @@ def _form(p) -> str:
 
     kinds = [c for c in p.constraints if c is not NONE]
     for c in kinds:
+        form = getattr(c, "form", None)
+        if form:
+            return form
         if isinstance(c, _Size):
             return "size"
         if isinstance(c, Each):
             return "list"
-        form = getattr(c, "form", None)
-        if form:
-            return form
     if kinds and all(isinstance(c, Interval) for c in kinds):
         return "int" if all(c.kind is int for c in kinds) else "float"
     return "text"

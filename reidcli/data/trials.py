@@ -50,7 +50,8 @@ WARCA_DRAWS_PER_SPLIT = 10
 WARCA_SAME_CAMERA = ("drop", "keep")
 #: most WARCA draws per split: every trial (splits × draws) is built and cached at once
 MAX_DRAWS = 100
-#: most persons a count option (test_ids, shared_ids, ...) may name (:data:`reidcli.params.MAX_COUNT`)
+#: most persons a count option (test_ids, shared_ids, ...) may name
+#: (:data:`reidcli.params.MAX_COUNT`)
 MAX_COUNT = params_max_count
 
 

@@ -35,7 +35,7 @@ from reidcli.metric.warca_kernel import KERNELS, NORMALIZE
 from reidcli.metric.warca_model import WARCAModel
 from reidcli.metric.warca_trainer import WARCATrainer
 from reidcli.naming import param
-from reidcli.params import BOOL, FloatList, Interval, Options
+from reidcli.params import BOOL, PRECISION, FloatList, Interval, Options
 from reidcli.registry import register
 
 log = logging.getLogger(__name__)
@@ -47,7 +47,7 @@ OPTIMIZERS = ("adam", "sgd")
 ADAM_BIAS = ("constant", "standard")
 POSITIVES = ("all", "cross-camera")
 DTYPES = ("float32", "float64")
-PRECISIONS = ("float32", "bf16")
+PRECISIONS = PRECISION.values            # reidcli.params.PRECISION (fp32 is accepted too)
 
 #: cross-validation grids of the paper (λ: 1e-8 … 1, η: 1e-3 … 1)
 CV_LAMS = tuple(10.0 ** e for e in range(-8, 1))
@@ -109,7 +109,7 @@ class WARCA(Estimator):
         "cv_val_frac": [Interval(float, 0, 1, "neither")], "cv_lams": [FloatList()],
         "cv_lrs": [FloatList()], "holdout_check": [Interval(float, 0, 1, "left")],
         "snapshot_every": [_INT_NONNEGATIVE],
-        "log_every": [_INT_POSITIVE], "precision": [Options(PRECISIONS)],
+        "log_every": [_INT_POSITIVE], "precision": [PRECISION],
         "threads": [_INT_NONNEGATIVE]}
     _parameter_help = {
         "dim": "Output dimension D'.", "lam": "WARCA's λ: weight of the orthonormality regulariser.",

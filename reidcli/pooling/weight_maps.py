@@ -165,7 +165,7 @@ class CrossCameraScatter:
 
         def task(part: slice):
             q = _project_task(source[part], blocks_t, areas, positions, rank, s, dtype, linear)
-            return self._task_statistics(index[part], q)
+            return self._task_statistics(index[part], q, linear)
 
         for grams, sums in _run_tasks(task, tasks):                    # in task order
             for c, (g_all, g_same) in grams.items():
@@ -184,10 +184,16 @@ class CrossCameraScatter:
         elif rows != self._rows:
             raise ValueError(f"q has {rows} rows, expected {self._rows}")
 
-    def _task_statistics(self, index: np.ndarray, q) -> tuple[dict, tuple]:
+    def _task_statistics(self, index: np.ndarray, q, linear=None) -> tuple[dict, tuple]:
         """One task's per-camera (a^A-weighted, a^S-weighted) Grams [S, S] and its person
-        sums (group ids, float64 [groups, E·S]) of q [n, E, S] (a torch tensor)."""
+        sums (group ids, float64 [groups, E·S]) of q [n, E, S] (a torch tensor); ``linear``
+        the oneDNN op for float32 Grams (else torch.mm)."""
         import torch
+
+        def gram_of(x):                                                # x^T x, float64
+            if linear is not None:
+                return linear(x.t(), x.t(), None, "none", [], "").double().numpy()
+            return torch.mm(x.t(), x).double().numpy()
 
         n, rows, s = q.shape
         cams = self.cam_index[index]
@@ -196,14 +202,14 @@ class CrossCameraScatter:
             pick = np.flatnonzero(cams == c)
             qc = q if len(pick) == n else q.index_select(0, torch.from_numpy(pick))
             qc = qc.reshape(-1, s)                                     # [(b·E), S]
-            gram = torch.mm(qc.t(), qc).double().numpy()               # Σ q_i^T q_i
+            gram = gram_of(qc)                                         # Σ q_i^T q_i
             w_same = self.weight_same[index[pick]]
             if np.all(w_same == w_same[0]):
                 same = w_same[0] * gram
             else:
                 scale = torch.from_numpy(np.repeat(np.sqrt(w_same), rows)).to(q.dtype)
                 a = qc * scale[:, None]
-                same = torch.mm(a.t(), a).double().numpy()
+                same = gram_of(a)
             grams[c] = (self.weight_all[index[pick[0]]] * gram, same)
         groups = self.person_index[index] * self.num_cameras + cams
         order = np.argsort(groups, kind="stable")

@@ -20,10 +20,10 @@ parameter; the CLI maps it to the flag).
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
 from reidcli.device import AMP_CHOICES, CHANNELS_LAST_CHOICES
-from reidcli.errors import ParameterError, UsageError
+from reidcli.errors import ParameterError
 from reidcli.models.backbone_names import BACKBONES
 from reidcli.naming import param
 from reidcli.params import NONE, SEED, Constraint, Interval, Options, check_param
@@ -201,8 +201,20 @@ KEY_VALUES = _Form("key_values", (dict,), "key=value pairs")
 NAMED_KEY_VALUES = _Form("named_key_values", (dict,), "NAME.KEY=VALUE pairs")
 #: a comma list of names (datasets, domains)
 NAMES = _Form("names", (list, tuple), "a comma list of names")
-#: 0-based camera ids (``0,2`` or ``0-3``: :func:`reidcli.cameras.parse_cameras`)
-CAMERAS = _Form("cameras", (list, tuple), "a list of 0-based camera ids")
+
+
+class _Cameras(Each):
+    """0-based camera ids; the CLI reads ``0,2`` or ``0-3``
+    (:func:`reidcli.cameras.parse_cameras`)."""
+
+    form = "cameras"
+
+    def __init__(self):
+        super().__init__(Interval(int, 0, 10_000), "camera ids", "0,2")
+
+
+#: 0-based camera ids
+CAMERAS = _Cameras()
 #: ``on`` | ``off``
 SWITCH = _Form("switch", (bool,), "on or off")
 #: a flag (``--name``; ``--no-name`` for one that defaults to true)
@@ -279,7 +291,7 @@ FIELD_CONSTRAINTS: dict[str, tuple] = {
 ITEM_CONSTRAINTS: dict[str, Interval] = {
     "input_size": SIZE.item,
     "lr_steps": EPOCHS,
-    "train_cams": Interval(int, 0, 10_000),
+    "train_cams": CAMERAS.item,
 }
 _LIST_FORMS = {"input_size": SIZE, "lr_steps": Each(EPOCHS, "epochs", "40,70"),
                "options": KEY_VALUES, "eval_options": KEY_VALUES, "nesterov": FLAG,

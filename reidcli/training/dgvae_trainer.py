@@ -397,5 +397,5 @@ register_info(
                      classifier_lrs=[0.05, 0.05, 0.005], weight_decay=0.0, random_erasing=0.0,
                      workers=0, log_every=5)}})
 
-__all__ = ["DGVAETrainer", "PARAMETERS", "DGVAEStepModule", "STAGE_MODULES", "run_stages", "split_settings",
-           "dgvae_weights"]
+__all__ = ["DGVAETrainer", "PARAMETERS", "DGVAEStepModule", "STAGE_MODULES", "run_stages",
+           "split_settings", "dgvae_weights", "build_dgvae"]

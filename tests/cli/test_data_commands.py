@@ -8,7 +8,7 @@ from tests.cli.helpers import run_cli
 
 def test_synth_then_check(capsys, tmp_path):
     code, out, err = run_cli(capsys, "data", "synth", "--preset", "tiny", "--out", tmp_path,
-                             "--name", "t", "--param", "num_cameras=3", "--seed", "4")
+                             "--name", "t", "--option", "num_cameras=3", "--seed", "4")
     assert code == 0, err
     images = pd.read_csv(tmp_path / "synthetic" / "t" / "images.csv")
     assert f"{len(images)} images" in out
@@ -27,7 +27,7 @@ def test_synth_bad_param_is_usage_error(capsys, tmp_path):
                            "--option", "num_cameras=12")
     assert code == 2 and err.startswith("error: ") and "num_cameras" in err
     code, _, err = run_cli(capsys, "data", "synth", "--preset", "tiny", "--out", tmp_path,
-                           "--param", "oops")
+                           "--option", "oops")
     assert code == 2 and "key=value" in err
 
 

@@ -23,3 +23,19 @@ def test_group_level_config_and_misplaced_options(capsys, tmp_path):
     assert code == 0 and "--config" in out
     code, _, err = run_cli(capsys, "train", "--out", tmp_path / "x", "pcb")
     assert code == 2 and "after it" in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("method", ["pcb", "bot", "dgvae", "dmgnet"])
+def test_the_command_is_generated_from_the_trainers_declaration(capsys, method):
+    from reidcli.cli.train_net import command_parameters, option_flag
+    from reidcli.training.config import method_info
+
+    code, out, err = run_cli(capsys, "train", method, "--help")
+    assert code == 0, err
+    shown = command_parameters(method)
+    for p in shown:
+        assert option_flag(method, p) in out, (method, p.name)
+    declared = {p.name for p in method_info(method).parameters if p.cli}
+    assert declared <= {p.name for p in shown}                  # every declared option
+    hidden = {p.name for p in method_info(method).parameters if not p.cli}
+    assert not hidden & {p.name for p in shown}                 # defaults only: no option
