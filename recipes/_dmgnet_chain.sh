@@ -2,9 +2,14 @@
 # reid train dmgnet under ONE budget, extract their BNNeck feature on the targets, evaluate
 # (one reid eval over a target's trial stores: mean ± std), print ours beside the paper's
 # table, then say how the training budget departs from the paper's.
-# Variants (DMG-Net paper Table 6): dmgnet (DMG-Net), bot (BoT: --no-meta --md-weight 0, L_B
-# on the support and query batches), metagen (Meta-generalization: --md-weight 0), metadisc
-# (Meta-discrimination: --no-meta).
+# Variants (DMG-Net paper Table 6): dmgnet (DMG-Net), bot (the paper's baseline BoT: reid train
+# bot on the same merged sources, BoT's own P×K sampler and schedule), metagen
+# (Meta-generalization: --md-weight 0), metadisc (Meta-discrimination: --no-meta), and the
+# control paired (reid train dmgnet --no-meta --md-weight 0: BoT's losses on the camera-split
+# paired batches, one BN forward per half — not in the paper, printed under its own name).
+# One budget: the same epochs and the same images per epoch (BoT draws P×K images a step,
+# DMG-Net 2·P·K, so BoT runs 2 × DMG_ITERS iterations when DMG_ITERS is set); for --preset
+# tiny BoT gets --preset dmgnet_tiny, DMG-Net's tiny sizes.
 # Env: INIT (imagenet | PATH | scratch; the recipe sets its default), DMG_EPOCHS (paper 120),
 #      DMG_ITERS (iterations per epoch; paper ⌊N/(2PK)⌋), DMG_VARIANTS (the recipe's default).
 #      RECIPE_KNOBS names the calling recipe's shrink variables for the SHRUNK notice.
@@ -26,11 +31,11 @@ dmgnet_arguments() {
 # The reid train switches of a variant. usage: dmgnet_variant_flags VARIANT
 dmgnet_variant_flags() {
   case "$1" in
-    dmgnet) echo "" ;;
-    bot) echo "--no-meta --md-weight 0" ;;
+    dmgnet|bot) echo "" ;;
+    paired) echo "--no-meta --md-weight 0" ;;
     metagen) echo "--md-weight 0" ;;
     metadisc) echo "--no-meta" ;;
-    *) echo "unknown DMG-Net variant '$1' (use dmgnet, bot, metagen or metadisc)" >&2
+    *) echo "unknown DMG-Net variant '$1' (use dmgnet, bot, paired, metagen or metadisc)" >&2
        return 2 ;;
   esac
 }
@@ -45,9 +50,21 @@ dmgnet_check_variants() {
 dmgnet_label() {
   case "$1" in
     dmgnet) echo "DMG-Net" ;; bot) echo "BoT" ;;
+    paired) echo "DMG-Net w/o meta, w/o L_MD (paired batches)" ;;
     metagen) echo "Meta-generalization" ;; metadisc) echo "Meta-discrimination" ;;
     *) echo "$1" ;;
   esac
+}
+
+# The reid train options of the BoT row: DMG-Net's --preset tiny becomes BoT's dmgnet_tiny
+# (the same sizes; BoT's own tiny is larger). usage: dmgnet_bot_options OPTION... (one a line)
+dmgnet_bot_options() {
+  local prev="" arg
+  for arg in "$@"; do
+    [ "$prev" = --preset ] && [ "$arg" = tiny ] && arg=dmgnet_tiny
+    printf -- '%s\n' "$arg"
+    prev="$arg"
+  done
 }
 
 # usage: dmgnet_train VARIANT RUN_DIR [reid train options...]
@@ -56,6 +73,19 @@ dmgnet_train() {
   local budget=() flags
   flags="$(dmgnet_variant_flags "$variant")"
   [ -n "${DMG_EPOCHS:-}" ] && budget+=(--epochs "$DMG_EPOCHS")
+  if [ "$variant" = bot ]; then
+    # the paper's BoT: the same sources (DMG-Net's --source-split is BoT's --train-split)
+    local sources=() options=() arg
+    for arg in "${SOURCE_ARGS[@]}"; do
+      [ "$arg" = --source-split ] && arg=--train-split
+      sources+=("$arg")
+    done
+    mapfile -t options < <(dmgnet_bot_options "$@" "${TRAIN_ARGS[@]}")
+    [ -n "${DMG_ITERS:-}" ] && budget+=(--iters-per-epoch "$((2 * DMG_ITERS))")
+    reid train bot "${sources[@]}" --init "${INIT:?set INIT}" --out "$run" --force --quiet \
+      "${budget[@]}" "${options[@]}"
+    return
+  fi
   [ -n "${DMG_ITERS:-}" ] && budget+=(--iters-per-epoch "$DMG_ITERS")
   # shellcheck disable=SC2086
   reid train dmgnet "${SOURCE_ARGS[@]}" $flags --init "${INIT:?set INIT}" --out "$run" \

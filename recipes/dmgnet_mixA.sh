@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
-# DMG-Net Table 5, Mixed A: DMG-Net and BoT (same budget: --no-meta --md-weight 0) trained on
-# CUHK02 (all_train), CUHK03, Market-1501, DukeMTMC-reID and CUHK-SYSU, every split
+# DMG-Net Table 5, Mixed A: DMG-Net and BoT (reid train bot on the same sources, same budget)
+# trained on CUHK02 (all_train), CUHK03, Market-1501, DukeMTMC-reID and CUHK-SYSU, every split
 # (reid train dmgnet --sources mixed_a) with colour jitter, then every trial (10) of PRID2011,
 # GRID, VIPeR and i-LIDS extracted and evaluated in ONE reid eval per target (mean ± std),
 # printed beside the paper's Table 5 and its claim (DMG-Net > BoT on every target); then how
 # the budget departs from the paper's.
 # Env: ROOT (required: the data root holding the sources and targets), INIT (imagenet | PATH
-#      to a local ResNet-50 state dict | scratch; default imagenet), TRIALS (0 1 … 9),
-#      TARGETS (prid2011 grid viper ilids), DMG_VARIANTS (dmgnet bot; also metagen, metadisc),
-#      DMG_EPOCHS, DMG_ITERS (shrink the paper's 120 epochs × ⌊N/(2PK)⌋ iterations: the
-#      output says so), TARGET_OPTIONS / SOURCE_OPTIONS ("NAME.KEY=VALUE ...": loader options
-#      of a target / a source, e.g. prid2011.test_ids=50 — they change the protocol).
+#      to a local ResNet-50 state dict | scratch; default imagenet), TRIALS (0 1 … 9), TARGETS
+#      (prid2011 grid viper ilids), DMG_VARIANTS (dmgnet bot; also paired, metagen, metadisc),
+#      DMG_EPOCHS, DMG_ITERS (shrink the paper's 120 epochs × ⌊N/(2PK)⌋ iterations: the output
+#      says so), TARGET_OPTIONS / SOURCE_OPTIONS ("NAME.KEY=VALUE ...": loader options of a
+#      target / a source, e.g. prid2011.test_ids=50 — they change the protocol).
 # usage: ROOT=/data INIT=imagenet bash recipes/dmgnet_mixA.sh [WORKDIR] [reid train options...]
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"

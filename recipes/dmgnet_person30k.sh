@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# DMG-Net Tables 4 and 6 on Person30K: DMG-Net, BoT, Meta-generalization (no L_MD) and
-# Meta-discrimination (no meta step) trained on the Person30K train rows under ONE budget
-# (colour jitter off, DMG-Net paper §5), each evaluated on Test-A, Test-B and Test-C, printed
-# beside the paper. "protocol assumed": the paper gives no query/gallery rule inside a test
-# subset; the query rule and the manifest format are reidcli's (docs/datasets.md, Person30K).
+# DMG-Net Tables 4 and 6 on Person30K: DMG-Net, BoT (reid train bot), Meta-generalization (no
+# L_MD) and Meta-discrimination (no meta step) trained on the Person30K train rows under
+# ONE budget (colour jitter off, DMG-Net paper §5), each evaluated on Test-A, Test-B and
+# Test-C, printed beside the paper. "protocol assumed": the paper gives no query/gallery rule
+# inside a test subset; the query rule and the manifest format are reidcli's (docs/datasets.md, Person30K).
 # Env: ROOT (required: the data root holding person30k/manifest.csv), INIT (imagenet | PATH |
 #      scratch; default imagenet), SUBSETS (A B C), DMG_VARIANTS (dmgnet bot metagen
-#      metadisc), DMG_EPOCHS, DMG_ITERS (shrink the paper's 120 epochs × ⌊N/(2PK)⌋
+#      metadisc; also paired), DMG_EPOCHS, DMG_ITERS (shrink the paper's 120 epochs × ⌊N/(2PK)⌋
 #      iterations: the output says so).
 # usage: ROOT=/data INIT=imagenet bash recipes/dmgnet_person30k.sh [WORKDIR] [reid train options...]
 set -euo pipefail

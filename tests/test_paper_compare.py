@@ -346,13 +346,16 @@ def test_dmgnet_budget_lines(tmp_path):
     same = run("same_bot", top={"num_images": 1280}, epochs=2, iters_per_epoch=3,
                no_meta=True, md_weight=0)
     lines = dmgnet_budget.budget_lines([paper, exact, *short, bot, order1, same])
-    assert lines[0] == ("budget override (dmg_0: DMG-Net, dmg_1: DMG-Net, same_bot: BoT): "
+    assert lines[0] == ("budget override (dmg_0: DMG-Net, dmg_1: DMG-Net, "
+                        f"same_bot: {dmgnet_budget.PAIRED_CONTROL}): "
                         "epochs 2, 3 iterations/epoch (⌊N/(2PK)⌋ = 10) "
                         f"({dmgnet_budget.PAPER_BUDGET})")
-    assert lines[1].startswith("budget override (bot: BoT): epochs 2, P=4, K=2 (paper: 120")
+    assert lines[1].startswith(f"budget override (bot: {dmgnet_budget.PAIRED_CONTROL}): "
+                               "epochs 2, P=4, K=2 (paper: 120")
     assert lines[2].startswith("budget override (fo: Meta-generalization): first-order")
     assert len(lines) == 3
     assert dmgnet_budget.variant_name({"no_meta": True}) == "Meta-discrimination"
+    assert dmgnet_budget.variant_name({}, "bot") == "BoT"              # reid train bot
     (tmp_path / "odd").mkdir()
     (tmp_path / "odd" / "config.json").write_text("[]")
     assert dmgnet_budget.main([str(tmp_path / "odd")]) == 2

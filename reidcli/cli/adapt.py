@@ -89,48 +89,88 @@ def plan_command(info, foreign: list) -> _Plan:
     """The options of ``reid adapt <info.name>``: the settings it reads and its own parameters
     listed; ``foreign`` parameters (other methods') and the settings it does not read
     accepted, hidden, ignored with a warning."""
-    from reidcli.adapt.config import (GROUPS, SETTINGS, fixed_values, merged_extras,
-                                      own_parameters,
-                                      read_settings, setting_defaults, setting_groups)
+    from reidcli.adapt.config import SETTINGS, own_parameters, read_settings, setting_groups
     from reidcli.cli.estimator_commands import _option
-    from reidcli.errors import MethodRegistryError
 
     name, groups = info.name, setting_groups(info)
+    setting = _setting_option(info)
+    read = set(read_settings(info))
+    own = own_parameters(info)
+    model = _model_options()
+    signature = _listed_options(info, read, own, setting, model, "model" in groups)
+    _check_own_names(name, own)
+    unread = [setting(p, hidden=True) for p in SETTINGS if p.name not in read]
+    unmodel = [_hide(o) for o in model] if "model" not in groups else []
+    others = [_option(name, p, hidden=True) for p in foreign]
+    extra, ignored = _ignored_options(signature, (*unread, *unmodel, *others))
+    flags = {p.name: f"--param {p.name}" for p in (*SETTINGS, *own)}
+    flags.update({p.name: setting_flag(name, p) for p in SETTINGS if p.name in read})
+    flags.update({p.name: setting_flag(name, p) for p in own})
+    passed = {p.name for p in SETTINGS if p.name in read} | {p.name for p in own}
+    return _Plan([*signature, *extra, _param_option()], passed, ignored, flags)
+
+
+def _setting_option(info):
+    """``setting(p, hidden=False)``: the option of shared setting ``p`` on ``info``'s command,
+    with the method's default (an alias's target's defaults, then its own)."""
+    from reidcli.adapt.config import setting_defaults
+    from reidcli.cli.estimator_commands import _option
+
     target = info
     if "alias_of" in info.extras:
         from reidcli.adapt.config import adapt_method
         target = adapt_method(info.extras["alias_of"][0])
-    read = set(read_settings(info))
     defaults = {**setting_defaults(target), **setting_defaults(info)}
-    quiet = set(merged_extras(info).get("hidden", ())) | set(fixed_values(info))
-    own = own_parameters(info)
-    setting = lambda p, hidden=False: _option(name, dataclasses.replace(
+    return lambda p, hidden=False: _option(info.name, dataclasses.replace(
         p, default=defaults.get(p.name, p.default)), hidden=hidden)
 
+
+def _listed_options(info, read: set[str], own: list, setting, model: list[inspect.Parameter],
+                    with_model: bool) -> list[inspect.Parameter]:
+    """The command's signature before the ignored options: input/output, the settings of
+    the group every method shares, the method's own parameters (the quiet ones hidden, last),
+    the model options (``with_model``), the other settings read, the finishing options."""
+    from reidcli.adapt.config import GROUPS, SETTINGS, fixed_values, merged_extras
+    from reidcli.cli.estimator_commands import _option
+
+    name = info.name
+    quiet = set(merged_extras(info).get("hidden", ())) | set(fixed_values(info))
     listed = {"every": [], "other": []}
     for p in SETTINGS:
         if p.name in read:
             listed["every" if p.name in GROUPS["every"] else "other"].append(setting(p))
     visible_own = [_option(name, p) for p in own if p.name not in quiet]
     quiet_own = [_option(name, p, hidden=True) for p in own if p.name in quiet]
-    model = _model_options()
-    signature = [*_io_options(), *listed["every"], *visible_own,
-                 *(model if "model" in groups else []), *listed["other"], *_finish_options(),
-                 *quiet_own]
-    taken_names = {p.name for p in signature} | {"param"}
-    clash = [p.name for p in own if p.name in {"store", "out", "model", "images_root",
-                                                "save_model", "drop_convmaps", "force",
-                                                "quiet", "param"}]
+    return [*_io_options(), *listed["every"], *visible_own,
+            *(model if with_model else []), *listed["other"], *_finish_options(),
+            *quiet_own]
+
+
+#: option names of reid adapt itself, which a method's parameter may not take
+_RESERVED = {"store", "out", "model", "images_root", "save_model", "drop_convmaps", "force",
+             "quiet", "param"}
+
+
+def _check_own_names(name: str, own: list) -> None:
+    """MethodRegistryError when method ``name`` declares a parameter named as an option of
+    reid adapt itself."""
+    from reidcli.errors import MethodRegistryError
+
+    clash = [p.name for p in own if p.name in _RESERVED]
     if clash:
         raise MethodRegistryError(f"adaptation method {name} declares parameter {clash[0]!r}, "
                                   "a name reid adapt keeps for its own option",
                                   "rename the parameter")
+
+
+def _ignored_options(signature: list[inspect.Parameter], candidates
+                     ) -> tuple[list[inspect.Parameter], dict[str, str]]:
+    """(hidden options to add, option name → flag) for the ``candidates`` whose name and
+    flags no option of ``signature`` (or an earlier candidate) takes."""
+    taken_names = {p.name for p in signature} | {"param"}
     ignored: dict[str, str] = {}
     extra: list[inspect.Parameter] = []
-    unread = [setting(p, hidden=True) for p in SETTINGS if p.name not in read]
-    unmodel = [_hide(o) for o in model] if "model" not in groups else []
-    others = [_option(name, p, hidden=True) for p in foreign]
-    for option in (*unread, *unmodel, *others):
+    for option in candidates:
         flags = set(option.default.param_decls[0].split("/"))
         taken = {f for o in (*signature, *extra) for d in o.default.param_decls
                  for f in d.split("/")}
@@ -139,11 +179,7 @@ def plan_command(info, foreign: list) -> _Plan:
         extra.append(option)
         taken_names.add(option.name)
         ignored[option.name] = option.default.param_decls[0].split("/")[0]
-    flags = {p.name: f"--param {p.name}" for p in (*SETTINGS, *own)}
-    flags.update({p.name: setting_flag(name, p) for p in SETTINGS if p.name in read})
-    flags.update({p.name: setting_flag(name, p) for p in own})
-    passed = {p.name for p in SETTINGS if p.name in read} | {p.name for p in own}
-    return _Plan([*signature, *extra, _param_option()], passed, ignored, flags)
+    return extra, ignored
 
 
 def _param_option() -> inspect.Parameter:

@@ -98,17 +98,12 @@ def evaluate(
     # hashing overlaps the imports and store reads below instead of following the scoring
     digests = InputDigests(read_from) if json_out is not None else None
 
-    from rich.console import Console
-
     from reidcli.cli.context import invoked_command, set_flag_names
     from reidcli.evaluation.engine import EvalOptions
-    from reidcli.evaluation.errors import EvaluationError
     from reidcli.cameras import parse_cameras
     from reidcli.evaluation.multi import evaluate_stores
-    from reidcli.evaluation.report import (build_multi_report, build_report, render_tables,
-                                           write_csv, write_json)
+    from reidcli.evaluation.report import build_multi_report, build_report
     from reidcli.evaluation.run import StoreEvalRequest, evaluate_store
-    from reidcli.io import check_output
     from reidcli.progress import ENABLED
     from reidcli.provenance import make_provenance
 
@@ -120,12 +115,7 @@ def evaluate(
                     "query_cameras": "--query-cams", "json_out": "--json",
                     "csv_out": "--csv"})
     to_stdout = json_out is not None and str(json_out) == "-"     # --json -: JSON on stdout
-    for path, option in ((None if to_stdout else json_out, "--json"), (csv_out, "--csv")):
-        if path is not None:
-            check_output(path, force=force, option=option, inputs=read_from)
-    if json_out is not None and csv_out is not None and not to_stdout and \
-            json_out.resolve() == csv_out.resolve():
-        raise EvaluationError("--json and --csv name the same file", "give two paths")
+    _check_outputs(json_out, csv_out, force, read_from, to_stdout)
     from reidcli.distributed_env import read_launch
     launch = read_launch()                   # torchrun: the ranks split the gallery blocks
     set_flag_names({"timeout": "--dist-timeout"})
@@ -178,6 +168,31 @@ def evaluate(
                               provenance)
     else:
         report = build_multi_report(evaluation.reports, evaluation.aggregate, provenance)
+    _output_report(report, json_out, csv_out, force, quiet, to_stdout, read_from)
+
+
+def _check_outputs(json_out: Optional[Path], csv_out: Optional[Path], force: bool,
+                   read_from: list[Path], to_stdout: bool) -> None:
+    """--json / --csv: writable (and not an input), and not the same file."""
+    from reidcli.evaluation.errors import EvaluationError
+    from reidcli.io import check_output
+
+    for path, option in ((None if to_stdout else json_out, "--json"), (csv_out, "--csv")):
+        if path is not None:
+            check_output(path, force=force, option=option, inputs=read_from)
+    if json_out is not None and csv_out is not None and not to_stdout and \
+            json_out.resolve() == csv_out.resolve():
+        raise EvaluationError("--json and --csv name the same file", "give two paths")
+
+
+def _output_report(report: dict, json_out: Optional[Path], csv_out: Optional[Path],
+                   force: bool, quiet: bool, to_stdout: bool, read_from: list[Path]) -> None:
+    """The report's tables on the terminal (stderr when the JSON goes to stdout), its JSON
+    (--json) and its CMC curve as CSV (--csv)."""
+    from rich.console import Console
+
+    from reidcli.evaluation.report import render_tables, write_csv, write_json
+
     if not quiet:
         render_tables(report, Console(stderr=to_stdout))
     if to_stdout:

@@ -111,42 +111,18 @@ def extract(
                                         "out files it does not match (default: error)."),
 ) -> None:
     """Describe every image of a dataset's protocol trials and write a feature store."""
-    from reidcli.cli.context import invoked_command, set_flag_names
-    from reidcli.cli.data import parse_key_values
+    from reidcli.cli.context import set_flag_names
     from reidcli.errors import UsageError
     from reidcli.features.distributed import DistributedEnv
-    from reidcli.features.extract import extract_handcrafted_store
-    from reidcli.features.layout import dataset_layout
-    from reidcli.io import check_output
-    from reidcli.progress import ENABLED
 
     set_flag_names({"merge": "--no-merge", "timeout": "--dist-timeout"})
     dataset = _image_source(dataset, images, query_images, images_list, pattern,
                             skip_unmatched, root, option, trials)
     launch = DistributedEnv.from_environ()
-    if launch is None and no_merge:
-        raise UsageError("--no-merge applies to a torchrun launch only",
-                         "drop it, or start reid extract with torchrun")
-    if launch is not None and model is None:
-        raise UsageError(f"a torchrun launch ({launch.world_size} ranks) needs --model",
-                         "hand-crafted extraction runs in one process: start it without "
-                         "torchrun")
-    if maps_dtype not in ("float16", "float32"):
-        raise UsageError(f"--maps-dtype {maps_dtype!r} is not float16 or float32",
-                         "pass --maps-dtype float16")
-    if batch_size < 1:
-        raise UsageError(f"--batch-size {batch_size} must be ≥ 1", "e.g. --batch-size 256")
+    _check_flags(launch, model, no_merge, maps_dtype, batch_size, allow_overlap, arch,
+                 allow_partial, codebook_from, color_names)
     names, map_names = _names(features), _names(maps)
-    if model is None and allow_overlap:
-        raise UsageError("--allow-overlap applies to --model only",
-                         "drop it: hand-crafted features learn no identities")
-    if model is None and (arch is not None or allow_partial):
-        raise UsageError(f"{'--arch' if arch is not None else '--allow-partial'} applies to "
-                         "--model only", "drop it, or pass the foreign checkpoint with --model")
     foreign = {"arch": arch, "allow_partial": allow_partial}
-    if model is not None and (codebook_from is not None or color_names is not None):
-        raise UsageError("--codebook-from and --color-names are bow options",
-                         "drop them with --model")
     if launch is not None:
         # once per rank: the trial choice (training identities) and the extraction share it
         from reidcli.models.checkpoint import load_model
@@ -163,8 +139,52 @@ def extract(
         return
     if shard is not None:
         raise UsageError("--shard needs --model", "hand-crafted extraction is not sharded")
-    if not names and not map_names:
-        names = ["hsv-stripes"]
+    _extract_handcrafted(dataset, out, root, names or ([] if map_names else ["hsv-stripes"]),
+                         map_names, maps_dtype, option, trials, batch_size, force,
+                         bow_words=bow_words, color_names=color_names, seed=seed,
+                         max_images=max_images, codebook_from=codebook_from)
+
+
+def _check_flags(launch, model, no_merge, maps_dtype, batch_size, allow_overlap, arch,
+                 allow_partial, codebook_from, color_names) -> None:
+    """UsageError on flags that do not go together (a torchrun launch, --model or not) or a
+    bad --maps-dtype / --batch-size."""
+    from reidcli.errors import UsageError
+
+    if launch is None and no_merge:
+        raise UsageError("--no-merge applies to a torchrun launch only",
+                         "drop it, or start reid extract with torchrun")
+    if launch is not None and model is None:
+        raise UsageError(f"a torchrun launch ({launch.world_size} ranks) needs --model",
+                         "hand-crafted extraction runs in one process: start it without "
+                         "torchrun")
+    if maps_dtype not in ("float16", "float32"):
+        raise UsageError(f"--maps-dtype {maps_dtype!r} is not float16 or float32",
+                         "pass --maps-dtype float16")
+    if batch_size < 1:
+        raise UsageError(f"--batch-size {batch_size} must be ≥ 1", "e.g. --batch-size 256")
+    if model is None and allow_overlap:
+        raise UsageError("--allow-overlap applies to --model only",
+                         "drop it: hand-crafted features learn no identities")
+    if model is None and (arch is not None or allow_partial):
+        raise UsageError(f"{'--arch' if arch is not None else '--allow-partial'} applies to "
+                         "--model only", "drop it, or pass the foreign checkpoint with --model")
+    if model is not None and (codebook_from is not None or color_names is not None):
+        raise UsageError("--codebook-from and --color-names are bow options",
+                         "drop them with --model")
+
+
+def _extract_handcrafted(dataset, out, root, names, map_names, maps_dtype, option, trials,
+                         batch_size, force, **bow) -> None:
+    """Hand-crafted descriptors and maps of ``dataset`` (a name, or the images given) into
+    the store ``out``; the fitted descriptors' summaries and one line on stderr."""
+    from reidcli.cli.context import invoked_command
+    from reidcli.cli.data import parse_key_values
+    from reidcli.features.extract import extract_handcrafted_store, stored_summaries
+    from reidcli.features.layout import dataset_layout
+    from reidcli.io import check_output
+    from reidcli.progress import ENABLED
+
     check_output(out, force)
     if isinstance(dataset, str):
         layout = dataset_layout(dataset, root, trials=trials, progress=ENABLED,
@@ -174,10 +194,7 @@ def extract(
     path = extract_handcrafted_store(layout, out, names, maps=map_names, maps_dtype=maps_dtype,
                                      batch_size=batch_size, force=force, progress=ENABLED,
                                      command=invoked_command(),
-                                     inputs=[f for f in [layout.image_folder()] if f],
-                                     bow_words=bow_words, color_names=color_names, seed=seed,
-                                     max_images=max_images, codebook_from=codebook_from)
-    from reidcli.features.extract import stored_summaries
+                                     inputs=[f for f in [layout.image_folder()] if f], **bow)
     for line in stored_summaries(path):
         typer.echo(line, err=True)
     typer.echo(f"wrote {path}: {len(layout.records)} images, {len(layout.trials)} trial(s)"

@@ -255,6 +255,13 @@ def run_training(method: str, *, out: Optional[Path], resume: Optional[Path],
             raise UsageError(f"{flag} is required", "e.g. " + " or ".join(
                 f"{flag} {ex}" for ex in info.extras.get("data_example", ("NAME",))))
         given["dataset"] = "+".join(names) if names else None
+    sources_parameter = info.extras.get("sources_parameter")
+    if sources_parameter and given.get(sources_parameter):   # e.g. BoT --sources a,b
+        if given.get("dataset") is not None:
+            raise UsageError(f"{flags['dataset']} and {flags[sources_parameter]} contradict "
+                             "each other", f"give one dataset with {flags['dataset']} or "
+                             f"several with {flags[sources_parameter]}")
+        given["dataset"] = "+".join(given[sources_parameter])
     dataset, root, preset = (given.pop(n, None) for n in ("dataset", "root", "preset"))
     options = given.pop("options", None) or {}
     explicit = given

@@ -30,6 +30,8 @@ from reidcli.errors import ParameterError, UsageError
 from reidcli.naming import param
 
 _TAG_PK, _TAG_CROSS, _TAG_CAMERA = 11, 12, 13
+#: CameraSplitSampler's split units (docs/methods/dmgnet.md D9)
+SPLITS = ("per-domain", "global")
 
 
 def _distributed(num_replicas: int | None, rank: int | None) -> tuple[int, int]:
@@ -116,15 +118,19 @@ class PKSampler(_EpochBatchSampler):
     random and one chunk of each forms the next batch (identity after identity, k indices
     each); the chunks of fewer than ``p`` remaining identities are dropped. The number of
     batches may therefore differ slightly between epochs; ``len()`` is exact for the current
-    epoch.
+    epoch. ``iterations`` (default None: that pass) fixes the epoch's length instead: the
+    passes above are drawn one after another (the j-th with its own generator, ``(seed, epoch,
+    tag, j)``; j = 0 is the default epoch) and cut after ``iterations`` batches.
     """
 
     _tag = _TAG_PK
 
     def __init__(self, labels, p: int = 16, k: int = 4, seed: int = 0,
-                 num_replicas: int | None = None, rank: int | None = None):
+                 num_replicas: int | None = None, rank: int | None = None,
+                 iterations: int | None = None):
         super().__init__(seed, num_replicas, rank)
         self.p, self.k = _check_pk(p, k)
+        self.iterations = None if iterations is None else int(iterations)
         self.labels = np.asarray(labels, dtype=np.int64).reshape(-1)
         self.ids, self.groups = _groups(self.labels)
         if len(self.ids) < self.p:
@@ -132,6 +138,16 @@ class PKSampler(_EpochBatchSampler):
                              f"lower {param('p')} or use more training identities")
 
     def _epoch_batches(self, rng: np.random.Generator) -> list:
+        if self.iterations is None:
+            return self._pass(rng)
+        batches, j = [], 0
+        while len(batches) < self.iterations:              # loop per pass
+            batches += self._pass(rng if j == 0 else self.rng(None, j))
+            j += 1
+        return batches[:self.iterations]
+
+    def _pass(self, rng: np.random.Generator) -> list:
+        """One pass over the identities' chunks (the class docstring's epoch)."""
         p, k = self.p, self.k
         chunks = []                                        # per identity: [n_chunks, k]
         for pool in self.groups:                           # loop per identity
@@ -218,11 +234,18 @@ class CameraSplitSampler(_EpochBatchSampler):
     """DMG-Net's paired support/query batches (DMG-Net paper Alg. 1: camera split, sampler).
 
     **Camera split** (once per epoch by default [D10]; ``resplit="iter"`` redraws it before
-    every batch): domains are indexed over their sorted names (``dom`` of §1.1); for every
-    domain d with camera set C_d, C_d is shuffled and cut into a first half of ⌈|C_d|/2⌉
-    and a second of ⌊|C_d|/2⌋ cameras; for even d the larger (first) half is the support
-    set S, for odd d it is the query set Q. A domain with a single camera goes wholly to S
-    (and a warning says it gives no eligible identity). S ∩ Q = ∅, S ∪ Q = all cameras.
+    every batch). The cameras are cut in *split groups*, indexed g = 0, 1, … in sorted order:
+    each group's cameras are shuffled and cut into a first half of ⌈n_g/2⌉ and a second of
+    ⌊n_g/2⌋; for even g the larger (first) half is the support set S, for odd g it is the
+    query set Q; a group of a single camera goes wholly to S. ``split="per-domain"`` (this
+    class's default, [D9]): one group per domain (domains indexed over their sorted names);
+    a domain with a single camera goes wholly to S (and a warning says it gives no eligible
+    identity). ``split="global"`` (DMG-Net paper §4.1: D_s holds C/2 of the C cameras, Alg. 1
+    l. 2): one group of every camera of every domain. ``camera_groups`` (one key per row,
+    e.g. CUHK02's camera pair; None/−1 = none) takes the cameras of each key out of their
+    domain's or the global group into a group of their own (sorted after the others), so
+    that cameras whose identities never leave them (CUHK02's pairs) are split between S and
+    Q in both modes [D33]. S ∩ Q = ∅, S ∪ Q = all cameras.
 
     **Pairs**: eligible identities have ≥ 1 image in S and ≥ 1 in Q (fewer than ``p`` →
     :class:`UsageError`). The eligible ids are shuffled and taken ``p`` at a time
@@ -243,11 +266,15 @@ class CameraSplitSampler(_EpochBatchSampler):
 
     def __init__(self, labels, camids, domains=None, p: int = 16, k: int = 4, seed: int = 0,
                  iterations: int | None = None, resplit: str = "epoch", flat: bool = False,
-                 num_replicas: int | None = None, rank: int | None = None):
+                 num_replicas: int | None = None, rank: int | None = None,
+                 split: str = "per-domain", camera_groups=None):
         super().__init__(seed, num_replicas, rank)
         self.p, self.k = _check_pk(p, k)
         if resplit not in ("epoch", "iter"):
             raise UsageError(f"resplit={resplit!r} is unknown", "use epoch or iter")
+        if split not in SPLITS:
+            raise UsageError(f"split={split!r} is unknown", "use per-domain or global")
+        self.split = split
         self.resplit, self.flat = resplit, bool(flat)
         self.labels = np.asarray(labels, dtype=np.int64).reshape(-1)
         camids = np.asarray(camids, dtype=np.int64).reshape(-1)
@@ -265,22 +292,57 @@ class CameraSplitSampler(_EpochBatchSampler):
                                     return_inverse=True)
         self.cam = self.cam.reshape(-1)
         self.cam_domain, self.cam_camid = pairs[:, 0], pairs[:, 1]
+        self.cam_group = self._camera_groups(camera_groups, n)
         self.iterations = int(iterations) if iterations else max(1, n // (2 * self.p * self.k))
         lonely = [str(self.domain_names[d]) for d in np.unique(self.cam_domain)
                   if (self.cam_domain == d).sum() == 1]
-        if lonely:
+        if lonely and split == "per-domain":
             warnings.warn(f"domain(s) {', '.join(lonely)} have a single camera, so it goes to "
                           "the support set and gives no eligible identity — train on two or more "
                           f"cameras of each domain ({param('train_cams')}) or leave those "
                           "domains out", stacklevel=2)
 
+    def _camera_groups(self, camera_groups, n: int) -> np.ndarray:
+        """Per global camera: its split group 0..G−1 (see the class docstring)."""
+        unit = self.cam_domain.copy() if self.split == "per-domain" else \
+            np.zeros(len(self.cam_domain), np.int64)
+        if camera_groups is None:
+            return unit
+        keys = np.asarray(camera_groups).reshape(-1)
+        if len(keys) != n:
+            raise UsageError("labels and camera_groups differ in length",
+                             "give one camera group per dataset row")
+        own = np.full(len(self.cam_domain), -1, np.int64)
+        for c in range(len(own)):                          # loop per camera
+            values = set(keys[self.cam == c].tolist()) - {-1}
+            if len(values) > 1:
+                raise UsageError(f"camera {self.cam_camid[c]} of domain "
+                                 f"{self.domain_names[self.cam_domain[c]]} lies in the camera "
+                                 f"groups {sorted(map(str, values))}",
+                                 "give every camera one camera group")
+            if values:
+                own[c] = 0
+        grouped = np.flatnonzero(own == 0)
+        if not len(grouped):
+            return unit
+        names = sorted({(int(self.cam_domain[c]), str(keys[self.cam == c][0]))
+                        for c in grouped})
+        index = {key: i for i, key in enumerate(names)}
+        base = int(unit.max()) + 1
+        out = unit.copy()
+        for c in grouped:
+            out[c] = base + index[(int(self.cam_domain[c]), str(keys[self.cam == c][0]))]
+        return out
+
     def _split_sides(self, rng: np.random.Generator) -> np.ndarray:
         """Per global camera: True = support (S), False = query (Q)."""
         support = np.zeros(len(self.cam_domain), dtype=bool)
-        for d in np.unique(self.cam_domain):                # loop per domain
-            cams = rng.permutation(np.flatnonzero(self.cam_domain == d))
+        for g in np.unique(self.cam_group):                 # loop per split group
+            cams = rng.permutation(np.flatnonzero(self.cam_group == g))
+            if not len(cams):
+                continue
             big = (len(cams) + 1) // 2
-            if len(cams) == 1 or d % 2 == 0:
+            if len(cams) == 1 or g % 2 == 0:
                 support[cams[:big]] = True
             else:
                 support[cams[big:]] = True

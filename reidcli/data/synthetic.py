@@ -22,13 +22,15 @@ from typing import Any, Iterable, Iterator, Mapping
 import numpy as np
 import pandas as pd
 
-from reidcli.data.synthetic_params import (GENERATOR_VERSION, PRESETS, DomainParams,
-                                           SyntheticParams, make_params)
-from reidcli.data.synthetic_render import (CameraParams, DomainLook, IdentityAttributes,
-                                           ImageState, RenderedImage, identity_rng, image_rng,
+from reidcli.data.synthetic_params import (GENERATOR_VERSION, OPTIONAL_FIELDS, PRESETS,
+                                           DomainParams, SyntheticParams, make_params)
+from reidcli.data.synthetic_render import (CameraParams, DomainLook, DomainStyle,
+                                           IdentityAttributes, ImageState, RenderedImage,
+                                           identity_rng, image_rng, image_style_rng,
                                            layout_rng, render_image, sample_camera,
                                            sample_camera_subset, sample_domain_look,
-                                           sample_identity, sample_image_state, write_jpeg)
+                                           sample_domain_style, sample_identity,
+                                           sample_image_state, write_jpeg)
 from reidcli.errors import OutputError, OutputExistsError, UsageError
 from reidcli.io import atomic_folder, output_error
 from reidcli.naming import param
@@ -83,6 +85,7 @@ class DomainPlan:
     identity_cameras: dict[int, tuple[int, ...]]      # pid → sorted 1-based cameras
     identity_splits: dict[int, str]                   # pid → "train" | "test"
     jobs: list[ImageJob]
+    style: DomainStyle | None = None                  # domain_style_strength > 0 only
 
 
 def plan_domain(params: SyntheticParams, index: int) -> DomainPlan:
@@ -112,7 +115,8 @@ def plan_domain(params: SyntheticParams, index: int) -> DomainPlan:
                 jobs.append(ImageJob(index, pid, cam, frame,
                                      _image_split(dom, split, cam, frame, cams)))
     jobs.extend(_gallery_extras(params, dom))
-    return DomainPlan(dom, look, cameras, identities, identity_cameras, identity_splits, jobs)
+    return DomainPlan(dom, look, cameras, identities, identity_cameras, identity_splits, jobs,
+                      sample_domain_style(params.seed, dom))
 
 
 def _image_split(dom: DomainParams, id_split: str, cam: int, frame: int,
@@ -155,8 +159,11 @@ def render_job(domain_plan: DomainPlan, job: ImageJob, height: int, width: int,
               else sample_identity(rng, domain_plan.look))
     state = sample_image_state(rng, camera, domain_plan.params, height, width,
                                junk=job.pid == JUNK_PID)
+    style = domain_plan.style
+    style_rng_ = (None if style is None
+                  else image_style_rng(seed, job.domain, job.pid, job.cam, job.frame))
     rendered = render_image(rng, person, state, camera, domain_plan.look, domain_plan.params,
-                            height, width)
+                            height, width, style=style, style_rng_=style_rng_)
     return rendered, state
 
 
@@ -328,15 +335,19 @@ def build_meta(params: SyntheticParams, plans: list[DomainPlan], name: str,
                   for split in SPLIT_FOLDERS}
         counts["gallery"]["distractors"] = int((part["pid"] == DISTRACTOR_PID).sum())
         counts["gallery"]["junk"] = int((part["pid"] == JUNK_PID).sum())
-        settings = dataclasses.asdict(dom)
+        settings = {k: v for k, v in dataclasses.asdict(dom).items()
+                    if k not in OPTIONAL_FIELDS or v}       # version-1 meta when unset
         settings["ir_cameras"] = list(dom.ir_cameras)
         settings["vi_split"] = dom.uses_vi_split
-        domains.append({
+        entry = {
             "index": dom.index, "label": dom.label, "folder": dom.folder,
             "settings": settings, "look": dataclasses.asdict(p.look),
             "cameras": [{"camid": c.cam - 1, **dataclasses.asdict(c)}
                         for c in p.cameras.values()],
-            "counts": counts})
+            "counts": counts}
+        if p.style is not None:
+            entry["style"] = dataclasses.asdict(p.style)
+        domains.append(entry)
     return {
         "format": "reidcli.synthetic", "generator_version": GENERATOR_VERSION,
         "name": name, "preset": preset, "seed": params.seed, "params": params.to_dict(),

@@ -23,6 +23,10 @@ MAX_CAMERAS = 9
 #: Identity pids are written with four digits.
 MAX_PIDS_PER_DOMAIN = 9999
 
+#: Parameters whose default 0 renders exactly what version 1 rendered; ``meta.json`` lists
+#: them only when they are set (docs/datasets.md, "vi and dg").
+OPTIONAL_FIELDS: tuple[str, ...] = ("ir_identity_cues", "domain_style_strength")
+
 #: Parameters that hold for the whole dataset; all others may differ per domain.
 GLOBAL_FIELDS: tuple[str, ...] = ("seed", "height", "width", "num_domains")
 
@@ -47,6 +51,8 @@ class DomainParams:
     domain_shift_strength: float
     background_nuisance: float
     noise_std: float
+    ir_identity_cues: float = 0.0
+    domain_style_strength: float = 0.0
 
     @property
     def label(self) -> str:
@@ -104,6 +110,8 @@ class SyntheticParams:
     domain_shift_strength: float = 1.0
     background_nuisance: float = 1.0
     noise_std: float = 3.0
+    ir_identity_cues: float = 0.0
+    domain_style_strength: float = 0.0
     domain_overrides: Mapping[int, Mapping[str, Any]] = dataclasses.field(default_factory=dict)
 
     def domain(self, index: int) -> DomainParams:
@@ -120,10 +128,16 @@ class SyntheticParams:
         return [self.domain(d) for d in range(self.num_domains)]
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dict (tuples as lists, domain keys as strings), inverse of from_dict."""
+        """JSON-ready dict (tuples as lists, domain keys as strings), inverse of from_dict.
+
+        Parameters added after generator version 1 (:data:`OPTIONAL_FIELDS`) are left out
+        while they hold their default 0, so folders made before them keep their ``meta.json``.
+        """
         out: dict[str, Any] = {}
         for field in dataclasses.fields(self):
             value = getattr(self, field.name)
+            if field.name in OPTIONAL_FIELDS and not value:
+                continue
             if field.name == "domain_overrides":
                 value = {str(d): {k: _jsonable(v) for k, v in sorted(over.items())}
                          for d, over in sorted(value.items())}
@@ -154,8 +168,9 @@ PRESETS: dict[str, dict[str, Any]] = {
     "dart3": dict(num_domains=1, num_cameras=8, num_train_ids=300, num_test_ids=100,
                   camera_bias_strength=1.5),
     "vi": dict(num_domains=1, num_cameras=6, ir_cameras=(3, 6), num_train_ids=200,
-               num_test_ids=100),
-    "dg": dict(num_domains=4, domain_shift_strength=1.0, num_train_ids=150, num_test_ids=100),
+               num_test_ids=100, ir_identity_cues=1.0),
+    "dg": dict(num_domains=4, domain_shift_strength=1.0, num_train_ids=150, num_test_ids=100,
+               domain_style_strength=1.0),
     "warca": dict(num_domains=1, num_cameras=2, imgs_per_id_cam=2, num_train_ids=316,
                   num_test_ids=316, background_nuisance=1.5),
 }
@@ -166,8 +181,8 @@ PRESET_PURPOSES: dict[str, str] = {
     "default": "demo and all loaders/metrics: 3 domains × 6 cameras, 40+40 ids",
     "cdpcf": "C-DPCF: source d0 (6 cams, 300 train ids) → target d1 (2 cams, 200 test ids)",
     "dart3": "DART3 unseen cameras: 8 cameras, 300+100 ids, strong camera bias",
-    "vi": "DG-VAE visible↔infrared: 6 cameras, cameras 3 and 6 infrared",
-    "dg": "DMG-Net domain generalisation: 4 domains, 150+100 ids",
+    "vi": "DG-VAE visible↔infrared: 6 cameras, cameras 3 and 6 infrared (NIR cues)",
+    "dg": "DMG-Net domain generalisation: 4 domains, 150+100 ids, strong domain styles",
     "warca": "WARCA metric learning: 2 cameras, 316+316 ids, strong background nuisance",
 }
 
@@ -262,6 +277,9 @@ _LIMITS: dict[str, tuple[str, float, float, str]] = {
     "domain_shift_strength": ("float", 0.0, 3.0, "use a strength between 0 and 3"),
     "background_nuisance": ("float", 0.0, 3.0, "use an amplitude between 0 and 3"),
     "noise_std": ("float", 0.0, 50.0, "use a noise level between 0 and 50 grey levels"),
+    "ir_identity_cues": ("float", 0.0, 1.0,
+                         "use 0..1 (0 = random emissivity, 1 = NIR reflectance of the colours)"),
+    "domain_style_strength": ("float", 0.0, 3.0, "use a strength between 0 and 3"),
 }
 
 
@@ -359,4 +377,5 @@ def _check_domain(dom: DomainParams, where: str) -> None:
 
 
 __all__ = ["SyntheticParams", "DomainParams", "PRESETS", "PRESET_PURPOSES", "make_params",
-           "GENERATOR_VERSION", "MAX_CAMERAS", "DOMAIN_FIELDS", "GLOBAL_FIELDS"]
+           "GENERATOR_VERSION", "MAX_CAMERAS", "DOMAIN_FIELDS", "GLOBAL_FIELDS",
+           "OPTIONAL_FIELDS"]

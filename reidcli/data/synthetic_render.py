@@ -8,6 +8,11 @@ in which images are generated:
 * camera parameters:   ``[seed, domain, 2, cam]``  (1-based camera number)
 * domain look:         ``[seed, domain, 3]``
 * one image:           ``[seed, domain, pid + 2, cam, frame]``
+* domain style:        ``[seed, domain, 5]``  (only when ``domain_style_strength`` > 0)
+* image style:         ``[seed, domain, pid + 2, cam, frame, 1]``  (same condition)
+
+``ir_identity_cues`` and ``domain_style_strength`` (presets ``vi`` and ``dg``) draw nothing
+and change nothing at 0, so every other preset renders the bytes it rendered before them.
 
 Rendering works on whole coordinate grids: each body part is a boolean mask over the
 ``H × W`` pixel-centre grid, and colours (or infrared temperatures) come from a per-part
@@ -84,6 +89,21 @@ IR_TEMPERATURES = {HAIR: 0.6, SKIN: 0.95, SHOES: 0.4}
 IR_BACKGROUND_JITTER = 0.03
 IR_CLUTTER = 0.25
 IR_BLUR = 1.0
+# near-infrared reflectance of a dyed fabric from its visible colour (ir_identity_cues > 0):
+# r = NIR_FLOOR + NIR_RANGE · (w · rgb / 255) ** NIR_GAMMA — a channel mix unlike luminance
+# (red and blue dyes reflect NIR, green ones and carbon blacks absorb it) and a gamma that
+# lifts the dark tones, so two colours of equal brightness can differ in NIR and the reverse
+NIR_WEIGHTS = np.array([0.55, 0.10, 0.35])
+NIR_FLOOR, NIR_RANGE, NIR_GAMMA = 0.08, 0.87, 0.8
+# domain style (domain_style_strength s_st): per-domain colour mixing, gamma, blur,
+# resolution, background grating and noise, all × s_st (docs/datasets.md, "vi and dg")
+STYLE_MIX = 0.45           # weight of a random channel permutation in the colour matrix
+STYLE_GAIN = 0.30          # ± per-channel domain gain
+STYLE_GAMMA = 0.35         # gamma = exp(U(−0.35, 0.35)·s_st)
+STYLE_BLUR = 1.6           # extra blur σ U(0, 1.6·s_st)
+STYLE_DOWNSAMPLE = 1.5     # extra resolution loss: factor U(1, 1 + 1.5·s_st)
+STYLE_GRATING = 45.0       # background grating amplitude U(0.3, 1)·45·s_st
+STYLE_NOISE = 8.0          # extra noise std U(0, 8·s_st)
 JPEG_OPTIONS = dict(format="JPEG", quality=95, subsampling=0)
 
 
@@ -115,6 +135,17 @@ def layout_rng(seed: int, domain: int) -> Generator:
 def image_rng(seed: int, domain: int, pid: int, cam: int, frame: int) -> Generator:
     """RNG of one image (pose, background, noise; distractors also draw their person)."""
     return _rng(seed, domain, pid + 2, cam, frame)
+
+
+def style_rng(seed: int, domain: int) -> Generator:
+    """RNG of a domain's style nuisances (``domain_style_strength`` > 0 only)."""
+    return _rng(seed, domain, 5)
+
+
+def image_style_rng(seed: int, domain: int, pid: int, cam: int, frame: int) -> Generator:
+    """RNG of one image's style draws (grating phase, extra noise), apart from
+    :func:`image_rng` so that the other draws stay those of generator version 1."""
+    return _rng(seed, domain, pid + 2, cam, frame, 1)
 
 
 def _signed(rng: Generator, size=None) -> np.ndarray | float:
@@ -157,6 +188,26 @@ class DomainLook:
     tint_gain: tuple[float, float, float]
     tint_offset: float
     downsample: float                           # ≥ 1; 1 = full resolution
+
+
+@dataclasses.dataclass(frozen=True)
+class DomainStyle:
+    """A domain's style nuisances (``domain_style_strength`` > 0; docs/datasets.md).
+
+    ``mix`` is the 3×3 colour matrix applied to RGB (rows = output channels), ``gamma`` the
+    tone curve on 0..1, ``blur_sigma`` and ``downsample`` the optics and resolution,
+    ``grating_*`` a background stripe pattern (cycles per image height, orientation in
+    radians, amplitude in grey levels) and ``noise_std`` extra sensor noise.
+    """
+
+    mix: tuple[tuple[float, float, float], ...]
+    gamma: float
+    blur_sigma: float
+    downsample: float
+    grating_frequency: float
+    grating_angle: float
+    grating_amplitude: float
+    noise_std: float
 
 
 @dataclasses.dataclass(frozen=True)
@@ -281,6 +332,30 @@ def sample_domain_look(seed: int, dom: DomainParams, num_domains: int) -> Domain
         background_rgb=tuple(float(x) for x in background),
         tint_gain=tuple(float(x) for x in gain), tint_offset=float(offset),
         downsample=float(min(2.0, 1.0 + 0.5 * dom.index * s)))
+
+
+def sample_domain_style(seed: int, dom: DomainParams) -> DomainStyle | None:
+    """A domain's style nuisances, or None when ``domain_style_strength`` is 0."""
+    s = dom.domain_style_strength
+    if s <= 0.0:
+        return None
+    rng = style_rng(seed, dom.index)
+    permutation = np.eye(3)[rng.permutation(3)]
+    weight = min(1.0, STYLE_MIX * s)
+    gains = 1.0 + STYLE_GAIN * s * _signed(rng, 3)
+    mix = ((1.0 - weight) * np.eye(3) + weight * permutation) * gains[:, None]
+    gamma = float(np.exp(STYLE_GAMMA * s * _signed(rng)))
+    blur = STYLE_BLUR * s * rng.uniform(0.0, 1.0)
+    downsample = 1.0 + STYLE_DOWNSAMPLE * s * rng.uniform(0.0, 1.0)
+    frequency = rng.uniform(2.0, 10.0)
+    angle = rng.uniform(0.0, np.pi)
+    amplitude = STYLE_GRATING * s * rng.uniform(0.3, 1.0)
+    noise = STYLE_NOISE * s * rng.uniform(0.0, 1.0)
+    return DomainStyle(
+        mix=tuple(tuple(float(x) for x in row) for row in mix), gamma=gamma,
+        blur_sigma=float(blur), downsample=float(downsample),
+        grating_frequency=float(frequency), grating_angle=float(angle),
+        grating_amplitude=float(amplitude), noise_std=float(noise))
 
 
 def sample_camera(seed: int, dom: DomainParams, cam: int, height: int,
@@ -490,8 +565,20 @@ def _colour_table(person: IdentityAttributes) -> np.ndarray:
     return np.stack([base, alt])
 
 
-def _temperature_table(person: IdentityAttributes) -> np.ndarray:
-    """float [2, NUM_PARTS]: temperature per (pattern phase, part); colours never enter."""
+def nir_reflectance(rgb) -> np.ndarray:
+    """Near-infrared reflectance 0..1 of fabric colours, RGB floats 0..255 [..., 3] → [...]."""
+    mixed = np.clip(np.asarray(rgb, float) @ NIR_WEIGHTS / 255.0, 0.0, 1.0)
+    return NIR_FLOOR + NIR_RANGE * mixed ** NIR_GAMMA
+
+
+def _temperature_table(person: IdentityAttributes, cues: float = 0.0) -> np.ndarray:
+    """float [2, NUM_PARTS]: infrared level per (pattern phase, part).
+
+    ``cues`` = 0: random per-identity emissivities, colours never enter (the pattern only
+    modulates them by ±IR_STRIPE). ``cues`` > 0 blends in the NIR reflectance of the garment,
+    stripe and bag colours (:func:`nir_reflectance`), so the clothing's brightness order and
+    its stripe contrast survive the modality change while hue is lost.
+    """
     base = np.zeros(NUM_PARTS)
     for part, temp in IR_TEMPERATURES.items():
         base[part] = temp
@@ -502,6 +589,19 @@ def _temperature_table(person: IdentityAttributes) -> np.ndarray:
         if has_pattern:
             table[0, part] -= IR_STRIPE
             table[1, part] += IR_STRIPE
+    if cues > 0.0:
+        nir = np.zeros((2, NUM_PARTS))
+        colours = {UPPER: person.upper_rgb, LOWER: person.lower_rgb, BAG: person.bag_rgb,
+                   HAIR: person.hair_rgb, SHOES: person.shoe_rgb}
+        for part, rgb in colours.items():
+            nir[:, part] = nir_reflectance(rgb)
+        for part, has_pattern in patterned.items():
+            if has_pattern:
+                nir[1, part] = nir_reflectance(person.stripe_rgb)
+        # skin: bright in NIR whatever its tone, a little darker for darker tones
+        nir[:, SKIN] = 0.75 + 0.2 * float(np.mean(person.skin_rgb)) / 255.0
+        for part in (*colours, SKIN):
+            table[:, part] = (1.0 - cues) * table[:, part] + cues * nir[:, part]
     return table
 
 
@@ -517,21 +617,50 @@ def _resample(image: np.ndarray, factor: float) -> np.ndarray:
     return out
 
 
+def _grating(style: DomainStyle, style_rng_: Generator, height: int,
+             width: int) -> np.ndarray:
+    """The domain's background grating float [H, W, 1] (grey levels), random phase."""
+    ys, xs = pixel_centres(height, width)
+    u = np.cos(style.grating_angle) * ys + np.sin(style.grating_angle) * xs
+    phase = style_rng_.uniform(0.0, 2 * np.pi)
+    wave = np.sign(np.sin(2 * np.pi * style.grating_frequency * u / height + phase))
+    return (style.grating_amplitude * wave)[..., None]
+
+
+def _apply_style(image: np.ndarray, style: DomainStyle) -> np.ndarray:
+    """Colour matrix, gamma, blur and resolution of a domain: float [H, W, 3] (0..255)."""
+    image = np.clip(image, 0.0, 255.0) @ np.asarray(style.mix).T
+    image = 255.0 * (np.clip(image, 0.0, 255.0) / 255.0) ** style.gamma
+    if style.blur_sigma > 0.05:
+        image = gaussian_filter(image, sigma=(style.blur_sigma, style.blur_sigma, 0),
+                                mode="nearest")
+    if style.downsample > 1.0:
+        image = _resample(image, style.downsample)
+    return image
+
+
 def render_image(rng: Generator, person: IdentityAttributes, state: ImageState,
                  camera: CameraParams, look: DomainLook, dom: DomainParams,
-                 height: int, width: int) -> RenderedImage:
+                 height: int, width: int, style: DomainStyle | None = None,
+                 style_rng_: Generator | None = None) -> RenderedImage:
     """Render one image (docs/datasets.md) from the image RNG after its state draws.
 
-    Returns the uint8 [H, W, 3] image (3 equal channels for infrared cameras) and the
-    part labels uint8 [H, W] after mirroring.
+    ``style`` (with its per-image ``style_rng_``) adds the domain's style nuisances to
+    visible images: a grating on the background, then colour matrix, gamma, blur,
+    resolution and extra noise. Returns the uint8 [H, W, 3] image (3 equal channels for
+    infrared cameras) and the part labels uint8 [H, W] after mirroring.
     """
     infrared = camera.modality == "infrared"
+    styled = style is not None and not infrared
     if infrared:
         canvas = infrared_background(rng, camera, dom, height, width)[..., None]
     else:
         canvas = visible_background(rng, look, camera, dom, height, width)
+    if styled:
+        canvas = canvas + _grating(style, style_rng_, height, width)
     labels, pattern = body_parts(person, state, height, width)
-    table = _temperature_table(person)[..., None] if infrared else _colour_table(person)
+    table = (_temperature_table(person, dom.ir_identity_cues)[..., None] if infrared
+             else _colour_table(person))
     person_pixels = table[pattern.astype(np.intp), labels]                  # [H, W, C]
     image = np.where((labels != BACKGROUND)[..., None], person_pixels, canvas)
     if state.mirror:
@@ -551,6 +680,9 @@ def render_image(rng: Generator, person: IdentityAttributes, state: ImageState,
             image = _resample(image, look.downsample)
         noise = rng.normal(0.0, 1.0, (height, width, 3))
     image = image + dom.noise_std * noise
+    if styled:
+        image = _apply_style(image, style)
+        image = image + style.noise_std * style_rng_.normal(0.0, 1.0, (height, width, 3))
     pixels = np.clip(np.rint(image), 0, 255).astype(np.uint8)
     if pixels.shape[2] == 1:
         pixels = np.repeat(pixels, 3, axis=2)

@@ -364,53 +364,86 @@ def plan_evaluation(st, request: StoreEvalRequest, model) -> EvalPlan:
     if request.query_cams is not None and request.train_cams is not None:
         raise EvaluationError(f"{param('query_cams')} and {param('train_cams')} are both given",
                               "pass one of them")
+    feature, info = _plan_feature(st, request, model)
+    all_trials, store_protocol = _trial_rows(st)
+    protocol = _plan_protocol(st, request, all_trials, store_protocol)
+    if request.stream == "on":
+        check_streaming(request, protocol)
+    chosen, trials = _chosen_trials(st, request, all_trials, store_protocol)
+    _check_model_trials(request, model, chosen, len(all_trials))
+    records = st.records
+    options = _camera_options(st, request, protocol, trials, records)
+    evaluated = np.concatenate([np.concatenate([q, g]) for _, q, g in trials])
+    return EvalPlan(feature=feature, info=info, protocol=protocol, trials=trials,
+                    records=records, codes=identity_codes(records), options=options,
+                    cameras=evaluated_cameras(records, evaluated))
+
+
+def _plan_feature(st, request: StoreEvalRequest, model) -> tuple[str | None, dict]:
+    """(store feature, its info); None and the model's own info when ``model`` reads its
+    inputs from the store itself."""
     if _reads_own_inputs(model):
         if request.feature is not None:
             raise EvaluationError(f"fitted model {request.model} ({model.method}) reads its "
                                   "inputs from the store itself", f"drop {param('feature')}")
-        feature, info = None, {"metric": model.method, "dim": None, "normalized": False}
-    else:
-        feature = _choose_feature(st, request.feature, model)
-        info = st.feature_info(feature)
-    all_trials, store_protocol = _trial_rows(st)
+        return None, {"metric": model.method, "dim": None, "normalized": False}
+    feature = _choose_feature(st, request.feature, model)
+    return feature, st.feature_info(feature)
+
+
+def _plan_protocol(st, request: StoreEvalRequest, all_trials: list, store_protocol):
+    """The evaluation protocol: ``auto`` picks it from the dataset and the store's rule; a
+    named one is checked against the evaluated rows (modality, cameras)."""
+    rule = store_protocol.eval_rule if store_protocol else None
     if request.protocol == "auto":
-        protocol = auto_protocol(st.dataset, store_protocol.eval_rule if store_protocol
-                                 else None, len(all_trials))
-    else:
-        protocol = get_protocol(request.protocol)
-        rows = np.concatenate([np.concatenate([q, g]) for _, q, g in all_trials])
-        records = st.records
-        check_protocol_fits(protocol, st.dataset, store_protocol.eval_rule if store_protocol
-                            else None, records["modality"].to_numpy()[rows] if "modality" in
-                            records else (), records["camid"].to_numpy(np.int64)[rows],
-                            auto_name=auto_protocol(st.dataset, store_protocol.eval_rule
-                                                    if store_protocol else None,
-                                                    len(all_trials)).name)
-    if request.stream == "on":
-        check_streaming(request, protocol)
+        return auto_protocol(st.dataset, rule, len(all_trials))
+    protocol = get_protocol(request.protocol)
+    rows = np.concatenate([np.concatenate([q, g]) for _, q, g in all_trials])
+    records = st.records
+    check_protocol_fits(protocol, st.dataset, rule, records["modality"].to_numpy()[rows]
+                        if "modality" in records else (),
+                        records["camid"].to_numpy(np.int64)[rows],
+                        auto_name=auto_protocol(st.dataset, rule, len(all_trials)).name)
+    return protocol
+
+
+def _chosen_trials(st, request: StoreEvalRequest, all_trials: list,
+                   store_protocol) -> tuple[list[int], list]:
+    """(chosen trial indices, their ``(k, query rows, gallery rows)``); EvaluationError when
+    a chosen trial has no query or no gallery rows."""
     if request.trials not in (None, "all") or len(all_trials) > 1:
         chosen = _parse_trials(request.trials, len(all_trials))
     else:
         chosen = [0]
     trials = [all_trials[k] for k in chosen]
+    in_trial = " in a chosen trial" if store_protocol else ""
     if any(len(q) == 0 for _, q, _ in trials):
-        raise EvaluationError(f"store {st.path} has no query rows"
-                              + (" in a chosen trial" if store_protocol else ""),
+        raise EvaluationError(f"store {st.path} has no query rows" + in_trial,
                               "write query rows (split 'query') or a protocol into the store")
     if any(len(g) == 0 for _, _, g in trials):
-        raise EvaluationError(f"store {st.path} has no gallery rows"
-                              + (" in a chosen trial" if store_protocol else ""),
+        raise EvaluationError(f"store {st.path} has no gallery rows" + in_trial,
                               "write gallery rows (split 'gallery') into the store")
-    if model is not None and model.num_trials > 1:
-        missing = [k for k in chosen if not model.covers(k)]
-        if missing:
-            raise EvaluationError(f"fitted model {request.model} has no fit for trial(s) "
-                                  f"{', '.join(map(str, missing))} of the store's "
-                                  f"{len(all_trials)}-trial protocol",
-                                  "evaluate its trials with "
-                                  + param("trials", ",".join(map(str, model.trial_ids)))
-                                  + " or re-fit over all")
-    records = st.records
+    return chosen, trials
+
+
+def _check_model_trials(request: StoreEvalRequest, model, chosen: list[int],
+                        num_trials: int) -> None:
+    """EvaluationError when a fitted model of several trials has no fit for a chosen one."""
+    if model is None or model.num_trials <= 1:
+        return
+    missing = [k for k in chosen if not model.covers(k)]
+    if missing:
+        raise EvaluationError(f"fitted model {request.model} has no fit for trial(s) "
+                              f"{', '.join(map(str, missing))} of the store's "
+                              f"{num_trials}-trial protocol",
+                              "evaluate its trials with "
+                              + param("trials", ",".join(map(str, model.trial_ids)))
+                              + " or re-fit over all")
+
+
+def _camera_options(st, request: StoreEvalRequest, protocol, trials: list, records):
+    """The ranking options, with the query cameras evaluated when the protocol needs them
+    (cameras unseen in training) or the user chose them."""
     options = request.options
     if protocol.needs_query_cams or request.query_cams is not None:
         train_cams = request.train_cams if request.train_cams is not None \
@@ -420,10 +453,7 @@ def plan_evaluation(st, request: StoreEvalRequest, model) -> EvalPlan:
         cams = unseen_query_cameras(query_cams, request.query_cams,
                                     train_cams if protocol.needs_query_cams else None)
         options = dataclasses.replace(options, query_cameras=cams)
-    evaluated = np.concatenate([np.concatenate([q, g]) for _, q, g in trials])
-    return EvalPlan(feature=feature, info=info, protocol=protocol, trials=trials,
-                    records=records, codes=identity_codes(records), options=options,
-                    cameras=evaluated_cameras(records, evaluated))
+    return options
 
 
 def _read_features(st, feature: str, rows: np.ndarray, request: StoreEvalRequest,

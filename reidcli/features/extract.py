@@ -243,6 +243,37 @@ def extract_handcrafted_store(layout: StoreLayout, out: str | os.PathLike,
     (``seed``; ``bow_words`` words; ``color_names`` "builtin" (default) or a w2c file), or
     loaded from the store ``codebook_from``; they are stored in ``/codebooks/<name>``.
     """
+    fitted_names = _check_extraction_request(layout, features, maps, max_images,
+                                             codebook_from)
+    seed = check_seed("extraction", seed)          # [0, 2³²), before any draw uses it
+    options = {"bow_words": bow_words, "seed": seed,
+               "color_names": color_names if codebook_from is not None
+               else (color_names or "builtin")}
+    fitted = fit_descriptors(layout, fitted_names, options=options,
+                             codebook_from=codebook_from, max_images=max_images,
+                             batch_size=batch_size, progress=progress)
+    descs = [HANDCRAFTED[f] if f in HANDCRAFTED else FITTED[f] for f in features] + \
+        [HANDCRAFTED_MAPS[m] for m in maps]
+    paths = layout.records["path"].tolist()
+    prov = _extraction_provenance(layout, features, maps, fitted, codebook_from, seed,
+                                  command=command, inputs=inputs)
+    with StoreWriter(out, layout.records, dataset=layout.dataset, provenance=prov,
+                     force=force, attrs=_store_attrs(layout)) as writer:
+        created: set[str] = set()
+        starts = range(0, len(paths), batch_size)
+        for start in track(starts, description="describing images", unit="batches",
+                           enabled=progress):
+            _describe_batch(writer, paths[start:start + batch_size], descs, fitted, created,
+                            maps_dtype)
+        for name, enc in fitted.items():
+            enc.save(writer.h5, name)
+        writer.write_protocol(layout.protocol, layout.trials, eval_rule=layout.eval_rule,
+                              options=layout.options)
+    return Path(out)
+
+
+def _check_descriptor_names(features: Sequence[str], maps: Sequence[str]) -> None:
+    """UsageError on an unknown feature or map name, or when both lists are empty."""
     known = {**HANDCRAFTED, **FITTED}
     unknown = [f for f in features if f not in known]
     if unknown:
@@ -255,6 +286,14 @@ def extract_handcrafted_store(layout: StoreLayout, out: str | os.PathLike,
     if not features and not maps:
         raise UsageError("nothing to extract",
                          f"pass {param('features')} and/or {param('maps')}")
+
+
+def _check_extraction_request(layout: StoreLayout, features: Sequence[str],
+                              maps: Sequence[str], max_images: int,
+                              codebook_from: str | os.PathLike | None) -> list[str]:
+    """The fitted descriptors among ``features``, once the request is checked (names, a
+    non-empty dataset, ``max_images`` ≥ 1, ``codebook_from`` only with a fitted feature)."""
+    _check_descriptor_names(features, maps)
     if len(layout.records) == 0:
         raise UsageError("the dataset has no images",
                          f"check {param('root')} and the dataset options")
@@ -266,54 +305,59 @@ def extract_handcrafted_store(layout: StoreLayout, out: str | os.PathLike,
         raise UsageError(f"{param('codebook_from')} is only read by fitted features "
                          f"({', '.join(sorted(FITTED))})",
                          f"add one to {param('features')} or drop {param('codebook_from')}")
-    seed = check_seed("extraction", seed)          # [0, 2³²), before any draw uses it
-    options = {"bow_words": bow_words, "seed": seed,
-               "color_names": color_names if codebook_from is not None
-               else (color_names or "builtin")}
-    fitted = fit_descriptors(layout, fitted_names, options=options,
-                             codebook_from=codebook_from, max_images=max_images,
-                             batch_size=batch_size, progress=progress)
-    descs = [HANDCRAFTED[f] if f in HANDCRAFTED else FITTED[f] for f in features] + \
-        [HANDCRAFTED_MAPS[m] for m in maps]
-    paths = layout.records["path"].tolist()
+    return fitted_names
+
+
+def _extraction_provenance(layout: StoreLayout, features: Sequence[str],
+                           maps: Sequence[str], fitted: Mapping[str, FittedDescriptor],
+                           codebook_from: str | os.PathLike | None, seed: int, *,
+                           command: list[str] | None,
+                           inputs: Sequence[str | os.PathLike]) -> dict:
+    """The store's provenance: features, maps, protocol, and what was fitted (with the seed)."""
     extra = {"fitted": {name: {**enc.provenance(), "codebook_from": str(codebook_from)
                                if codebook_from is not None else None}
                         for name, enc in fitted.items()}} if fitted else {}
-    prov = make_provenance(command=command, inputs=inputs, features=list(features),
+    return make_provenance(command=command, inputs=inputs, features=list(features),
                            maps=list(maps), protocol=layout.protocol,
                            seed=seed if fitted else None, **extra)
-    attrs = {"train_cams": ",".join(map(str, layout.options["train_cams"]))} \
+
+
+def _store_attrs(layout: StoreLayout) -> dict[str, str] | None:
+    """Root attributes of the store: the training cameras, when the layout restricts them."""
+    return {"train_cams": ",".join(map(str, layout.options["train_cams"]))} \
         if layout.options.get("train_cams") else None
-    with StoreWriter(out, layout.records, dataset=layout.dataset, provenance=prov,
-                     force=force, attrs=attrs) as writer:
-        created: set[str] = set()
-        starts = range(0, len(paths), batch_size)
-        for start in track(starts, description="describing images", unit="batches",
-                           enabled=progress):
-            batch = paths[start:start + batch_size]
-            images_by_size: dict[tuple[int, int], np.ndarray] = {}
-            for desc in descs:
-                if desc.size not in images_by_size:
-                    images_by_size[desc.size] = read_image_batch(batch, desc.size)
-                images = images_by_size[desc.size]
-                compute = fitted[desc.name].encode if isinstance(desc, FittedHandcrafted) \
-                    else desc.compute
-                block = np.asarray(compute(images), dtype=np.float32)
-                if isinstance(desc, HandcraftedMaps):
-                    if desc.name not in created:
-                        writer.add_convmap(desc.name, block.shape[1:], dtype=maps_dtype)
-                        created.add(desc.name)
-                    writer.append_convmap(desc.name, block)
-                    continue
-                if desc.name not in created:
-                    feature_attrs = {"codebook": f"/codebooks/{desc.name}"} \
-                        if isinstance(desc, FittedHandcrafted) else None
-                    writer.add_feature(desc.name, block.shape[1], metric=desc.metric,
-                                       normalized=desc.normalized, attrs=feature_attrs)
-                    created.add(desc.name)
-                writer.append_feature(desc.name, block)
-        for name, enc in fitted.items():
-            enc.save(writer.h5, name)
-        writer.write_protocol(layout.protocol, layout.trials, eval_rule=layout.eval_rule,
-                              options=layout.options)
-    return Path(out)
+
+
+def _describe_batch(writer: StoreWriter, batch: Sequence[str], descs: Sequence[Any],
+                    fitted: Mapping[str, FittedDescriptor], created: set[str],
+                    maps_dtype: str) -> None:
+    """Describe the images ``batch`` with every descriptor and append the blocks (each image
+    size decoded once)."""
+    images_by_size: dict[tuple[int, int], np.ndarray] = {}
+    for desc in descs:
+        if desc.size not in images_by_size:
+            images_by_size[desc.size] = read_image_batch(batch, desc.size)
+        images = images_by_size[desc.size]
+        compute = fitted[desc.name].encode if isinstance(desc, FittedHandcrafted) \
+            else desc.compute
+        block = np.asarray(compute(images), dtype=np.float32)
+        _append_block(writer, desc, block, created, maps_dtype)
+
+
+def _append_block(writer: StoreWriter, desc: Any, block: np.ndarray, created: set[str],
+                  maps_dtype: str) -> None:
+    """Append ``block`` (float32 [n, D] or [n, C, H, W] for maps) to ``desc``'s dataset,
+    created on its first block (name added to ``created``)."""
+    if isinstance(desc, HandcraftedMaps):
+        if desc.name not in created:
+            writer.add_convmap(desc.name, block.shape[1:], dtype=maps_dtype)
+            created.add(desc.name)
+        writer.append_convmap(desc.name, block)
+        return
+    if desc.name not in created:
+        feature_attrs = {"codebook": f"/codebooks/{desc.name}"} \
+            if isinstance(desc, FittedHandcrafted) else None
+        writer.add_feature(desc.name, block.shape[1], metric=desc.metric,
+                           normalized=desc.normalized, attrs=feature_attrs)
+        created.add(desc.name)
+    writer.append_feature(desc.name, block)

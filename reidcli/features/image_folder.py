@@ -172,57 +172,77 @@ def list_rows(images_list: str | os.PathLike) -> list[dict[str, Any]]:
         raise InputFileError(f"{param('images_list', listed)} does not exist",
                              "give a CSV file with a 'path' column")
     source = listed.absolute()
+    raw = _read_list(listed)
+    rows, seen = [], {}
+    for row, line in raw:
+        rows.append(_list_row(row, line, listed, source, seen))
+    return rows
+
+
+def _read_list(listed: Path) -> list[tuple[dict[str, str], int]]:
+    """(row with stripped keys and values, line number) of each line of the CSV ``listed``
+    once its header is checked."""
     try:
         with open(listed, newline="", encoding="utf-8-sig") as f:
             reader = csv.DictReader(f)
-            columns = [c.strip() for c in (reader.fieldnames or [])]
-            if "path" not in columns:
-                raise InputFileError(f"{listed} has no 'path' column (header: "
-                                     f"{', '.join(columns) or 'none'})",
-                                     "the first line names the columns: path[,pid,camid,"
-                                     "split]")
-            unknown = [c for c in columns if c not in LIST_COLUMNS]
-            if unknown:
-                raise InputFileError(f"{listed}: unknown column(s) {', '.join(unknown)}",
-                                     f"columns are {', '.join(LIST_COLUMNS)}")
-            raw = [({(k or "").strip(): (v or "").strip() for k, v in row.items()
-                     if k is not None}, reader.line_num) for row in reader]
+            _check_list_columns(listed, [c.strip() for c in (reader.fieldnames or [])])
+            return [({(k or "").strip(): (v or "").strip() for k, v in row.items()
+                      if k is not None}, reader.line_num) for row in reader]
     except UnicodeDecodeError:
         raise InputFileError(f"{listed} is not a UTF-8 text file",
                              "give a CSV list of image paths") from None
     except csv.Error as exc:
         raise InputFileError(f"{listed} is not a readable CSV ({exc})",
                              "give a CSV list of image paths") from None
-    rows, seen = [], {}
-    for row, line in raw:
-        where = f"{listed} line {line}"
-        if not row.get("path"):
-            raise InputFileError(f"{where} has no path", "give an image path on every line")
-        path = Path(row["path"]).expanduser()
-        path = (path if path.is_absolute() else source.parent / path).absolute()
-        if not path.is_file():
-            raise InputFileError(f"{where}: image {path} does not exist",
-                                 "fix the path (relative paths start at the list's folder)")
-        key = os.path.normpath(str(path))
-        if key in seen:
-            raise InputFileError(f"{where}: image {path} is listed twice (also line "
-                                 f"{seen[key]})", "list each image once")
-        seen[key] = line
-        out: dict[str, Any] = {"path": str(path), "split": row.get("split") or "gallery",
-                               "x_source": str(source), "x_line": line}
-        if out["split"] not in LIST_SPLITS:
-            raise InputFileError(f"{where}: split {out['split']!r}",
-                                 f"split is one of {', '.join(LIST_SPLITS)}")
-        for col in ("pid", "camid"):
-            if row.get(col):
-                try:
-                    out[col] = int(row[col])
-                except ValueError:
-                    raise InputFileError(f"{where}: {col} {row[col]!r} is not an integer",
-                                         f"give an integer {col}, or leave it empty "
-                                         "(unlabelled)") from None
-        rows.append(out)
-    return rows
+
+
+def _check_list_columns(listed: Path, columns: list[str]) -> None:
+    if "path" not in columns:
+        raise InputFileError(f"{listed} has no 'path' column (header: "
+                             f"{', '.join(columns) or 'none'})",
+                             "the first line names the columns: path[,pid,camid,"
+                             "split]")
+    unknown = [c for c in columns if c not in LIST_COLUMNS]
+    if unknown:
+        raise InputFileError(f"{listed}: unknown column(s) {', '.join(unknown)}",
+                             f"columns are {', '.join(LIST_COLUMNS)}")
+
+
+def _list_row(row: dict[str, str], line: int, listed: Path, source: Path,
+              seen: dict[str, int]) -> dict[str, Any]:
+    """The record of line ``line`` of the list: its image (relative to the list's folder,
+    existing, not listed before: ``seen`` maps each path to its line), split, pid, camid."""
+    where = f"{listed} line {line}"
+    if not row.get("path"):
+        raise InputFileError(f"{where} has no path", "give an image path on every line")
+    path = Path(row["path"]).expanduser()
+    path = (path if path.is_absolute() else source.parent / path).absolute()
+    if not path.is_file():
+        raise InputFileError(f"{where}: image {path} does not exist",
+                             "fix the path (relative paths start at the list's folder)")
+    key = os.path.normpath(str(path))
+    if key in seen:
+        raise InputFileError(f"{where}: image {path} is listed twice (also line "
+                             f"{seen[key]})", "list each image once")
+    seen[key] = line
+    out: dict[str, Any] = {"path": str(path), "split": row.get("split") or "gallery",
+                           "x_source": str(source), "x_line": line}
+    if out["split"] not in LIST_SPLITS:
+        raise InputFileError(f"{where}: split {out['split']!r}",
+                             f"split is one of {', '.join(LIST_SPLITS)}")
+    for col in ("pid", "camid"):
+        if row.get(col):
+            out[col] = _list_int(row[col], col, where)
+    return out
+
+
+def _list_int(value: str, col: str, where: str) -> int:
+    try:
+        return int(value)
+    except ValueError:
+        raise InputFileError(f"{where}: {col} {value!r} is not an integer",
+                             f"give an integer {col}, or leave it empty "
+                             "(unlabelled)") from None
 
 
 def _label(rows: list[dict[str, Any]], pattern: NamePattern | None,
@@ -278,19 +298,7 @@ def image_records(images: str | os.PathLike | None = None,
         raise UsageError("no images given", f"pass {param('images')} DIR or "
                          f"{param('images_list')} FILE")
     compiled = compile_pattern(pattern)
-    if images_list is not None:
-        rows = list_rows(images_list)
-        if compiled is not None and any("pid" in r for r in rows):
-            raise UsageError(f"{param('pattern')} and the pid column of {images_list} both "
-                             "label the images", "give one of them")
-        recognised: list[str] = []
-    else:
-        rows, recognised = folder_rows(images, query_images)
-    if not rows:
-        where = images_list if images_list is not None else \
-            " and ".join(str(p) for p in (images, query_images) if p is not None)
-        raise InputFileError(f"no images ({', '.join(IMAGE_SUFFIXES)}) in {where}",
-                             "check the folder")
+    rows, recognised = _given_rows(images, query_images, images_list, compiled)
     total = len(rows)
     rows = _label(rows, compiled, skip_unmatched)
     if not rows:
@@ -309,6 +317,26 @@ def image_records(images: str | os.PathLike | None = None,
         where["pattern"] = compiled.regex.pattern
     where["labelled"] = bool((frame["pid"] != -1).any())
     return frame, where
+
+
+def _given_rows(images, query_images, images_list, compiled: NamePattern | None
+                ) -> tuple[list[dict[str, Any]], list[str]]:
+    """(rows of the list or of the folders, split folders recognised); InputFileError when
+    there are none, UsageError when ``compiled`` and a pid column both label them."""
+    if images_list is not None:
+        rows = list_rows(images_list)
+        if compiled is not None and any("pid" in r for r in rows):
+            raise UsageError(f"{param('pattern')} and the pid column of {images_list} both "
+                             "label the images", "give one of them")
+        recognised: list[str] = []
+    else:
+        rows, recognised = folder_rows(images, query_images)
+    if not rows:
+        where = images_list if images_list is not None else \
+            " and ".join(str(p) for p in (images, query_images) if p is not None)
+        raise InputFileError(f"no images ({', '.join(IMAGE_SUFFIXES)}) in {where}",
+                             "check the folder")
+    return rows, recognised
 
 
 @dataclasses.dataclass

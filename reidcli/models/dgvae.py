@@ -210,7 +210,8 @@ class GaussianEncoder(nn.Module):
     """E^D or E^A: body → global max/avg pool → mean and log-variance heads (Linear = 1×1 conv
     on the pooled map; pooling first as DG-VAE paper Tables 5–6, docs/methods/dgvae.md D13).
 
-    f [B, C, h, w] → (μ [B, out_dim], log σ² [B, out_dim] in fp32 clamped to [−10, 10])."""
+    f [B, C, h, w] → (μ [B, out_dim], log σ² [B, out_dim] in fp32 clamped to [−10, 10]);
+    the log-variance head starts at 0 (σ = 1, D14)."""
 
     def __init__(self, body: nn.Module, channels: int, out_dim: int, pool: str):
         super().__init__()
@@ -221,6 +222,11 @@ class GaussianEncoder(nn.Module):
         self.out_dim = out_dim
         self.mean_head = nn.Linear(channels, out_dim)
         self.logvar_head = nn.Linear(channels, out_dim)
+        # σ = 1 at initialisation, the variance of the prior's components (Eq. 2, Eq. 10):
+        # a default-initialised head on pooled ResNet-50 maps starts at log σ² ≈ ±9, where
+        # the e^±9 factors swamp every other loss (docs/methods/dgvae.md D14)
+        nn.init.zeros_(self.logvar_head.weight)
+        nn.init.zeros_(self.logvar_head.bias)
 
     def pooled(self, f: torch.Tensor) -> torch.Tensor:
         """The pooled body output [B, channels]."""

@@ -23,6 +23,9 @@ PAPER_EPOCHS = 120
 PAPER_P, PAPER_K = 16, 4
 PAPER_BUDGET = ("paper: 120 epochs × ⌊N/(2PK)⌋ iterations/epoch with P=16, K=4 "
                 "(64 support + 64 query images)")
+#: the paper's BoT baseline (BoT's schedule, DMG-Net paper §5 and docs/methods/bot.md)
+PAPER_BUDGET_BOT = ("paper: 120 epochs × one pass over the images in P×K batches with P=16, "
+                    "K=4 (64 images)")
 #: top-level or ``config`` keys that may hold the number of training images
 IMAGE_COUNT_KEYS = ("num_images", "num_train_images", "train_images")
 
@@ -42,14 +45,21 @@ def read_run(run_dir: str | Path) -> tuple[dict, dict]:
     return (config if isinstance(config, dict) else {}), whole
 
 
-def variant_name(config: dict) -> str:
-    """The Table 6 row a run's switches make (DMG-Net paper Table 6): ``BoT`` (no meta step,
-    no L_MD), ``Meta-discrimination`` (no meta step), ``Meta-generalization`` (no L_MD) or
-    ``DMG-Net``."""
+#: a reid train dmgnet run with no meta step and no L_MD: not the paper's BoT (a run of
+#: reid train bot) but BoT's losses on DMG-Net's paired camera-split batches
+PAIRED_CONTROL = "DMG-Net w/o meta, w/o L_MD (paired batches)"
+
+
+def variant_name(config: dict, method: str | None = None) -> str:
+    """The Table 6 row a run makes (DMG-Net paper Table 6): ``BoT`` (a ``reid train bot`` run,
+    ``method == "bot"``), ``Meta-discrimination`` (no meta step), ``Meta-generalization`` (no
+    L_MD), ``DMG-Net``, or :data:`PAIRED_CONTROL` (no meta step, no L_MD)."""
+    if method == "bot":
+        return "BoT"
     no_meta = bool(config.get("no_meta", False))
     no_md = config.get("md_weight", 1) in (0, 0.0)
     if no_meta and no_md:
-        return "BoT"
+        return PAIRED_CONTROL
     if no_meta:
         return "Meta-discrimination"
     return "Meta-generalization" if no_md else "DMG-Net"
@@ -81,7 +91,10 @@ def budget_departures(run_dir: str | Path) -> list[str]:
         parts.append(f"epochs {epochs:g}")
     iters = config.get("iters_per_epoch")
     wanted = paper_iterations(num_images(config, whole))
-    if isinstance(iters, int) and iters != wanted:
+    if whole.get("method") == "bot":           # BoT's epoch: one pass in P×K batches
+        if isinstance(iters, int):
+            parts.append(f"{iters} iterations/epoch of P×K images")
+    elif isinstance(iters, int) and iters != wanted:
         parts.append(f"{iters} iterations/epoch" + (f" (⌊N/(2PK)⌋ = {wanted})"
                                                     if wanted is not None else ""))
     p, k = config.get("p"), config.get("k")
@@ -104,10 +117,12 @@ def budget_lines(run_dirs: list[str | Path]) -> list[str]:
     for run in map(Path, run_dirs):
         parts = budget_departures(run)
         if parts:
-            config, _ = read_run(run)
-            grouped.setdefault(tuple(parts), []).append(f"{run.name}: {variant_name(config)}")
-    return [f"budget override ({', '.join(names)}): {', '.join(parts)} ({PAPER_BUDGET})"
-            for parts, names in grouped.items()]
+            config, whole = read_run(run)
+            paper = PAPER_BUDGET_BOT if whole.get("method") == "bot" else PAPER_BUDGET
+            grouped.setdefault((paper, *parts), []).append(
+                f"{run.name}: {variant_name(config, whole.get('method'))}")
+    return [f"budget override ({', '.join(names)}): {', '.join(parts)} ({paper})"
+            for (paper, *parts), names in grouped.items()]
 
 
 def main(argv: list[str] | None = None) -> int:

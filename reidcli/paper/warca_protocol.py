@@ -44,54 +44,20 @@ PAPER_DRAW_RULE = "probe_single"
 
 def describe_store(store: str | Path, dim: int, table: str = "2") -> tuple[str, list[str]]:
     """(header line, departures from the paper's protocol) of a recipe's feature store."""
-    from reidcli.store import open_store
-
-    with open_store(store) as st:
-        dataset = (st.dataset or "unknown").lower()
-        proto = st.protocol
-        options = dict(proto.attrs.get("options", {}) or {}) if proto is not None else {}
-        num_trials = proto.num_trials if proto is not None else 1
-        rule = proto.eval_rule if proto is not None else "market"
-        features = st.feature_names
+    st = _read_store_protocol(store)
+    dataset = st["dataset"]
     paper = PAPER_PROTOCOLS.get(dataset)
     departures: list[str] = []
     wanted_features = "lomo" if table == "3" else (paper or {}).get("features", "hist-lbp")
     if paper is None:
         departures.append(f"{dataset!r} is not one of the paper's nine datasets")
-    name = options.get("protocol", proto.name if proto is not None else "standard")
+    name = st["options"].get("protocol", st["name"])
     if paper is not None and paper["test_ids"] is None:          # Market-1501: fixed split
-        parts = [f"{name} split ({num_trials} trial)", "single query, same-camera matches "
-                 "dropped (E1)"]
-        if name not in ("standard", "market", None) and num_trials != 1:
-            departures.append("the paper uses the fixed Market-1501 split")
+        parts = _fixed_split_parts(name, st["num_trials"], departures)
     else:
-        draws = int(options.get("draws", 1) or 1)
-        splits = num_trials // max(draws, 1)
-        draw_rule = options.get("warca_draw", "?")
-        same = options.get("same_camera", "drop")
-        p = options.get("test_ids", "?")
-        parts = [f"{splits} splits × {draws} draws", f"P = {p} test ids",
-                 "one probe per test id, its other images the gallery" if
-                 draw_rule == "probe_single" else
-                 "one gallery image per test id, its other images probes",
-                 "same-camera matches kept" if same == "keep" or rule == "single_shot_any"
-                 else "same-camera matches dropped"]
-        if options.get("subset"):
-            parts.append(f"subset {options['subset']}")
-        if name != "warca":
-            departures.append(f"protocol {name!r} instead of the WARCA protocol")
-        if splits != PAPER_SPLITS:
-            departures.append(f"{splits} splits (paper: {PAPER_SPLITS})")
-        if draws != PAPER_DRAWS:
-            departures.append(f"{draws} draws per split (paper: {PAPER_DRAWS})")
-        if draw_rule != PAPER_DRAW_RULE:
-            departures.append(f"warca_draw={draw_rule} (paper: one probe per person, "
-                              "warca_draw=probe_single)")
-        if paper is not None and str(p) != str(paper["test_ids"]):
-            departures.append(f"P = {p} test ids (paper: {paper['test_ids']})")
-        if paper is not None and paper.get("subset") and \
-                options.get("subset") != paper["subset"]:
-            departures.append(f"subset {options.get('subset')} (paper: {paper['subset']})")
+        parts = _drawn_split_parts(name, st["options"], st["num_trials"], st["rule"], paper,
+                                   departures)
+    features = st["features"]
     if wanted_features not in features:
         departures.append(f"features {', '.join(features)} (paper: {wanted_features})")
     if paper is not None and table != "3" and int(dim) != paper["dim"]:
@@ -100,6 +66,74 @@ def describe_store(store: str | Path, dim: int, table: str = "2") -> tuple[str, 
     line = (f"WARCA Table {table} protocol on {label}: " + ", ".join(parts)
             + f"; features {', '.join(features)}; D' = {dim}")
     return line, departures
+
+
+def _read_store_protocol(store: str | Path) -> dict[str, Any]:
+    """The store's dataset (lower case), protocol name, options, trial count, evaluation rule
+    and feature names (defaults when it holds no protocol)."""
+    from reidcli.store import open_store
+
+    with open_store(store) as st:
+        proto = st.protocol
+        info: dict[str, Any] = {"dataset": (st.dataset or "unknown").lower(),
+                                "features": st.feature_names}
+        if proto is None:
+            return {**info, "name": "standard", "options": {}, "num_trials": 1,
+                    "rule": "market"}
+        return {**info, "name": proto.name,
+                "options": dict(proto.attrs.get("options", {}) or {}),
+                "num_trials": proto.num_trials, "rule": proto.eval_rule}
+
+
+def _fixed_split_parts(name: Any, num_trials: int, departures: list[str]) -> list[str]:
+    """Header parts of a dataset with a fixed split (Market-1501); departures appended."""
+    if name not in ("standard", "market", None) and num_trials != 1:
+        departures.append("the paper uses the fixed Market-1501 split")
+    return [f"{name} split ({num_trials} trial)", "single query, same-camera matches "
+            "dropped (E1)"]
+
+
+def _drawn_split_parts(name: Any, options: dict[str, Any], num_trials: int, rule: str,
+                       paper: dict[str, Any] | None, departures: list[str]) -> list[str]:
+    """Header parts of a protocol of drawn splits (splits × draws, P test ids, the draw
+    rule, same-camera matches, subset); departures from the paper's appended."""
+    draws = int(options.get("draws", 1) or 1)
+    splits = num_trials // max(draws, 1)
+    draw_rule = options.get("warca_draw", "?")
+    same = options.get("same_camera", "drop")
+    p = options.get("test_ids", "?")
+    parts = [f"{splits} splits × {draws} draws", f"P = {p} test ids",
+             "one probe per test id, its other images the gallery" if
+             draw_rule == "probe_single" else
+             "one gallery image per test id, its other images probes",
+             "same-camera matches kept" if same == "keep" or rule == "single_shot_any"
+             else "same-camera matches dropped"]
+    if options.get("subset"):
+        parts.append(f"subset {options['subset']}")
+    departures.extend(_drawn_split_departures(name, splits, draws, draw_rule, p, options,
+                                             paper))
+    return parts
+
+
+def _drawn_split_departures(name: Any, splits: int, draws: int, draw_rule: Any, p: Any,
+                            options: dict[str, Any], paper: dict[str, Any] | None) -> list[str]:
+    """How a protocol of drawn splits departs from the WARCA protocol (Sect. 4.1–4.2)."""
+    departures = []
+    if name != "warca":
+        departures.append(f"protocol {name!r} instead of the WARCA protocol")
+    if splits != PAPER_SPLITS:
+        departures.append(f"{splits} splits (paper: {PAPER_SPLITS})")
+    if draws != PAPER_DRAWS:
+        departures.append(f"{draws} draws per split (paper: {PAPER_DRAWS})")
+    if draw_rule != PAPER_DRAW_RULE:
+        departures.append(f"warca_draw={draw_rule} (paper: one probe per person, "
+                          "warca_draw=probe_single)")
+    if paper is not None and str(p) != str(paper["test_ids"]):
+        departures.append(f"P = {p} test ids (paper: {paper['test_ids']})")
+    if paper is not None and paper.get("subset") and \
+            options.get("subset") != paper["subset"]:
+        departures.append(f"subset {options.get('subset')} (paper: {paper['subset']})")
+    return departures
 
 
 def header(store: str | Path, dim: int, table: str = "2") -> int:

@@ -27,6 +27,8 @@ from reidcli.plotting.common import finish_figure, pyplot
 LOG_SPAN = 100.0
 #: the latent statistics a staged run may log (drawn together in one panel)
 LATENT_COLUMNS = ("alpha_mean", "sigma_d", "sigma_a")
+#: columns of per-term gradient norms (DG-VAE ``grad_norms``), drawn in one panel
+GRADNORM_PREFIX = "gradnorm_"
 #: panels per row of a staged run's figure
 PANELS_PER_ROW = 4
 
@@ -57,7 +59,7 @@ def read_metrics(run_dir: str | os.PathLike) -> pd.DataFrame:
         raise InputFileError(f"{path} has no logged iterations",
                              "train longer or log more often (a smaller log_every)")
     numeric = ["iteration", "epoch", "lr", "acc", *LATENT_COLUMNS,
-               *(c for c in frame.columns if str(c).startswith("loss"))]
+               *(c for c in frame.columns if str(c).startswith(("loss", GRADNORM_PREFIX)))]
     for column in (c for c in numeric if c in frame):
         _check_numeric(path, frame, column, required=column == "iteration")
     return frame
@@ -128,7 +130,11 @@ def _panels(frame: pd.DataFrame, staged: bool) -> list[tuple[str, list[str]]]:
     panels = [*loss_panels, ("learning rate", ["lr"] if "lr" in frame else []),
               ("latent statistics", [c for c in LATENT_COLUMNS if c in frame and
                                      np.isfinite(_numeric(frame, c)).any()]),
-              ("accuracy", [c for c in ("acc",) if c in frame])]
+              ("accuracy", [c for c in ("acc",) if c in frame]),
+              # DG-VAE's optional per-term gradient norms on the encoders (grad_norms=true)
+              ("gradient norm per term", [c for c in frame.columns
+                                          if str(c).startswith(GRADNORM_PREFIX)
+                                          and np.isfinite(_numeric(frame, c)).any()])]
     return [(t, cols) for t, cols in panels if cols]
 
 
@@ -144,7 +150,8 @@ def _mark_stages(ax, stages: list[tuple[str, float, float]]) -> None:
 
 def plot_training(run_dir: str | os.PathLike, out: str | os.PathLike | None = None, *,
                   force: bool = False) -> TrainingPlot:
-    """Panels: losses, learning rate, latent statistics and accuracy (each when logged);
+    """Panels: losses, learning rate, latent statistics, accuracy and the per-term gradient
+    norms (each when logged; gradient norms and learning rate on a log axis);
     epoch boundaries dotted; a staged run also gets one panel per loss term and its stage
     boundaries dashed and named."""
     frame = read_metrics(run_dir)
@@ -169,7 +176,8 @@ def plot_training(run_dir: str | os.PathLike, out: str | os.PathLike | None = No
             if end not in stage_ends:
                 ax.axvline(end, color="grey", linestyle=":", linewidth=0.7)
         _mark_stages(ax, stages)
-        if title == "learning rate" or needs_log_scale([series[c][1] for c in cols]):
+        if title in ("learning rate", "gradient norm per term") \
+                or needs_log_scale([series[c][1] for c in cols]):
             ax.set_yscale("log")
             log_panels.append(title)
         if index + ncols >= len(panels):          # the lowest panel of its column

@@ -7,6 +7,7 @@ labels given as ``.npy`` arrays or as a CSV with those columns.
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import warnings
 import zipfile
@@ -197,6 +198,31 @@ def import_store(out: str | os.PathLike, *, npz: str | os.PathLike | None = None
     the input numbers cameras and identities (:func:`apply_camid_base`,
     :func:`apply_pid_base`); both are recorded in the provenance.
     """
+    _check_import_options(feature_name, metric, camid_base, pid_base)
+    _check_import_sources(npz, mat, mat_names, features, labels_csv, label_arrays)
+    notes: list[str] = []            # warnings, given once the store is written
+    src = _read_features(npz, mat, mat_names, features, notes)
+    feats32 = _checked_features(src.feats, src.source)
+    labels_source, labels = _read_labels(src, labels_csv, label_arrays, feats32.shape[0])
+    records = build_import_records(labels, dataset, labels_source)
+    records = apply_camid_base(records, camid_base, labels_source)
+    records = apply_pid_base(records, pid_base, labels_source, notes)
+    if normalized is None:
+        normalized = _unit_norm(feats32)
+    prov = make_provenance(command=command, inputs=src.inputs, imported_from=src.source,
+                           pid_base=pid_base, camid_base=camid_base,
+                           **({"pid_shift": 1} if pid_base == 0 else {}), **src.extra_prov)
+    with StoreWriter(out, records, dataset=dataset, provenance=prov, force=force,
+                     inputs=src.inputs) as writer:
+        writer.set_feature(feature_name, feats32, metric=metric, normalized=normalized)
+    for note in notes:
+        warnings.warn(note, stacklevel=2)
+    return Path(out)
+
+
+def _check_import_options(feature_name: str, metric: str, camid_base: int | None,
+                          pid_base: int | None) -> None:
+    """ParameterError on a bad feature name, metric, or camid/pid base."""
     check_feature_name(feature_name)
     if metric not in METRICS:
         raise ParameterError("store import", "metric", metric,
@@ -205,12 +231,14 @@ def import_store(out: str | os.PathLike, *, npz: str | os.PathLike | None = None
         if value not in (None, 0, 1):
             raise ParameterError("store import", name, value, "must be 0 or 1",
                                  "give the number the input's first one has")
+
+
+def _check_import_sources(npz, mat, mat_names, features, labels_csv, label_arrays) -> None:
+    """UsageError when the inputs do not make exactly one source (one .npz, one .mat, or a
+    features .npy with one kind of labels); a missing source is refused by the reader."""
     if mat_names and mat is None:
         raise UsageError(f"{param('mat_var')} names variables of a .mat file",
                          f"add {param('mat', 'FILE.mat')} or drop {param('mat_var')}")
-    inputs: list[Path] = []
-    extra_prov: dict = {}
-    notes: list[str] = []            # warnings, given once the store is written
     given = [k for k, v in (("npz", npz), ("mat", mat), ("features", features)) if v is not None]
     if labels_csv is not None and label_arrays:
         raise UsageError(f"{param('labels_csv')} cannot be combined with label arrays "
@@ -221,44 +249,79 @@ def import_store(out: str | os.PathLike, *, npz: str | os.PathLike | None = None
         raise UsageError(f"{' and '.join(param(k) for k in given)} cannot be combined"
                          + (" with label files" if len(given) == 1 else ""),
                          "give either one .npz, one .mat, or a features .npy with labels")
+
+
+@dataclasses.dataclass
+class _Source:
+    """The features read from the source: ``feats`` [N, D] as stored, ``source`` (how errors
+    name it), the label ``arrays`` of an .npz/.mat (None for a features .npy), the files read
+    and provenance extras."""
+
+    feats: np.ndarray
+    source: str
+    arrays: dict | None
+    inputs: list[Path]
+    extra_prov: dict = dataclasses.field(default_factory=dict)
+
+
+def _read_features(npz, mat, mat_names, features, notes: list[str]) -> _Source:
+    """The features of the one source given (UsageError when none is)."""
     if npz is not None or mat is not None:
-        path = Path(npz if npz is not None else mat)
-        source = f"{param('npz' if npz is not None else 'mat')} {path}"
-        if not path.exists():
-            raise InputFileError(f"{source} does not exist", "check the path")
-        if path.is_dir():
-            raise InputFileError(f"{source} is a folder", "give a file")
-        arrays = _read_npz(path, source) if npz is not None else \
-            read_mat(path, mat_names, source)
-        if "features" not in arrays:
-            var = (mat_names or {}).get("features", "features")
-            raise InputFileError(f"{source} has no {'array' if npz is not None else 'variable'}"
-                                 f" {var!r}" + (f" (has: {', '.join(arrays) or 'none'})"
-                                                 if npz is not None else ""),
-                                 "save the embeddings as features=..." if npz is not None else
-                                 f"name the variable with {param('mat_var', 'features=NAME')}")
-        feats = np.asarray(arrays.pop("features"))
-        absent = [k for k in LABEL_COLUMNS if k not in arrays]
-        if mat is not None and absent:
-            names = ", ".join(repr((mat_names or {}).get(k, k)) for k in absent)
-            raise InputFileError(f"{source} has no variable(s) {names} (for "
-                                 f"{', '.join(absent)})",
-                                 f"name them with {param('mat_var', f'{absent[0]}=NAME')}")
-        if mat is not None:
-            feats, transposed = _mat_orientation(feats, arrays, source, notes)
-            if transposed:
-                extra_prov["features_transposed"] = True
-        inputs.append(path)
-    elif features is not None:
+        return _read_archive(npz, mat, mat_names, notes)
+    if features is not None:
         features = Path(features)
         feats = _load_array(features, "features")
-        inputs.append(features)
-        source = f"{param('features')} {features}"
-    else:
-        raise UsageError("no input given",
-                         f"pass {param('npz', 'FILE')}, {param('mat', 'FILE.mat')}, or "
-                         f"{param('features', 'X.npy')} with "
-                         f"{param('labels_csv', 'labels.csv')} or {_label_arrays_hint()}")
+        return _Source(feats, f"{param('features')} {features}", None, [features])
+    raise UsageError("no input given",
+                     f"pass {param('npz', 'FILE')}, {param('mat', 'FILE.mat')}, or "
+                     f"{param('features', 'X.npy')} with "
+                     f"{param('labels_csv', 'labels.csv')} or {_label_arrays_hint()}")
+
+
+def _read_archive(npz, mat, mat_names, notes: list[str]) -> _Source:
+    """Features and label arrays of an .npz (``npz``) or a .mat (``mat``, ``mat_names``)."""
+    path = Path(npz if npz is not None else mat)
+    source = f"{param('npz' if npz is not None else 'mat')} {path}"
+    if not path.exists():
+        raise InputFileError(f"{source} does not exist", "check the path")
+    if path.is_dir():
+        raise InputFileError(f"{source} is a folder", "give a file")
+    if npz is not None:
+        arrays = _read_npz(path, source)
+        _require_npz_features(arrays, source)
+        return _Source(np.asarray(arrays.pop("features")), source, arrays, [path])
+    arrays = read_mat(path, mat_names, source)
+    feats = _mat_features(arrays, mat_names or {}, source)
+    feats, transposed = _mat_orientation(feats, arrays, source, notes)
+    return _Source(feats, source, arrays, [path],
+                   {"features_transposed": True} if transposed else {})
+
+
+def _require_npz_features(arrays: Mapping[str, np.ndarray], source: str) -> None:
+    if "features" not in arrays:
+        raise InputFileError(f"{source} has no array 'features'"
+                             f" (has: {', '.join(arrays) or 'none'})",
+                             "save the embeddings as features=...")
+
+
+def _mat_features(arrays: dict, mat_names: Mapping[str, str], source: str) -> np.ndarray:
+    """The features popped from the variables of a .mat, once every label variable is there."""
+    if "features" not in arrays:
+        var = mat_names.get("features", "features")
+        raise InputFileError(f"{source} has no variable {var!r}",
+                             f"name the variable with {param('mat_var', 'features=NAME')}")
+    feats = np.asarray(arrays.pop("features"))
+    absent = [k for k in LABEL_COLUMNS if k not in arrays]
+    if absent:
+        names = ", ".join(repr(mat_names.get(k, k)) for k in absent)
+        raise InputFileError(f"{source} has no variable(s) {names} (for "
+                             f"{', '.join(absent)})",
+                             f"name them with {param('mat_var', f'{absent[0]}=NAME')}")
+    return feats
+
+
+def _checked_features(feats: np.ndarray, source: str) -> np.ndarray:
+    """``feats`` as float32 [N, D]; InputFileError unless non-empty, 2-D, numeric, finite."""
     if feats.ndim != 2 or feats.shape[0] == 0 or feats.shape[1] == 0:
         raise InputFileError(f"{source}: features have shape {feats.shape}",
                              "features must be a non-empty 2-D array [N, D]")
@@ -274,37 +337,31 @@ def import_store(out: str | os.PathLike, *, npz: str | os.PathLike | None = None
                              + (" after the cast to float32" if overflow else "")
                              + f" (first: row {int(np.argmax(bad_rows))})",
                              "fix or drop those rows before importing")
-    n = feats32.shape[0]
-    if npz is not None or mat is not None:
-        labels_source = source
-        labels = labels_from_arrays(arrays, n, source)
-    elif labels_csv is not None:
-        labels_source = f"{param('labels_csv')} {labels_csv}"
+    return feats32
+
+
+def _read_labels(src: _Source, labels_csv, label_arrays,
+                 n: int) -> tuple[str, pd.DataFrame]:
+    """(how errors name the labels, the label table of ``n`` rows); label files read are
+    added to ``src.inputs``."""
+    if src.arrays is not None:
+        return src.source, labels_from_arrays(src.arrays, n, src.source)
+    if labels_csv is not None:
         labels = read_label_csv(Path(labels_csv), n)
-        inputs.append(Path(labels_csv))
-    elif label_arrays:
+        src.inputs.append(Path(labels_csv))
+        return f"{param('labels_csv')} {labels_csv}", labels
+    if label_arrays:
         loaded = {k: _load_array(Path(p), k) for k, p in label_arrays.items()}
-        inputs.extend(Path(p) for p in label_arrays.values())
-        labels_source = "label arrays"
-        labels = labels_from_arrays(loaded, n, labels_source)
-    else:
-        raise UsageError(f"{param('features')} needs labels",
-                         f"add {param('labels_csv', 'labels.csv')} or {_label_arrays_hint()}")
-    records = build_import_records(labels, dataset, labels_source)
-    records = apply_camid_base(records, camid_base, labels_source)
-    records = apply_pid_base(records, pid_base, labels_source, notes)
-    if normalized is None:
-        norms = np.linalg.norm(feats32, axis=1)
-        normalized = bool(np.allclose(norms, 1.0, atol=1e-4))
-    prov = make_provenance(command=command, inputs=inputs, imported_from=source,
-                           pid_base=pid_base, camid_base=camid_base,
-                           **({"pid_shift": 1} if pid_base == 0 else {}), **extra_prov)
-    with StoreWriter(out, records, dataset=dataset, provenance=prov, force=force,
-                     inputs=inputs) as writer:
-        writer.set_feature(feature_name, feats32, metric=metric, normalized=normalized)
-    for note in notes:
-        warnings.warn(note, stacklevel=2)
-    return Path(out)
+        src.inputs.extend(Path(p) for p in label_arrays.values())
+        return "label arrays", labels_from_arrays(loaded, n, "label arrays")
+    raise UsageError(f"{param('features')} needs labels",
+                     f"add {param('labels_csv', 'labels.csv')} or {_label_arrays_hint()}")
+
+
+def _unit_norm(feats: np.ndarray) -> bool:
+    """Whether every row of ``feats`` [N, D] has L2 norm 1 (within 1e-4)."""
+    norms = np.linalg.norm(feats, axis=1)
+    return bool(np.allclose(norms, 1.0, atol=1e-4))
 
 
 def _read_npz(path: Path, source: str) -> dict[str, np.ndarray]:

@@ -69,8 +69,7 @@ def _extraction(store: FeatureStore) -> list[tuple[str, Any]]:
     source = json.loads(_text(attrs.get("shard_source", "{}")) or "{}")
     inputs = [i for i in prov.get("inputs", []) if isinstance(i, dict)]
     checkpoint = _text(attrs.get("source_checkpoint"))
-    digest = next((i.get("sha256") for i in inputs
-                   if checkpoint is not None and i.get("path") == checkpoint), None)
+    digest = _checkpoint_digest(inputs, checkpoint)
     pairs: list[tuple[str, Any]] = [
         ("dataset", store.dataset),
         ("source record table (rows)", source.get("num_rows")),
@@ -80,15 +79,28 @@ def _extraction(store: FeatureStore) -> list[tuple[str, Any]]:
     pairs += [(key, _text(attrs[key]) if key in attrs else None)
               for key in _CARRIED_ROOT_ATTRS if key != "source_checkpoint"]
     pairs += [(f"provenance {key}", prov.get(key)) for key in _CARRIED_PROVENANCE]
-    pairs += [(f"/features/{n} attribute {k}", _text(v))
-              for n in store.feature_names
-              for k, v in sorted(_extra_attrs(store.h5["features"][n]).items())]
+    pairs += _dataset_attr_pairs(store, with_checkpoint=not digest)
+    pairs.append(("input digests", [i.get("sha256") or i.get("listing_sha256")
+                                    for i in inputs[1:]] if digest else None))
+    return pairs
+
+
+def _checkpoint_digest(inputs: Sequence[dict], checkpoint: str | None) -> str | None:
+    """The sha256 the provenance ``inputs`` record for the model file ``checkpoint``."""
+    return next((i.get("sha256") for i in inputs
+                 if checkpoint is not None and i.get("path") == checkpoint), None)
+
+
+def _dataset_attr_pairs(store: FeatureStore, with_checkpoint: bool) -> list[tuple[str, Any]]:
+    """The extra attributes of every feature and conv-map layer (a layer's
+    ``source_checkpoint`` only ``with_checkpoint``: when no digest stands for the model)."""
+    pairs = [(f"/features/{n} attribute {k}", _text(v))
+             for n in store.feature_names
+             for k, v in sorted(_extra_attrs(store.h5["features"][n]).items())]
     pairs += [(f"/convmaps/{l} attribute {k}", _text(v))
               for l in store.convmap_layers
               for k, v in sorted(_extra_attrs(store.h5["convmaps"][l]).items())
-              if k != "source_checkpoint" or not digest]
-    pairs.append(("input digests", [i.get("sha256") or i.get("listing_sha256")
-                                    for i in inputs[1:]] if digest else None))
+              if k != "source_checkpoint" or with_checkpoint]
     return pairs
 
 
@@ -153,64 +165,101 @@ def merge_shards(out: str | os.PathLike, shards: Sequence[str | os.PathLike], *,
     try:
         metas = [_shard_meta(s) for s in stores]
         check_same_extraction(stores)
-        counts = {n for _, n, _ in metas}
-        if len(counts) != 1:
-            raise StoreError(f"shards disagree on the shard count ({sorted(counts)})",
-                             "merge shards of one extraction only")
-        n = counts.pop()
-        order = sorted(range(len(stores)), key=lambda k: metas[k][0])
-        indices = [metas[k][0] for k in order]
-        if indices != list(range(n)):
-            missing = sorted(set(range(n)) - set(indices))
-            dup = sorted({i for i in indices if indices.count(i) > 1})
-            raise StoreError(f"shards {'missing: ' + str(missing) if missing else ''}"
-                             f"{' duplicated: ' + str(dup) if dup else ''} of {n}",
-                             "pass each shard 0..n-1 exactly once")
+        order = _shard_order(metas)
         stores = [stores[k] for k in order]
-        layout = _layout(stores[0])
-        for s in stores[1:]:
-            if _layout(s) != layout:
-                raise StoreError(f"shard {s.path} has other features, conv maps or record "
-                                 f"columns than {stores[0].path}",
-                                 "merge shards written by the same command")
+        layout = _check_layouts(stores)
         records = pd.concat([s.records for s in stores], ignore_index=True)
-        source = metas[order[0]][2]
-        if source.get("num_rows") is not None and int(source["num_rows"]) != len(records):
-            raise StoreError(f"merged shards hold {len(records)} rows, the source had "
-                             f"{source['num_rows']}", "a shard is incomplete; re-run it")
-        if source.get("records_sha256") and source["records_sha256"] != records_digest(records):
-            raise StoreError("merged records differ from the source record table",
-                             "shards come from different datasets or options")
+        _check_source_table(records, metas[order[0]][2])
         prov = make_provenance(command=command, inputs=[s.path for s in stores],
                                merged_from=[s.provenance for s in stores],
                                **dict(provenance_extra or {}))
-        first = stores[0]
-        with StoreWriter(out, records, dataset=layout["dataset"] or "", provenance=prov,
-                         force=force, attrs=_carried_attrs(first),
-                         inputs=[s.path for s in stores]) as w:
-            for name, info in layout["features"].items():
-                w.add_feature(name, info["dim"], metric=info["metric"],
-                              normalized=info["normalized"],
-                              attrs=_extra_attrs(first.h5["features"][name]))
-            for layer, (shape, dtype) in layout["convmaps"].items():
-                w.add_convmap(layer, shape, dtype=dtype,
-                              attrs=_extra_attrs(first.h5["convmaps"][layer]))
-            for s in track(stores, description="merging shards", unit="shards",
-                           enabled=progress):
-                for name in layout["features"]:
-                    for start in range(0, s.num_rows, _BLOCK):
-                        w.append_feature(name, s.features(name, slice(start, start + _BLOCK)))
-                for layer in layout["convmaps"]:
-                    for start in range(0, s.num_rows, _BLOCK // 8):
-                        w.append_convmap(layer, s.convmaps(layer, slice(start, start + _BLOCK // 8)))
-            proto = first.read_protocol()
-            if proto is not None:
-                w.write_protocol(proto.name, proto.trials, eval_rule=proto.eval_rule,
-                                 options=proto.attrs.get("options", {}))
+        _write_merged(out, stores, layout, records, prov, force=force, progress=progress)
         return Path(out)
     finally:
         for s in stores:
             s.close()
+
+
+def _shard_order(metas: Sequence[tuple[int, int, dict]]) -> list[int]:
+    """Positions of the shards sorted by shard index; StoreError unless they agree on the
+    shard count n and hold each index 0..n-1 exactly once."""
+    counts = {n for _, n, _ in metas}
+    if len(counts) != 1:
+        raise StoreError(f"shards disagree on the shard count ({sorted(counts)})",
+                         "merge shards of one extraction only")
+    n = counts.pop()
+    order = sorted(range(len(metas)), key=lambda k: metas[k][0])
+    indices = [metas[k][0] for k in order]
+    if indices != list(range(n)):
+        missing = sorted(set(range(n)) - set(indices))
+        dup = sorted({i for i in indices if indices.count(i) > 1})
+        raise StoreError(f"shards {'missing: ' + str(missing) if missing else ''}"
+                         f"{' duplicated: ' + str(dup) if dup else ''} of {n}",
+                         "pass each shard 0..n-1 exactly once")
+    return order
+
+
+def _check_layouts(stores: Sequence[FeatureStore]) -> dict:
+    """The layout (:func:`_layout`) of the first shard; StoreError when another differs."""
+    layout = _layout(stores[0])
+    for s in stores[1:]:
+        if _layout(s) != layout:
+            raise StoreError(f"shard {s.path} has other features, conv maps or record "
+                             f"columns than {stores[0].path}",
+                             "merge shards written by the same command")
+    return layout
+
+
+def _check_source_table(records: pd.DataFrame, source: Mapping[str, Any]) -> None:
+    """StoreError when the joined ``records`` lack the row count or sha256 recorded for the
+    table the shards were cut from (``shard_source``)."""
+    if source.get("num_rows") is not None and int(source["num_rows"]) != len(records):
+        raise StoreError(f"merged shards hold {len(records)} rows, the source had "
+                         f"{source['num_rows']}", "a shard is incomplete; re-run it")
+    if source.get("records_sha256") and source["records_sha256"] != records_digest(records):
+        raise StoreError("merged records differ from the source record table",
+                         "shards come from different datasets or options")
+
+
+def _write_merged(out: str | os.PathLike, stores: Sequence[FeatureStore], layout: dict,
+                  records: pd.DataFrame, prov: dict, *, force: bool,
+                  progress: bool | None) -> None:
+    """Write the merged store: the datasets of the first shard, every shard's rows in order,
+    and the first shard's protocol."""
+    first = stores[0]
+    with StoreWriter(out, records, dataset=layout["dataset"] or "", provenance=prov,
+                     force=force, attrs=_carried_attrs(first),
+                     inputs=[s.path for s in stores]) as w:
+        _create_datasets(w, first, layout)
+        for s in track(stores, description="merging shards", unit="shards",
+                       enabled=progress):
+            _append_shard(w, s, layout)
+        proto = first.read_protocol()
+        if proto is not None:
+            w.write_protocol(proto.name, proto.trials, eval_rule=proto.eval_rule,
+                             options=proto.attrs.get("options", {}))
+
+
+def _create_datasets(w: StoreWriter, first: FeatureStore, layout: dict) -> None:
+    """Create every feature [N, D] and conv-map layer [N, C, H, W] of ``layout`` in ``w``,
+    with the first shard's extra attributes."""
+    for name, info in layout["features"].items():
+        w.add_feature(name, info["dim"], metric=info["metric"],
+                      normalized=info["normalized"],
+                      attrs=_extra_attrs(first.h5["features"][name]))
+    for layer, (shape, dtype) in layout["convmaps"].items():
+        w.add_convmap(layer, shape, dtype=dtype,
+                      attrs=_extra_attrs(first.h5["convmaps"][layer]))
+
+
+def _append_shard(w: StoreWriter, s: FeatureStore, layout: dict) -> None:
+    """Append the rows of shard ``s`` to every feature and conv-map layer, block by block."""
+    for name in layout["features"]:
+        for start in range(0, s.num_rows, _BLOCK):
+            w.append_feature(name, s.features(name, slice(start, start + _BLOCK)))
+    for layer in layout["convmaps"]:
+        for start in range(0, s.num_rows, _BLOCK // 8):
+            w.append_convmap(layer, s.convmaps(layer, slice(start, start + _BLOCK // 8)))
 
 
 __all__ = ["merge_shards"]

@@ -191,38 +191,47 @@ class FeatureStore:
         if missing:
             raise StoreError(f"store {self.path} lacks the record column(s) "
                              f"{', '.join(missing)}", "the file is damaged; re-create it")
+        n = self._record_count(group)
+        for col in group:
+            self._validate_record_column(col, group[col], n)
+        return n
+
+    def _record_count(self, group: h5py.Group) -> int:
+        """N from the ``num_rows`` attribute, else the length of ``/records/pid`` (-1 when
+        that is not a 1-D dataset)."""
         if "num_rows" in self.h5.attrs:
             n = _int_attr(self.h5.attrs["num_rows"])
             if n is None or n < 0:
                 raise self._bad(f"attribute num_rows={self.h5.attrs['num_rows']!r} is not a "
                                 "row count")
-        else:
-            pid = group["pid"]
-            n = int(pid.shape[0]) if isinstance(pid, h5py.Dataset) and pid.ndim == 1 else -1
-        for col in group:
-            ds = group[col]
-            if not isinstance(ds, h5py.Dataset):
-                raise self._bad(f"/records/{col} is not a dataset")
-            if col not in RECORD_COLUMNS and not col.startswith("x_"):
-                raise self._bad(f"/records/{col} is not a record column",
-                                "record columns are path, pid, camid, split, modality, "
-                                "dataset, domain, frame and x_<key> (docs/formats.md)")
-            if ds.shape != (n,):
-                rows = ds.shape[0] if ds.ndim else "scalar"
-                raise StoreError(f"store {self.path}: /records/{col} has "
-                                 f"{rows} rows" + (f", expected {n}" if n >= 0 else "")
-                                 + ("" if ds.ndim == 1 else f" (shape {ds.shape})"),
-                                 "the file is damaged; re-create it")
-            try:
-                kind = column_kind(ds)
-            except ValueError as exc:
-                raise self._bad(str(exc)) from None
-            if col in ("pid", "camid", "frame") and kind != KIND_INT:
-                raise self._bad(f"/records/{col} has dtype {ds.dtype}, expected integers")
-            if col in RECORD_COLUMNS and col not in ("pid", "camid", "frame") \
-                    and kind != KIND_STR:
-                raise self._bad(f"/records/{col} has dtype {ds.dtype}, expected strings")
-        return n
+            return n
+        pid = group["pid"]
+        return int(pid.shape[0]) if isinstance(pid, h5py.Dataset) and pid.ndim == 1 else -1
+
+    def _validate_record_column(self, col: str, ds, n: int) -> None:
+        """``/records/<col>``: a known column (or ``x_<key>``), a dataset of shape [N] whose
+        values have the column's kind."""
+        if not isinstance(ds, h5py.Dataset):
+            raise self._bad(f"/records/{col} is not a dataset")
+        if col not in RECORD_COLUMNS and not col.startswith("x_"):
+            raise self._bad(f"/records/{col} is not a record column",
+                            "record columns are path, pid, camid, split, modality, "
+                            "dataset, domain, frame and x_<key> (docs/formats.md)")
+        if ds.shape != (n,):
+            rows = ds.shape[0] if ds.ndim else "scalar"
+            raise StoreError(f"store {self.path}: /records/{col} has "
+                             f"{rows} rows" + (f", expected {n}" if n >= 0 else "")
+                             + ("" if ds.ndim == 1 else f" (shape {ds.shape})"),
+                             "the file is damaged; re-create it")
+        try:
+            kind = column_kind(ds)
+        except ValueError as exc:
+            raise self._bad(str(exc)) from None
+        if col in ("pid", "camid", "frame") and kind != KIND_INT:
+            raise self._bad(f"/records/{col} has dtype {ds.dtype}, expected integers")
+        if col in RECORD_COLUMNS and col not in ("pid", "camid", "frame") \
+                and kind != KIND_STR:
+            raise self._bad(f"/records/{col} has dtype {ds.dtype}, expected strings")
 
     def _validate_arrays(self, n: int) -> None:
         """``/features`` [N, D] float with D ≥ 1, ``/convmaps`` [N, C, H, W] float, ``/adapt``."""

@@ -15,6 +15,7 @@ _STR = h5py.string_dtype("utf-8")
 
 
 def _column_kind(values: pd.Series) -> str:
+    """The stored kind of an extra record column: from its dtype, else from its values."""
     present = values[values.map(lambda v: v is not None and not (isinstance(v, float) and np.isnan(v)))]
     if pd.api.types.is_bool_dtype(values.dtype):
         return KIND_BOOL
@@ -22,18 +23,22 @@ def _column_kind(values: pd.Series) -> str:
         return KIND_INT
     if pd.api.types.is_float_dtype(values.dtype):
         return KIND_FLOAT
-    if len(present) and all(isinstance(v, str) for v in present):
-        return KIND_STR
-    if len(present) and all(isinstance(v, (bool, np.bool_)) for v in present) \
-            and len(present) == len(values):
-        return KIND_BOOL
-    if len(present) and all(isinstance(v, (int, np.integer)) and not isinstance(v, bool)
-                            for v in present):
-        return KIND_INT if len(present) == len(values) else KIND_FLOAT
-    if len(present) and all(isinstance(v, (int, float, np.integer, np.floating)) for v in present):
-        return KIND_FLOAT
     if not len(present):
         return KIND_STR
+    return _object_kind(present, complete=len(present) == len(values))
+
+
+def _object_kind(present: pd.Series, complete: bool) -> str:
+    """The kind of the (non-empty) values ``present`` of an object column; ``complete``: no
+    value of the column is missing (a bool or int column with gaps is not one)."""
+    if all(isinstance(v, str) for v in present):
+        return KIND_STR
+    if all(isinstance(v, (bool, np.bool_)) for v in present) and complete:
+        return KIND_BOOL
+    if all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in present):
+        return KIND_INT if complete else KIND_FLOAT
+    if all(isinstance(v, (int, float, np.integer, np.floating)) for v in present):
+        return KIND_FLOAT
     return KIND_JSON
 
 

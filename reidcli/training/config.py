@@ -42,6 +42,8 @@ EXTRAS = {
     "data_parameter": "the parameter that names the training data instead of --dataset "
                       "(e.g. DMG-Net's sources)",
     "data_example": "what to show when the data parameter is missing",
+    "sources_parameter": "a parameter that, when given, names the training data instead of "
+                         "--dataset (BoT's sources)",
 }
 
 

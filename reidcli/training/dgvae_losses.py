@@ -48,6 +48,10 @@ LOSS_TERMS = ("id", "cmtl", "gmm", "lmc", "lmc_alpha_reg", "ambi", "ambi_d", "re
 DIAGNOSTICS = ("alpha_mean", "sigma_d", "sigma_a")
 GMM_ESTIMATORS = ("analytic", "mc")
 TRIPLET_MINING = ("hard", "random")
+#: target distance D_M of the ALMC term (docs/methods/dgvae.md D2; :func:`almc_logits`)
+LMC_FORMS = ("component", "posterior_var", "printed")
+#: encoders whose parameters the optional per-term gradient norms are taken on
+GRAD_NORM_MODULES = ("idi_encoder", "iai_encoder")
 CYC_PAIRS = ("all", "swap_only")
 IDI_PRIORS = ("mog", "normal", "none")
 STAGES = (1, 2, 3)
@@ -174,6 +178,13 @@ class DGVAEWeights:
     #: whether the reconstructed maps re-encoded for L_cyc / L_idc update the BatchNorm
     #: running statistics of E^D and E^A (D29; default: they do not)
     recon_bn_update: bool = False
+    #: target distance of L_lmc (D2): "component" ‖d − μ_y‖² + α_y, "posterior_var"
+    #: Σ (d − μ_y)²/σ² + α_y (before), "printed" Eq. 8 Σ (d − μ_φ)²/σ − α_y
+    lmc_form: str = "component"
+    #: log ``gradnorm_<term>``: ‖∂(w_t · term_t)/∂θ‖ over the trained encoder parameters
+    #: (E^D, E^A) each log step (a diagnostic; off: the numbers and speed of a run are
+    #: unchanged)
+    grad_norms: bool = False
 
     def __post_init__(self) -> None:
         constraints = {f.name: [Interval(float, 0.0, None)] for f in dataclasses.fields(self)
@@ -181,7 +192,8 @@ class DGVAEWeights:
         constraints.update(gmm_estimator=[Options(GMM_ESTIMATORS)],
                            triplet_mining=[Options(TRIPLET_MINING)],
                            cyc_pairs=[Options(CYC_PAIRS)], lmc_margin=[TEXT],
-                           recon_bn_update=[BOOL])
+                           recon_bn_update=[BOOL], lmc_form=[Options(LMC_FORMS)],
+                           grad_norms=[BOOL])
         values = validate_params("DG-VAE", dataclasses.asdict(self), constraints)
         for name, value in values.items():      # canonical: "0.5" → 0.5 (``--set`` strings)
             setattr(self, name, value)
@@ -305,27 +317,47 @@ def ambi_loss(mu: torch.Tensor, logvar: torch.Tensor) -> torch.Tensor:
 
 
 def almc_logits(d: torch.Tensor, logvar: torch.Tensor, labels: torch.Tensor,
-                prior_means: torch.Tensor, margins: torch.Tensor) -> torch.Tensor:
-    """ALMC logits [B, N_y] (Eq. 7–8 as corrected in docs/methods/dgvae.md D2, D3):
-    z_c = −‖d − μ_c‖² for c ≠ y, and z_y = −D_M with
-    D_M = Σ_l (d_l − μ_{y,l})² / σ²_l + α_y (squared Mahalanobis distance to the own
-    component plus the margin). ``d``, ``logvar`` [B, l]; ``margins`` α [N_y]."""
+                prior_means: torch.Tensor, margins: torch.Tensor, form: str = "component",
+                mu: torch.Tensor | None = None) -> torch.Tensor:
+    """ALMC logits [B, N_y] (Eq. 7–8; docs/methods/dgvae.md D2, D3): z_c = −‖d − μ_c‖² for
+    c ≠ y (Eq. 7 as printed) and z_y = −D_M, by ``form`` (:data:`LMC_FORMS`):
+
+    * ``"component"`` (default): D_M = ‖d − μ_y‖² + α_y, the squared Mahalanobis distance to
+      the own component N(μ_y, I) of Eq. 2 (whose covariance is I) plus the margin;
+    * ``"posterior_var"``: D_M = Σ_l (d_l − μ_{y,l})² / σ²_l + α_y (σ of q_φ; the form used
+      before, kept to reproduce earlier runs);
+    * ``"printed"``: D_M = Σ_l (d_l − μ_{φ,l})² / σ_l − α_y, Eq. 8 / Eq. 34 as printed
+      (needs ``mu`` = μ_φ).
+
+    ``d``, ``logvar``, ``mu`` [B, l]; ``margins`` α [N_y]."""
+    if form not in LMC_FORMS:
+        raise ParameterError("DG-VAE", "lmc_form", form, "is unknown",
+                             f"use one of {', '.join(LMC_FORMS)}")
+    if form == "printed" and mu is None:
+        raise UsageError("the printed ALMC form needs the posterior means μ_φ",
+                         "pass mu= to almc_logits")
     with _fp32(d.device):
         d, logvar, means = d.float(), logvar.float(), prior_means.float()
         sq = ((d * d).sum(dim=1, keepdim=True) + (means * means).sum(dim=1)[None, :]
               - 2.0 * d @ means.t()).clamp_min(0.0)
-        own = ((d - means[labels]).pow(2) * torch.exp(-logvar)).sum(dim=1)
-        d_m = own + margins.float()[labels]
+        alpha = margins.float()[labels]
+        if form == "component":
+            d_m = (d - means[labels]).pow(2).sum(dim=1) + alpha
+        elif form == "posterior_var":
+            d_m = ((d - means[labels]).pow(2) * torch.exp(-logvar)).sum(dim=1) + alpha
+        else:                                              # Eq. 8: σ⁻¹, centre μ_φ, − α_y
+            d_m = ((d - mu.float()).pow(2) * torch.exp(-0.5 * logvar)).sum(dim=1) - alpha
         return (-sq).scatter(1, labels.view(-1, 1), -d_m.view(-1, 1))
 
 
 def almc(d: torch.Tensor, logvar: torch.Tensor, labels: torch.Tensor,
-         prior_means: torch.Tensor, margins: torch.Tensor
-         ) -> tuple[torch.Tensor, torch.Tensor]:
+         prior_means: torch.Tensor, margins: torch.Tensor, form: str = "component",
+         mu: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """(lmc, lmc_alpha_reg): the ALMC cross-entropy of :func:`almc_logits` (mean over the
     batch; Eq. 7) and the margin regulariser −mean_{y in the batch} α_y. L_lmc is
     lmc + λ_α · lmc_alpha_reg."""
-    ce = F.cross_entropy(almc_logits(d, logvar, labels, prior_means, margins), labels)
+    ce = F.cross_entropy(almc_logits(d, logvar, labels, prior_means, margins, form, mu),
+                         labels)
     reg = -margins.float()[torch.unique(labels)].mean()
     return ce, reg
 
@@ -592,7 +624,8 @@ def dgvae_terms(model: DGVAE, images: torch.Tensor, labels: torch.Tensor,
         values["gmm"] = gmm_loss(mu_d, logvar_d, d, labels, model.prior_means,
                                  weights.gmm_estimator)
     if wanted & {"lmc", "lmc_alpha_reg"}:
-        ce, reg = almc(d, logvar_d, labels, model.prior_means, margins)
+        ce, reg = almc(d, logvar_d, labels, model.prior_means, margins, weights.lmc_form,
+                       mu=mu_d)
         values.update({k: v for k, v in (("lmc", ce), ("lmc_alpha_reg", reg)) if k in wanted})
     if "ambi_d" in wanted:                                # Table 2 row 10: N(0, I) on d
         values["ambi_d"] = ambi_loss(mu_d, logvar_d)
@@ -657,17 +690,44 @@ def weighted_total(terms: dict[str, torch.Tensor], stage: int,
     return total
 
 
+def term_grad_norms(model: DGVAE, terms: dict[str, torch.Tensor], stage: int,
+                    weights: DGVAEWeights) -> dict[str, torch.Tensor]:
+    """{"gradnorm_<term>": ‖∂(w_t · term_t)/∂θ‖₂} [0-d] for every term, θ the parameters of
+    E^D and E^A (:data:`GRAD_NORM_MODULES`) that require a gradient; 0 for a term that does
+    not reach them. Each term takes one ``autograd.grad`` (the graph is kept for the step's
+    backward); empty when grad mode is off or no encoder parameter trains."""
+    params = [p for name in GRAD_NORM_MODULES for p in getattr(model, name).parameters()
+              if p.requires_grad]
+    if not params or not torch.is_grad_enabled():
+        return {}
+    w = term_weights(stage, weights)
+    out = {}
+    for name, value in terms.items():
+        if not value.requires_grad:
+            out[f"gradnorm_{name}"] = value.new_zeros((), dtype=torch.float32)
+            continue
+        grads = torch.autograd.grad(w[name] * value, params, retain_graph=True,
+                                    allow_unused=True)
+        squares = [g.detach().float().pow(2).sum() for g in grads if g is not None]
+        out[f"gradnorm_{name}"] = (torch.stack(squares).sum().sqrt() if squares
+                                   else value.new_zeros((), dtype=torch.float32))
+    return out
+
+
 def dgvae_step_loss(model: DGVAE, images: torch.Tensor, labels: torch.Tensor,
                     infrared: torch.Tensor, stage: int, variant: Variant,
                     weights: DGVAEWeights, generator: torch.Generator | None = None
                     ) -> tuple[torch.Tensor, dict[str, float]]:
     """One training step of ``stage``: (weighted total, a scalar to back-propagate;
     {unweighted active term: value, "alpha_mean", "sigma_d", "sigma_a" (when the IAI branch
-    ran)}). Module modes and ``requires_grad`` are left to the caller."""
+    ran), "gradnorm_<term>" (with ``weights.grad_norms``, :func:`term_grad_norms`)}). Module
+    modes and ``requires_grad`` are left to the caller."""
     result = dgvae_terms(model, images, labels, infrared, variant, weights,
                          active_terms(variant, stage, weights), generator)
     total = weighted_total(result.terms, stage, weights)
     logged = {**result.terms, **result.diagnostics}
+    if weights.grad_norms:
+        logged.update(term_grad_norms(model, result.terms, stage, weights))
     # one device→host copy for every logged value (a float() per term syncs once each)
     values = torch.stack([v.detach().float().reshape(()) for v in logged.values()]).tolist()
     return total, dict(zip(logged, values))
@@ -679,4 +739,5 @@ __all__ = ["LOSS_TERMS", "DIAGNOSTICS", "Variant", "VARIANTS", "get_variant", "D
            "CrossModalityTriplets", "cross_modality_masks", "batch_hard_indices",
            "cross_modality_triplets", "triplet_terms", "cmtl_loss", "id_loss", "TSRPlan",
            "tsr_plan", "l1_per_sample", "rec_loss", "cyc_loss", "idc_loss", "DGVAETerms",
-           "dgvae_terms", "weighted_total", "dgvae_step_loss"]
+           "dgvae_terms", "weighted_total", "term_grad_norms", "dgvae_step_loss",
+           "LMC_FORMS", "GRAD_NORM_MODULES"]

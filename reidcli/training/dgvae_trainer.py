@@ -185,12 +185,18 @@ class DGVAETrainer(TrainerBase):
 
     name = "dgvae"
     bar_terms = BAR_TERMS
+    #: whether metrics.csv gets the gradnorm_<term> columns (set from the run's settings
+    #: by :meth:`phases`, which the engine calls before it opens the log)
+    grad_norm_columns = False
 
     @property
     def log_columns(self) -> list[str]:
         from reidcli.training.dgvae_losses import LOSS_TERMS
 
-        return [f"loss_{t}" for t in LOSS_TERMS] + ["alpha_mean", "sigma_d", "sigma_a"]
+        columns = [f"loss_{t}" for t in LOSS_TERMS] + ["alpha_mean", "sigma_d", "sigma_a"]
+        if self.grad_norm_columns:                 # --set grad_norms=true (see phases)
+            columns += [f"gradnorm_{t}" for t in LOSS_TERMS]
+        return columns
 
     def model_spec(self, cfg: TrainConfig, num_classes: int) -> ModelSpec:
         from reidcli.models.dgvae import dgvae_arch
@@ -244,6 +250,7 @@ class DGVAETrainer(TrainerBase):
 
     def phases(self, cfg: TrainConfig) -> list[Phase]:
         variant = _variant(cfg.variant)
+        self.grad_norm_columns = bool(dgvae_weights(cfg).grad_norms)
         return [Phase(f"stage{s}", int(cfg.stage_epochs[s - 1]), _freeze_for(s, variant),
                       _groups_for(s), _lr_factor(s), _eval_frozen(s, variant))
                 for s in run_stages(cfg)]

@@ -9,11 +9,14 @@ of 120). What DMG-Net changes is the data and the step:
   domains; pseudo-cameras for sources without camera labels);
 * each iteration draws a paired batch (:class:`reidcli.data.samplers.CameraSplitSampler`):
   the same P identities × K images from the epoch's **support** cameras and × K from its
-  **query** cameras, the camera split being redrawn every epoch per domain (Alg. 1);
+  **query** cameras, the camera split (of all source cameras, ``meta_split="global"``, or of
+  each domain's, ``"per-domain"``) being redrawn every epoch (Alg. 1);
 * the step (:func:`reidcli.training.dmgnet_meta.dmg_step_loss`) is the dual meta-learning
   objective L_G(θ') + λ_MD L_MD(θ) with θ' = θ − α∇L_B(θ) (Eq. 1–7), second order by
   default; ``no_meta`` trains L_B on both sets (+ λ_MD L_MD), so ``no_meta`` with
-  ``md_weight = 0`` is BoT on the same paired batches and budget.
+  ``md_weight = 0`` is a paired-batch control (BoT's losses on camera-split paired batches,
+  one BN forward per half) — not the paper's BoT baseline, which is ``reid train bot
+  --sources …`` (:mod:`reidcli.training.bot_trainer`).
 """
 from __future__ import annotations
 
@@ -23,15 +26,16 @@ import dataclasses
 import pandas as pd
 import torch
 
-from reidcli.data.samplers import CameraSplitSampler
+from reidcli.data.samplers import SPLITS, CameraSplitSampler
 from reidcli.data.transforms import train_transform
-from reidcli.errors import ParameterError, ReidError, UsageError
+from reidcli.errors import ParameterError
 from reidcli.naming import param
-from reidcli.params import NONE, Interval, Options
+from reidcli.params import Interval, Options
 from reidcli.registry import Parameter, register_info
-from reidcli.training.bot_trainer import BoTTrainer
-from reidcli.training.config import (FLAG, NAMED_KEY_VALUES, NAMES, NON_NEGATIVE, OWNER,
-                                     POSITIVE, SWITCH, SameOr, TrainConfig, check_pk_triplet,
+from reidcli.training.bot_trainer import DMGNET_TINY, SOURCE_PARAMETERS, BoTTrainer
+from reidcli.training.sources import check_targets
+from reidcli.training.config import (FLAG, NON_NEGATIVE, OWNER, POSITIVE, SWITCH, SameOr,
+                                     TrainConfig, check_pk_triplet,
                                      defaults_only, pk_batch, shared)
 
 
@@ -49,31 +53,6 @@ def meta_config(cfg: TrainConfig):
 
 
 
-def check_targets(records: pd.DataFrame, targets) -> None:
-    """Refuse a target (``dataset`` or ``dataset/domain``) that is also a training source:
-    domain generalisation never sees its target (DMG-Net paper §5)."""
-    from reidcli.data.registry import canonical_name
-
-    domains = set(records["domain"].astype(str))
-    datasets = set(records["dataset"].astype(str))
-    for target in targets or ():
-        text = str(target)
-        dataset, _, domain = text.partition("/")
-        try:
-            dataset = canonical_name(dataset)
-        except ReidError:                              # an unknown dataset name
-            raise ParameterError("training", "targets", text, "is not a dataset",
-                                 "name datasets (reid data list), e.g. viper or "
-                                 "synthetic/d3") from None
-        if dataset not in datasets:
-            continue
-        if not domain or f"{dataset}/{domain}" in domains or domain in domains:
-            raise UsageError(f"target {text} is also a training source (sources cover "
-                             f"{', '.join(sorted(domains))})",
-                             f"drop it from {param('sources')} or keep other domains with "
-                             f"{param('domains')}")
-
-
 class DMGNetTrainer(BoTTrainer):
     """DMG-Net (Bai et al., CVPR 2021): BoT model and schedule, dual meta-learning step."""
 
@@ -85,19 +64,9 @@ class DMGNetTrainer(BoTTrainer):
         return dict(cfg.options)                # the sources' own: cfg.source_options
 
     def training_records(self, cfg: TrainConfig) -> pd.DataFrame:
-        from reidcli.training.sources import check_target_domains, multi_source_records
+        from reidcli.training.sources import source_training_records
 
-        if not cfg.sources:
-            raise UsageError("DMG-Net needs source datasets",
-                             f"name them with {param('sources')}, e.g. "
-                             f"{param('sources', 'market1501,dukemtmc')} or mixed_a")
-        loaded = multi_source_records(
-            cfg.sources, cfg.root, source_options=cfg.source_options,
-            source_split=cfg.train_split, domains=cfg.domains, seed=cfg.seed,
-            max_images=cfg.max_images, subsample_seed=cfg.subsample_seed)
-        check_target_domains(cfg.targets, loaded.source_domains)
-        check_targets(loaded.records, cfg.targets)
-        return loaded.records.sort_values("path", kind="stable").reset_index(drop=True)
+        return source_training_records(cfg, owner="DMG-Net")
 
     def train_transform(self, cfg: TrainConfig):
         # BoT's transform; colour jitter on the Mixed benchmarks (DMG-Net paper §5)
@@ -105,10 +74,12 @@ class DMGNetTrainer(BoTTrainer):
                                color_jitter=bool(cfg.color_jitter))
 
     def batch_sampler(self, cfg: TrainConfig, labels, world: int, rank: int, records=None):
+        groups = records["cam_group"].to_numpy() if "cam_group" in records else None
         return CameraSplitSampler(labels, records["cam"].to_numpy(),
                                   domains=records["dom"].to_numpy(), p=cfg.p, k=cfg.k,
                                   seed=cfg.seed, iterations=cfg.iters_per_epoch,
-                                  resplit=cfg.resplit, flat=True, num_replicas=world, rank=rank)
+                                  resplit=cfg.resplit, flat=True, num_replicas=world, rank=rank,
+                                  split=cfg.meta_split, camera_groups=groups)
 
     def phases(self, cfg: TrainConfig):
         return [dataclasses.replace(phase, name="dmgnet") for phase in super().phases(cfg)]
@@ -156,18 +127,12 @@ def _validate(cfg: TrainConfig) -> None:
 
 #: ``reid train dmgnet``: its own parameters (docs/methods/dmgnet.md) and BoT's schedule
 PARAMETERS = [
-    Parameter("sources", [], (NAMES,), "Source datasets, comma list (reid data list) or "
-              "mixed_a / mixed_b."),
-    Parameter("source_options", {}, (NAMED_KEY_VALUES,), "Loader option of one source, "
-              "NAME.KEY=VALUE (repeatable)."),
+    *SOURCE_PARAMETERS[:2],
     # None: each composition source's own split (Mixed A all, Mixed B train), train for a
     # plain dataset
     shared("train_split", None, "train | all (every split of each source; default: train, a "
            "composition's own: Mixed A all, Mixed B train)."),
-    Parameter("domains", None, (NONE, NAMES), "Keep only these source domains, e.g. "
-              "synthetic/d0,synthetic/d1."),
-    Parameter("targets", [], (NAMES,), "Target datasets or dataset/domain; refused if also "
-              "a source."),
+    *SOURCE_PARAMETERS[2:],
     shared("preset", help="tiny = toy trunk from scratch, 32x16, 4 epochs, P=4 x K=2, for "
            "CPU; explicit options win. Default: the paper's settings."),
     shared("init", help="imagenet | PATH | scratch."),
@@ -193,9 +158,13 @@ PARAMETERS = [
     Parameter("outer_base_weight", 0.0, (NON_NEGATIVE,), "β: + β·L_B(θ) in the outer loss "
               "(0)."),
     Parameter("no_meta", False, (FLAG,), "No inner step: L_B on both sets + λ_MD L_MD (with "
-              "--md-weight 0: BoT on the same batches)."),
+              "--md-weight 0: a paired-batch control; the paper's BoT is reid train bot "
+              "--sources)."),
     Parameter("color_jitter", False, (SWITCH,), "on | off (off; on for the Mixed benchmarks)."),
     Parameter("resplit", "epoch", (Options(("epoch", "iter")),), "epoch (Alg. 1) | iter."),
+    Parameter("meta_split", "global", (Options(SPLITS),), "global (the paper: half of all "
+              "source cameras to the support set) | per-domain (each domain's cameras halved). "
+              "CUHK02 is split pair by pair in both."),
     shared("random_erasing", 0.5),
     shared("max_images"), shared("subsample_seed"),
     shared("seed", 0),
@@ -213,8 +182,6 @@ register_info(
             "presets": {
                 # CPU scale (tests, the synthetic recipe): toy trunk at 32x16
                 # (docs/methods/dmgnet.md)
-                "tiny": dict(backbone="tiny", input_size=(32, 16), epochs=4, p=4, k=2,
-                             lr=3e-3, lr_steps=[3], warmup_epochs=1, init="scratch",
-                             workers=0, log_every=5)}})
+                "tiny": DMGNET_TINY}})
 
 __all__ = ["DMGNetTrainer", "PARAMETERS", "meta_config", "check_targets"]

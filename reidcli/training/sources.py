@@ -10,7 +10,9 @@ the chosen domains and derives three integer arrays over the N kept records:
   ``(dataset, domain, pid_scope, pid)`` (:func:`reidcli.data.records.identity_keys`; the domain
   keeps the synthetic generator's per-domain pids apart);
 * ``cam`` [N] — global camera 0..C−1 over the sorted ``(domain, camid)`` pairs;
-* ``dom`` [N] — domain 0..D−1 over the sorted ``domain`` strings.
+* ``dom`` [N] — domain 0..D−1 over the sorted ``domain`` strings;
+* ``cam_group`` [N] — the camera pair of CUHK02-like domains, −1 elsewhere
+  (:func:`camera_pair_groups`).
 
 A source without camera labels (CUHK-SYSU, whose records carry ``x_no_camera_labels``, or any
 source whose records all share one camid) gets two pseudo-cameras: each identity's images,
@@ -33,11 +35,13 @@ from reidcli.data.compositions import COMPOSITIONS, Source, compose_sources
 from reidcli.data.datasets.cuhk_sysu import NO_CAMERA_COLUMN
 from reidcli.data.records import encode_identities, identity_keys
 from reidcli.data.registry import canonical_name
-from reidcli.errors import InputFileError, ParameterError, UsageError
+from reidcli.errors import InputFileError, ParameterError, ReidError, UsageError
 from reidcli.io import atomic_output
 from reidcli.naming import param
 from reidcli.training.data import training_options
 
+#: the loader column of a camera pair (CUHK02, CUHK03)
+PAIR_COLUMN = "x_pair"
 #: pseudo-cameras given to each identity of a source without camera labels
 PSEUDO_CAMERAS = 2
 #: columns of the training manifest, in order
@@ -143,10 +147,77 @@ def multi_source_records(sources: Sequence[str] | str, root=None, *,
     frame["label"] = labels
     frame["cam"] = np.fromiter((cam_index[k] for k in cam_pairs), np.int64, len(frame))
     frame["dom"] = frame["domain"].map(dom_index).astype(np.int64)
+    frame["cam_group"] = camera_pair_groups(frame)
     return SourceRecords(records=frame, label_keys=[_plain_key(k) for k in classes],
                          cam_keys=[(str(d), int(c)) for d, c in cam_keys], dom_names=dom_names,
                          pseudo_camera_sources=pseudo_sources,
                          source_domains=source_domains)
+
+
+def source_training_records(cfg, owner: str = "DMG-Net") -> pd.DataFrame:
+    """The training rows of a run that trains on ``cfg.sources`` (BoT, DMG-Net), sorted by path:
+    :func:`multi_source_records` with ``cfg``'s ``source_options``, ``train_split``,
+    ``domains``, ``seed``, ``max_images`` and ``subsample_seed``, after refusing targets that
+    are also sources (:func:`check_target_domains`, :func:`check_targets`). ``owner`` names the
+    method in the error when no source is given."""
+    if not cfg.sources:
+        raise UsageError(f"{owner} needs source datasets",
+                         f"name them with {param('sources')}, e.g. "
+                         f"{param('sources', 'market1501,dukemtmc')} or mixed_a")
+    loaded = multi_source_records(
+        cfg.sources, cfg.root, source_options=cfg.source_options,
+        source_split=cfg.train_split, domains=cfg.domains, seed=cfg.seed,
+        max_images=cfg.max_images, subsample_seed=cfg.subsample_seed)
+    check_target_domains(cfg.targets, loaded.source_domains)
+    check_targets(loaded.records, cfg.targets)
+    return loaded.records.sort_values("path", kind="stable").reset_index(drop=True)
+
+
+def check_targets(records: pd.DataFrame, targets) -> None:
+    """Refuse a target (``dataset`` or ``dataset/domain``) that is also a training source:
+    domain generalisation never sees its target (DMG-Net paper §5)."""
+    domains = set(records["domain"].astype(str))
+    datasets = set(records["dataset"].astype(str))
+    for target in targets or ():
+        text = str(target)
+        dataset, _, domain = text.partition("/")
+        try:
+            dataset = canonical_name(dataset)
+        except ReidError:                              # an unknown dataset name
+            raise ParameterError("training", "targets", text, "is not a dataset",
+                                 "name datasets (reid data list), e.g. viper or "
+                                 "synthetic/d3") from None
+        if dataset not in datasets:
+            continue
+        if not domain or f"{dataset}/{domain}" in domains or domain in domains:
+            raise UsageError(f"target {text} is also a training source (sources cover "
+                             f"{', '.join(sorted(domains))})",
+                             f"drop it from {param('sources')} or keep other domains with "
+                             f"{param('domains')}")
+
+
+def camera_pair_groups(frame: pd.DataFrame) -> np.ndarray:
+    """Per row [N], int64: the camera pair (loader column ``x_pair``) of a domain whose every
+    camera lies in exactly one pair of two or more cameras (CUHK02: P1..P5, each its own two
+    cameras); −1 elsewhere (no ``x_pair``; CUHK03, whose two views are shared by its five
+    pairs; pseudo-cameras). The DMG-Net camera split cuts such a domain pair by pair
+    (docs/methods/dmgnet.md D33)."""
+    out = np.full(len(frame), -1, np.int64)
+    if PAIR_COLUMN not in frame or not len(frame):
+        return out
+    pairs = pd.to_numeric(frame[PAIR_COLUMN], errors="coerce")
+    pseudo = frame["pseudo_camera"].to_numpy(bool) if "pseudo_camera" in frame else \
+        np.zeros(len(frame), bool)
+    for _, rows in frame.groupby("domain", sort=True):     # loop per domain
+        idx = frame.index.get_indexer(rows.index)
+        values = pairs.iloc[idx]
+        if values.isna().any() or pseudo[idx].any():
+            continue
+        per_cam = values.groupby(rows["camid"].to_numpy()).nunique()
+        cams_per_pair = rows["camid"].groupby(values.to_numpy()).nunique()
+        if (per_cam == 1).all() and (cams_per_pair >= 2).all():
+            out[idx] = values.to_numpy(np.int64)
+    return out
 
 
 def check_target_domains(targets: Sequence[str] | str | None,
@@ -320,6 +391,7 @@ def _plain_key(key: tuple) -> tuple:
 
 
 __all__ = ["SourceRecords", "multi_source_records", "source_specs", "select_domains",
-           "check_target_domains",
+           "check_target_domains", "camera_pair_groups", "source_training_records",
+           "check_targets",
            "sources_without_cameras", "assign_pseudo_cameras", "write_train_manifest",
            "read_train_manifest", "MANIFEST_COLUMNS", "PSEUDO_CAMERAS"]

@@ -104,3 +104,25 @@ def test_log_scale_rule():
     assert not needs_log_scale([np.array([1.0, LOG_SPAN / 2])])
     assert not needs_log_scale([np.array([-1.0, 1e6])])                  # not all positive
     assert not needs_log_scale([np.array([np.nan])])
+
+
+def test_gradient_norm_columns_get_one_log_panel(staged_run):
+    """DG-VAE's optional gradnorm_<term> columns (grad_norms=true) share one log-axis panel;
+    a column never logged (all empty) is left out, and a run without them has no such panel."""
+    frame = read_metrics(staged_run)
+    it = frame["iteration"].to_numpy(dtype=float)
+    frame["gradnorm_id"] = 0.5 + 0.0 * it
+    frame["gradnorm_gmm"] = 1e4 / it
+    frame["gradnorm_rec"] = np.nan
+    frame.to_csv(staged_run / "metrics.csv", index=False)
+    plot = plot_training(staged_run)
+    by_title = {ax.get_title(): ax for ax in plot.figure.axes if ax.get_visible()}
+    panel = by_title["gradient norm per term"]
+    labels = sorted(ln.get_label() for ln in panel.get_lines() if ln.get_linestyle() == "-")
+    assert labels == ["gradnorm_gmm", "gradnorm_id"]
+    assert panel.get_yscale() == "log" and "gradient norm per term" in plot.log_panels
+    np.testing.assert_allclose(plot.series["gradnorm_gmm"][1], 1e4 / it)
+    frame.drop(columns=["gradnorm_id", "gradnorm_gmm", "gradnorm_rec"]).to_csv(
+        staged_run / "metrics.csv", index=False)
+    assert "gradient norm per term" not in [ax.get_title() for ax in
+                                            plot_training(staged_run).figure.axes]

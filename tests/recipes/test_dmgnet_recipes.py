@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from reidcli.paper.dmgnet_budget import PAPER_BUDGET
+from reidcli.paper.dmgnet_budget import PAIRED_CONTROL, PAPER_BUDGET, PAPER_BUDGET_BOT
 from reidcli.paper.dmgnet_compare import NULL_RESULT, PROTOCOL_ASSUMED
 from tests.data.fake_trees import (cuhk02 as fake_cuhk02, cuhk03 as fake_cuhk03,
                                    cuhk_sysu as fake_cuhk_sysu, grid as fake_grid,
@@ -23,10 +23,14 @@ from tests.recipes.helpers import (FULL_TIMEOUT_S, ONE_THREAD, RECIPES, claim_ve
                                    recipe_env, run_recipe, shrunk_notice)
 from tests.recipes.test_dart3_recipes import write_market_tree
 
-#: 8 + 6 persons per domain (~750 images), one epoch of 2 iterations; BoT and DMG-Net only
-#: (each reid command costs seconds of start-up; the third variant runs under -m slow)
+#: 8 + 6 persons per domain (~750 images), one epoch of 2 iterations; BoT, the paired-batch
+#: control and DMG-Net (each reid command costs seconds of start-up; Meta-generalization runs
+#: under -m slow)
 SHRUNK = dict(DMG_TRAIN_IDS="8", DMG_TEST_IDS="6", DMG_EPOCHS="1", DMG_ITERS="2",
-              DMG_VARIANTS="bot dmgnet")
+              DMG_VARIANTS="bot paired dmgnet")
+#: the labels the recipes print (the paired-batch control is not the paper's BoT)
+LABELS = {"bot": "BoT", "paired": PAIRED_CONTROL, "dmgnet": "DMG-Net",
+          "metagen": "Meta-generalization", "metadisc": "Meta-discrimination"}
 #: the fake trees have a handful of ids: batches of 2 ids, one iteration
 FAKE_BUDGET = dict(INIT="scratch", DMG_EPOCHS="1", DMG_ITERS="1")
 FAKE_TRAIN_ARGS = ("--preset", "tiny", "--device", "cpu", "--ids-per-batch", "2")
@@ -54,16 +58,48 @@ def _config(run: Path) -> dict:
     return json.loads((run / "config.json").read_text())["config"]
 
 
+def _method(run: Path) -> str:
+    return json.loads((run / "config.json").read_text())["method"]
+
+
+def _check_budget(out: str, work: Path, variants) -> list[str]:
+    """One budget line for the DMG-Net variants (one budget) and one for BoT, which trains
+    the same epochs and the same images per epoch in P×K batches (twice the iterations);
+    returns the lines."""
+    lines = _budget_lines(out)
+    dmg = [v for v in variants if v != "bot"]
+    assert len(lines) == bool(dmg) + ("bot" in variants), lines
+    for line in lines:
+        names = [v for v in variants if f"{v}: {LABELS[v]}" in line]
+        assert names == (["bot"] if "bot: BoT" in line else dmg), (line, variants)
+        assert (PAPER_BUDGET_BOT if names == ["bot"] else PAPER_BUDGET) in line
+    if "bot" in variants and dmg:
+        bot, other = _config(work / "bot"), _config(work / dmg[0])
+        assert _method(work / "bot") == "bot" and _method(work / dmg[0]) == "dmgnet"
+        for key in ("epochs", "input_size", "p", "k", "lr_steps", "warmup_epochs", "lr",
+                    "backbone"):
+            assert bot[key] == other[key], key
+        if other["iters_per_epoch"] is not None:            # the same images per epoch
+            assert bot["iters_per_epoch"] == 2 * other["iters_per_epoch"]
+    return lines
+
+
 def _check_synthetic(out: str, work: Path, variants) -> None:
     """Every variant trained on d0–d2 under one budget, was evaluated on d3 and printed; the
     claims, the null-result note and one budget line follow the table."""
-    labels = {"bot": "BoT", "dmgnet": "DMG-Net", "metagen": "Meta-generalization"}
     for variant in variants:
-        assert "ours" in _row(out, labels[variant])
+        assert "ours" in _row(out, LABELS[variant])
         cfg = _config(work / variant)
         assert cfg["domains"] == ["synthetic/d0", "synthetic/d1", "synthetic/d2"]
-        assert (cfg["no_meta"], cfg["md_weight"] == 0) == {
-            "bot": (True, True), "dmgnet": (False, False), "metagen": (False, True)}[variant]
+        if variant == "bot":                       # the paper's BoT: reid train bot --sources
+            assert _method(work / variant) == "bot" and "no_meta" not in cfg
+            with open(work / variant / "train_records.csv") as f:
+                domains = {r["domain"] for r in csv.DictReader(f)}
+            assert domains == {"synthetic/d0", "synthetic/d1", "synthetic/d2"}
+        else:
+            assert (cfg["no_meta"], cfg["md_weight"] == 0) == {
+                "paired": (True, True), "dmgnet": (False, False),
+                "metagen": (False, True)}[variant]
         report = json.loads((work / f"{variant}.json").read_text())
         assert 0 <= report["mAP"] <= 1
         from reidcli.store.reader import open_store
@@ -71,17 +107,20 @@ def _check_synthetic(out: str, work: Path, variants) -> None:
             assert set(st.records["domain"]) == {"synthetic/d3"}
     assert "the paper has no synthetic numbers" in out
     assert " ".join(NULL_RESULT.split())[:60] in " ".join(out.split())
-    budget, = _budget_lines(out)                                 # ONE budget for all variants
-    assert all(f"{v}: {labels[v]}" in budget for v in variants) and PAPER_BUDGET in budget
+    _check_budget(out, work, variants)
     assert out.index("budget override") > out.index("PASS" if "PASS" in out else "FAIL")
     claim_verdicts(out, [(c,) for c in CLAIM])
 
 
 def test_dmgnet_synthetic_recipe_shrunk(tmp_path):
     out = _run("dmgnet_synthetic.sh", tmp_path, **SHRUNK)
-    _check_synthetic(out, tmp_path, ("bot", "dmgnet"))
+    _check_synthetic(out, tmp_path, ("bot", "paired", "dmgnet"))
     assert "not checked (methods not run): DMG-Net > Meta-generalization" in out
-    assert "epochs 1" in _budget_lines(out)[0]
+    assert all("epochs 1" in line for line in _budget_lines(out))
+    # the claims are checked against the BoT row, never the paired-batch control
+    bot_map = float(_row(out, "BoT").split("│")[5])
+    assert re.search(rf"^(PASS|FAIL)  DMG-Net > BoT \(mAP\): [0-9.]+ vs {bot_map:.2f}$", out,
+                     flags=re.M), out[-2000:]
     notice = shrunk_notice(out)
     assert all(f"{knob}={value}" in notice for knob, value in SHRUNK.items()), notice
     meta = json.loads((tmp_path / "data" / "synthetic" / "dg" / "meta.json").read_text())
@@ -94,7 +133,7 @@ def test_dmgnet_synthetic_recipe_shrunk(tmp_path):
 @pytest.mark.slow
 def test_dmgnet_synthetic_recipe_full(tmp_path):
     out = _run("dmgnet_synthetic.sh", tmp_path, timeout=FULL_TIMEOUT_S)
-    _check_synthetic(out, tmp_path, ("bot", "dmgnet", "metagen"))
+    _check_synthetic(out, tmp_path, ("bot", "paired", "dmgnet", "metagen"))
     claim_verdicts(out, [("DMG-Net > Meta-generalization (mAP)",)])
     assert "SHRUNK run" not in out
     meta = json.loads((tmp_path / "data" / "synthetic" / "dg" / "meta.json").read_text())
@@ -123,9 +162,10 @@ def _check_mixed(out: str, work: Path, setting: str, targets, trials, variants) 
         cfg = _config(work / variant)
         assert cfg["sources"] == [setting] and cfg["color_jitter"] is True
         assert sorted(cfg["targets"]) == sorted(targets)
-    budget, = _budget_lines(out)                                 # one budget for all
-    assert budget.split("): ", 1)[1].startswith("epochs 1, ")
-    assert all(_config(work / v)["iters_per_epoch"] == 1 for v in variants)
+    for budget in _check_budget(out, work, variants):
+        assert budget.split("): ", 1)[1].startswith("epochs 1, ")
+    assert all(_config(work / v)["iters_per_epoch"] == (2 if v == "bot" else 1)
+               for v in variants)
 
 
 def test_dmgnet_mixB_recipe_on_fake_trees(tmp_path):
@@ -217,7 +257,7 @@ def test_dmgnet_person30k_recipe_on_a_fake_manifest(tmp_path, variants, subsets)
     with open_store(work / f"{variants.split()[0]}_{subsets.split()[-1]}.h5") as st:
         tested = st.records[st.records["split"].isin(["query", "gallery"])]
         assert set(tested["x_subset"]) == {f"test_{subsets.split()[-1].lower()}"}
-    assert len(_budget_lines(out)) == 1
+    _check_budget(out, work, variants.split())
     assert "SUBSETS=" in shrunk_notice(out)
     if "bot" in variants:
         claim_verdicts(out, [(c,) for c in CLAIM] + [
