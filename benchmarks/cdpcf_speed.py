@@ -21,6 +21,7 @@ import argparse
 import os
 import platform
 import time
+from types import SimpleNamespace
 
 # as `reid` does before torch loads (reidcli/cli/main.py): idle OpenMP workers sleep
 # instead of spinning on the shared cores; a value set by the caller is kept
@@ -28,7 +29,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import numpy as np
 
-from reidcli.pooling.cdpcf import PoolingConfig, learn_weight_maps
+from reidcli.pooling.cdpcf import learn_weight_maps
 from reidcli.pooling.geometry import area_positions, position_areas, same_area_mask
 from reidcli.pooling.pooled import flat_maps
 from reidcli.pooling.projection import project_maps, random_orthonormal_projection
@@ -51,14 +52,21 @@ def layer_maps(channels: int, n: int, layer: int, dtype=np.float32) -> np.ndarra
     return rng.standard_normal((n, channels, 24, 8), dtype=np.float32).astype(dtype)
 
 
+def pooling_settings(method: str, K: int, E: int) -> dict:
+    """:func:`learn_weight_maps`'s keywords for ``method`` (cdpcf: camera-specific maps)."""
+    return {"K": K, "E": E, "grid": (6, 1), "seed": 0, "chunk": 256,
+            "camera_specific": method == "cdpcf"}
+
+
 # -- the previous implementation (before issue 32), kept to time it in the same run -------
 def previous_learn_weight_maps(read, layer: str, layer_idx: int, rows: np.ndarray,
                                pids: np.ndarray, camids: np.ndarray,
-                               config: PoolingConfig) -> dict[str, np.ndarray]:
+                               **settings) -> dict[str, np.ndarray]:
     """:func:`learn_weight_maps` before issue 32 (same chunks, same eigen-solver): each chunk
     projected whole by :func:`project_maps` (float16 → float32 transposing copies, one
     torch.mm per block and area on torch's threads), then :meth:`CrossCameraScatter.add`
     (numpy Grams, person sums by ``reduceat``)."""
+    config = SimpleNamespace(**settings)
     first = read(layer, rows[:1])
     channels, height, width = first.shape[1:]
     areas = position_areas(height, width, config.grid)
@@ -92,12 +100,12 @@ def time_methods(runs: list[tuple[str, str, int]], persons: int, dtype, repeats:
     warm = layer_maps(64, 40, 0, dtype)                     # imports and thread pools, untimed
     for learn in (learn_weight_maps, previous_learn_weight_maps):
         learn(lambda _layer, r: warm[r[0]:r[-1] + 1], "warm-up", 0, rows[:40], pids[:40],
-              camids[:40], PoolingConfig(method="cdpcf", K=2, E=8, grid=(6, 1)))
+              camids[:40], **pooling_settings("cdpcf", K=2, E=8))
     for i, (layer, channels) in enumerate(LAYERS.items()):
         maps = layer_maps(channels, len(pids), i, dtype)
         read = lambda _layer, r, m=maps: m[r[0]:r[-1] + 1]   # noqa: E731 — rows are a range
         for label, method, e_dim in runs:
-            config = PoolingConfig(method=method, K=10, E=e_dim, grid=(6, 1))
+            config = pooling_settings(method, K=10, E=e_dim)
             paths = [("new", learn_weight_maps)]
             if previous:
                 paths.append(("old", previous_learn_weight_maps))
@@ -105,7 +113,7 @@ def time_methods(runs: list[tuple[str, str, int]], persons: int, dtype, repeats:
             for _ in range(max(repeats, 1)):
                 for name, learn in paths:
                     start = time.perf_counter()
-                    learned[name] = learn(read, layer, i, rows, pids, camids, config)
+                    learned[name] = learn(read, layer, i, rows, pids, camids, **config)
                     seconds[name].append(time.perf_counter() - start)
             for name, values in seconds.items():
                 out[label][name] += float(np.median(values))

@@ -191,18 +191,7 @@ def parse_cameras(value: Any, parameter: str, *, owner: str = "camera selection"
 
     if value is None or (isinstance(value, str) and not value.strip()):
         return None
-    if isinstance(value, str):
-        items: list[Any] = []
-        for part in value.replace(" ", "").split(","):
-            lo, sep, hi = part.partition("-")
-            if sep and lo.isdigit() and hi.isdigit():
-                items.extend(range(int(lo), int(hi) + 1))
-            elif part:
-                items.append(part)
-    elif isinstance(value, (list, tuple, set, frozenset, range, np.ndarray)):
-        items = list(value)
-    else:
-        items = [value]
+    items = _camera_items(value)
     cams = [_camera_number(item, first) for item in items]
     if any(c is None for c in cams):
         bad = next(i for i, c in zip(items, cams) if c is None)
@@ -215,6 +204,23 @@ def parse_cameras(value: Any, parameter: str, *, owner: str = "camera selection"
     if not repeats and len(set(cams)) != len(cams):
         raise fail("names a camera twice", "list each camera once")
     return sorted(set(cams))
+
+
+def _camera_items(value: Any) -> list[Any]:
+    """The items of a camera selection: ``"0,2-4"`` → [``"0"``, 2, 3, 4]; a list's items;
+    one value."""
+    if isinstance(value, str):
+        items: list[Any] = []
+        for part in value.replace(" ", "").split(","):
+            lo, sep, hi = part.partition("-")
+            if sep and lo.isdigit() and hi.isdigit():
+                items.extend(range(int(lo), int(hi) + 1))
+            elif part:
+                items.append(part)
+        return items
+    if isinstance(value, (list, tuple, set, frozenset, range, np.ndarray)):
+        return list(value)
+    return [value]
 
 
 def _camera_number(item: Any, first: int) -> int | None:

@@ -75,6 +75,10 @@ class Estimator:
             setattr(self, key, value)
         return self
 
+    def clone(self) -> "Estimator":
+        """A new, unfitted estimator with the same parameters."""
+        return type(self)(**self.get_params())
+
     def _validated_params(self) -> dict[str, Any]:
         """The parameters checked against ``_parameter_constraints``, in canonical form
         (ParameterError naming the first bad one)."""

@@ -188,7 +188,7 @@ def save(path: str | os.PathLike, method: str,
          trials: Sequence[Mapping[str, Any]] | Mapping[Any, Any],
          hyperparameters: Mapping[str, Any] | None = None,
          provenance: Mapping[str, Any] | None = None, feature: str | None = None,
-         force: bool = False, option: str = "--out",
+         force: bool = False, option: str = "out",
          inputs: Sequence[str | os.PathLike] = ()) -> Path:
     """Write a fitted model atomically. Refuses an existing ``path`` unless ``force``.
 

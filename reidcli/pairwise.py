@@ -16,15 +16,15 @@ from __future__ import annotations
 
 import numpy as np
 
+from reidcli.numeric import NORM_EPS, l2_normalize_rows
+
 METRICS = ("euclidean", "sqeuclidean", "cosine")
 
-#: rows per pass of the in-place normalisation (bounded float64 norm scratch)
-_NORM_BLOCK_ELEMENTS = 1 << 22
 
-
-def l2_normalize(features: np.ndarray, eps: float = 1e-12, inplace: bool = False
+def l2_normalize(features: np.ndarray, eps: float = NORM_EPS, inplace: bool = False
                  ) -> np.ndarray:
-    """Rows scaled to unit L2 norm (zero rows stay zero). float32 [n, D].
+    """Rows scaled to unit L2 norm (zero rows stay zero). float32 [n, D]
+    (:func:`reidcli.numeric.l2_normalize_rows` on float32 rows).
 
     ``inplace``: scale a float32 C-contiguous ``features`` in place, one block of rows at a
     time (no second copy of the set); otherwise the result is one new array."""
@@ -34,12 +34,7 @@ def l2_normalize(features: np.ndarray, eps: float = 1e-12, inplace: bool = False
         features = np.array(features, dtype=np.float32, order="C", copy=True)
     if features.ndim != 2 or not features.size:
         return features
-    step = max(1, _NORM_BLOCK_ELEMENTS // features.shape[1])
-    for start in range(0, len(features), step):
-        block = features[start:start + step]
-        norms = np.sqrt(np.einsum("ij,ij->i", block, block, dtype=np.float64))
-        block /= np.maximum(norms, eps).astype(np.float32)[:, None]
-    return features
+    return l2_normalize_rows(features, eps, inplace=True)
 
 
 def squared_norms(features: np.ndarray) -> np.ndarray:

@@ -23,7 +23,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("store",),
     ("synthetic", "models", "pairwise"),
     ("fitted",),
-    ("estimator",),
+    ("estimator", "estimator_fit"),
     ("features", "metric"),
     ("pooling",),
     ("evaluation",),

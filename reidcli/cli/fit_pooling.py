@@ -34,33 +34,22 @@ COMMON = [
 def run_pooling(info: registry.MethodInfo, given: dict[str, Any], common: dict[str, Any]) -> None:
     """Fit ``info``'s pooling method over the store's trials and write the fitted file."""
     from reidcli.cli.context import invoked_command, set_flag_names
+    from reidcli.errors import UsageError
+    from reidcli.pooling.cdpcf import PoolingEstimator
     from reidcli.pooling.fit import fit_pooling_store
     from reidcli.progress import ENABLED
 
     set_flag_names(method_flags(info))
     estimator = info.make_estimator(given)
-    if not hasattr(estimator, "config"):       # not a PoolingConfig method: e.g. a plugin's
-        from reidcli.errors import UsageError
-        from reidcli.pooling.fit import fit_map_estimator_store
-
-        if common["train_ids"] is not None:
-            raise UsageError(f"--train-ids is not available for {info.name}",
-                             "drop --train-ids (C-DPCF, DPCF and the AvgP baselines have it)")
-        summary = fit_map_estimator_store(
-            common["store"], common["out"], estimator,
-            layers=getattr(estimator, "layer_list", lambda: None)(), trials=common["trials"],
-            force=common["force"], progress=ENABLED and not common["quiet"],
-            command=invoked_command())
-    else:
-        summary = fit_pooling_store(common["store"], common["out"], estimator.config(),
-                                    layers=estimator.layer_list(),
-                                    trials=common["trials"],
-                                    train_ids_limit=common["train_ids"],
-                                    repeats=common["repeats"],
-                                    force=common["force"],
-                                    progress=ENABLED and not common["quiet"],
-                                    command=invoked_command(),
-                                    with_average_images=common["average_images"])
+    if common["train_ids"] is not None and not isinstance(estimator, PoolingEstimator):
+        raise UsageError(f"--train-ids is not available for {info.name}",
+                         "drop --train-ids (C-DPCF, DPCF and the AvgP baselines have it)")
+    summary = fit_pooling_store(common["store"], common["out"], estimator,
+                                trials=common["trials"], train_ids_limit=common["train_ids"],
+                                repeats=common["repeats"], force=common["force"],
+                                progress=ENABLED and not common["quiet"],
+                                command=invoked_command(),
+                                with_average_images=common["average_images"])
     if not common["quiet"]:
         typer.echo(f"wrote {summary.path}: {info.name} on {', '.join(summary.layers)}; "
                    f"{len(summary.trials)} trial(s), cameras "

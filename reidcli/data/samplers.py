@@ -32,6 +32,8 @@ from reidcli.naming import param
 _TAG_PK, _TAG_CROSS, _TAG_CAMERA = 11, 12, 13
 #: CameraSplitSampler's split units (docs/methods/dmgnet.md D9)
 SPLITS = ("per-domain", "global")
+#: further camera splits drawn when one leaves fewer than P eligible identities (D34)
+SPLIT_REDRAWS = 100
 
 
 def _distributed(num_replicas: int | None, rank: int | None) -> tuple[int, int]:
@@ -247,8 +249,9 @@ class CameraSplitSampler(_EpochBatchSampler):
     that cameras whose identities never leave them (CUHK02's pairs) are split between S and
     Q in both modes [D33]. S ∩ Q = ∅, S ∪ Q = all cameras.
 
-    **Pairs**: eligible identities have ≥ 1 image in S and ≥ 1 in Q (fewer than ``p`` →
-    :class:`UsageError`). The eligible ids are shuffled and taken ``p`` at a time
+    **Pairs**: eligible identities have ≥ 1 image in S and ≥ 1 in Q; a split that leaves
+    fewer than ``p`` is redrawn (up to :data:`SPLIT_REDRAWS` times, seeded; [D34]), then
+    :class:`UsageError`. The eligible ids are shuffled and taken ``p`` at a time
     (reshuffled when fewer than ``p`` remain), pooled over all domains (not balanced per
     domain, [D28]). For each chosen id, ``k`` support images are drawn from its S images and
     ``k`` query images from its Q images, without replacement when it has >= k there, else
@@ -348,18 +351,38 @@ class CameraSplitSampler(_EpochBatchSampler):
                 support[cams[big:]] = True
         return support
 
+    def _sides(self, epoch: int | None, step: int) -> np.ndarray:
+        """The split of ``epoch``/``step`` (per global camera, True = S): the first draw, or,
+        when it leaves fewer than ``p`` identities with images on both sides, the first of up
+        to :data:`SPLIT_REDRAWS` further draws that leaves ``p`` [D34]; the first draw if none
+        does (the batches then stop with a UsageError)."""
+        first = self._split_sides(self._split_rng(epoch, step))
+        if self._eligible_count(first) >= self.p:
+            return first
+        for attempt in range(1, SPLIT_REDRAWS + 1):
+            side = self._split_sides(self._split_rng(epoch, step, attempt))
+            if self._eligible_count(side) >= self.p:
+                return side
+        return first
+
+    def _eligible_count(self, support_cams: np.ndarray) -> int:
+        in_s = support_cams[self.cam]
+        return len(np.intersect1d(self.labels[in_s], self.labels[~in_s]))
+
     def camera_split(self, epoch: int | None = None, step: int = 0
                      ) -> tuple[list[tuple], list[tuple]]:
         """(support, query) cameras of ``epoch`` (default: current; ``step`` matters only
         with ``resplit="iter"``) as sorted lists of (domain name, camid)."""
-        support = self._split_sides(self._split_rng(epoch, step))
+        support = self._sides(epoch, step)
         keys = [(self.domain_names[d].item(), int(c))
                 for d, c in zip(self.cam_domain, self.cam_camid)]
         return ([keys[i] for i in np.flatnonzero(support)],
                 [keys[i] for i in np.flatnonzero(~support)])
 
-    def _split_rng(self, epoch: int | None, step: int) -> np.random.Generator:
-        return self.rng(epoch, 1, step if self.resplit == "iter" else 0)
+    def _split_rng(self, epoch: int | None, step: int, attempt: int = 0
+                   ) -> np.random.Generator:
+        step = step if self.resplit == "iter" else 0
+        return self.rng(epoch, 1, step) if attempt == 0 else self.rng(epoch, 1, step, attempt)
 
     def _eligible(self, support_cams: np.ndarray):
         in_s = support_cams[self.cam]
@@ -379,7 +402,7 @@ class CameraSplitSampler(_EpochBatchSampler):
         order, pos = np.empty(0, np.int64), 0
         for step in range(self.iterations):
             if eligible is None or self.resplit == "iter":
-                eligible = self._eligible(self._split_sides(self._split_rng(None, step)))
+                eligible = self._eligible(self._sides(None, step))
                 order, pos = np.empty(0, np.int64), 0
             ids, s_groups, q_groups = eligible
             if pos + self.p > len(order):

@@ -129,10 +129,31 @@ def build_report(protocol: Protocol, trials: list[TrialResult], meta: dict[str, 
     trials, or over splits (each the mean of its draws) for protocols with several draws per
     split (:func:`split_groups`)."""
     groups = split_groups(trials, meta)
+    report = _trial_summary(protocol, trials, meta, groups)
+    if groups is not None:
+        report["aggregation"] = {"over": "splits", "num_splits": len(groups),
+                                 "draws_per_split": [len(g) for g in groups],
+                                 "note": "each split's draws averaged, then mean ± std "
+                                         "(population) over splits"}
+    if all(t.cmc_full is not None for t in trials):
+        _add_full_curves(report, trials, groups)
+    per_camera = _mean_per_camera(trials)
+    if per_camera is not None:
+        report["per_camera"] = per_camera
+    report.update({k: v for k, v in meta.items() if k not in report})
+    if provenance is not None:
+        report["provenance"] = provenance
+    return report
+
+
+def _trial_summary(protocol: Protocol, trials: list[TrialResult], meta: dict[str, Any],
+                   groups) -> dict[str, Any]:
+    """The report's first keys: protocol, counts, mean mAP / mINP / CMC [R] and their stds
+    (over splits when ``groups`` are given), one entry per trial."""
     cmcs = pad_curves(_split_means(list(pad_curves([t.cmc for t in trials])), groups))
     m_ap, s_ap = mean_std(_split_means([t.mAP for t in trials], groups))
     m_inp, s_inp = mean_std(_split_means([t.mINP for t in trials], groups))
-    report: dict[str, Any] = {
+    return {
         "protocol": protocol.name,
         "rule": protocol.rule,
         "num_valid_queries": mean_count([t.num_valid_queries for t in trials]),
@@ -149,30 +170,22 @@ def build_report(protocol: Protocol, trials: list[TrialResult], meta: dict[str, 
         "max_rank": len(trials[0].cmc),
         "ap_convention": meta.get("options", {}).get("ap"),
     }
-    if groups is not None:
-        report["aggregation"] = {"over": "splits", "num_splits": len(groups),
-                                 "draws_per_split": [len(g) for g in groups],
-                                 "note": "each split's draws averaged, then mean ± std "
-                                         "(population) over splits"}
-    if all(t.cmc_full is not None for t in trials):
-        full = pad_curves(_split_means(list(pad_curves([t.cmc_full for t in trials])),
-                                       groups))
-        report["pur"], report["std"]["pur"] = mean_std(_split_means([t.pur for t in trials],
-                                                                    groups))
-        report["auc"], report["std"]["auc"] = mean_std(_split_means([t.auc for t in trials],
-                                                                    groups))
-        report["cmc_full"] = full.mean(axis=0).tolist()
-        from reidcli.evaluation.scores import pur
-        sizes = {t.gallery_size for t in trials}
-        report["pur_of_mean_cmc"] = pur(full.mean(axis=0), sizes.pop()) if len(sizes) == 1 \
-            else None
-    per_camera = _mean_per_camera(trials)
-    if per_camera is not None:
-        report["per_camera"] = per_camera
-    report.update({k: v for k, v in meta.items() if k not in report})
-    if provenance is not None:
-        report["provenance"] = provenance
-    return report
+
+
+def _add_full_curves(report: dict[str, Any], trials: list[TrialResult], groups) -> None:
+    """Add PUR, CMC-AUC (with stds), the mean full CMC [G] and the PUR of that mean (None
+    when the trials' gallery sizes differ) to ``report``."""
+    full = pad_curves(_split_means(list(pad_curves([t.cmc_full for t in trials])),
+                                   groups))
+    report["pur"], report["std"]["pur"] = mean_std(_split_means([t.pur for t in trials],
+                                                                groups))
+    report["auc"], report["std"]["auc"] = mean_std(_split_means([t.auc for t in trials],
+                                                                groups))
+    report["cmc_full"] = full.mean(axis=0).tolist()
+    from reidcli.evaluation.scores import pur
+    sizes = {t.gallery_size for t in trials}
+    report["pur_of_mean_cmc"] = pur(full.mean(axis=0), sizes.pop()) if len(sizes) == 1 \
+        else None
 
 
 #: single-store keys the several-store report keeps where every store has the same value

@@ -73,6 +73,53 @@ class _RunningMean:
         return {"objective": float(objective), "hinge": float(hinge)}
 
 
+def _training_rows(x, pids, camids) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(features [N', D], pids [N'], camids [N']) of the rows with a pid ≥ 0; UsageError
+    when the shapes disagree or a feature is not finite (camids None: all 0)."""
+    x = np.asarray(x)
+    pids = np.asarray(pids).reshape(-1)
+    camids = np.zeros(len(pids), np.int64) if camids is None else np.asarray(camids).reshape(-1)
+    if x.ndim != 2 or len(x) != len(pids) or len(camids) != len(pids):
+        raise UsageError(f"warca needs features [N, D] with one pid and camid per row, got "
+                         f"{x.shape}, {pids.shape}, {camids.shape}",
+                         "pass one feature row per image")
+    keep = pids >= 0
+    x, pids, camids = x[keep], pids[keep], camids[keep]
+    if not np.isfinite(x).all():
+        raise UsageError("warca training features hold NaN or Inf", "fix the features")
+    return x, pids, camids
+
+
+def _device(torch, device: str):
+    """The torch device ``device`` names, once a tensor could be made on it."""
+    try:
+        dev = torch.device(check_device("warca", device))
+        torch.empty(1, device=dev)
+    except (RuntimeError, AssertionError) as exc:
+        raise UsageError(f"warca device {device!r} is not available ({exc})",
+                         "use device=cpu") from None
+    return dev
+
+
+def _warn_dim(dim: int, limit: int, is_kernel: bool) -> None:
+    """Warn (at the trainer's caller) that ``dim`` exceeds the input dimension ``limit``."""
+    warnings.warn(f"warca {param('dim', dim)} exceeds the "
+                  f"{'rows' if is_kernel else 'input'} dimension {limit}, so WWᵀ "
+                  f"cannot reach I — use at most {param('dim', limit)}",
+                  UserWarning, stacklevel=3)
+
+
+def _warn_median(median: float, margin: float, normalize: str) -> None:
+    """Warn (at the trainer's caller) that the median training distance is far from the
+    margin's absolute scale."""
+    advice = (f"use {param('normalize', 'l2')} or rescale the features"
+              if normalize != "l2" else
+              f"set the margin near that distance ({param('margin', f'{median:.2g}')})")
+    warnings.warn(f"warca: median pairwise training distance {median:.3g} is outside "
+                  f"[0.1, 10] while the margin {param('margin', f'{margin:g}')} is "
+                  f"in absolute units — {advice}", UserWarning, stacklevel=3)
+
+
 class WARCATrainer:
     """The WARCA iteration loop on one training set.
 
@@ -99,17 +146,7 @@ class WARCATrainer:
     def __init__(self, x, pids, camids, hyper: Mapping[str, Any]):
         torch = _torch()
         self.hyper = h = dict(hyper)
-        x = np.asarray(x)
-        pids = np.asarray(pids).reshape(-1)
-        camids = np.zeros(len(pids), np.int64) if camids is None else np.asarray(camids).reshape(-1)
-        if x.ndim != 2 or len(x) != len(pids) or len(camids) != len(pids):
-            raise UsageError(f"warca needs features [N, D] with one pid and camid per row, got "
-                             f"{x.shape}, {pids.shape}, {camids.shape}",
-                             "pass one feature row per image")
-        keep = pids >= 0
-        x, pids, camids = x[keep], pids[keep], camids[keep]
-        if not np.isfinite(x).all():
-            raise UsageError("warca training features hold NaN or Inf", "fix the features")
+        x, pids, camids = _training_rows(x, pids, camids)
         self.is_kernel = h["kernel"] != "none"
         x = preprocess(x, h["normalize"])
         kernels.check_kernel_input(h["kernel"], torch.as_tensor(x), "training features")
@@ -119,12 +156,7 @@ class WARCATrainer:
                              f"{n}×{n} kernel matrix (max_kernel_n={h['max_kernel_n']})",
                              "use the primal (kernel=none) or raise max_kernel_n")
         self.dtype = getattr(torch, h["dtype"])
-        try:
-            self.device = torch.device(check_device("warca", h["device"]))
-            torch.empty(1, device=self.device)
-        except (RuntimeError, AssertionError) as exc:
-            raise UsageError(f"warca device {h['device']!r} is not available ({exc})",
-                             "use device=cpu") from None
+        self.device = _device(torch, h["device"])
         self.gen = torch.Generator(device=self.device)
         self.gen.manual_seed(h["seed"])
         self.n, self.d = n, d
@@ -133,32 +165,12 @@ class WARCATrainer:
         self._labels(pids, camids)
         self.support = x
         xt = torch.as_tensor(np.ascontiguousarray(x), dtype=self.dtype, device=self.device)
-        self.kernel, self.gamma = None, None
-        self.low = torch.bfloat16 if h.get("precision", "float32") == "bf16" else None
-        if self.low is not None and self.is_kernel:
-            raise UsageError(f"warca {param('precision', 'bf16')} is for the primal only, not "
-                             f"{param('kernel', h['kernel'])}",
-                             f"use {param('precision', 'float32')} with kernels")
-        self._xt_low = self._params_low = None
-        if self.is_kernel:                                        # K [N, N]
-            self.F, self.kernel = training_kernel(xt, h["kernel"], h["gamma"], h["degree"],
-                                                  h["coef0"], h["seed"])
-            if self.kernel.name in kernels.GAMMA_KERNELS:
-                self.gamma = self.kernel.gamma
-            self.X = None
-        else:
-            self.F = self.X = xt                                  # X [N, D]
-        # X [N, D] in bf16, made once (precision="bf16"); F_low is what the GEMMs read
-        self.F_low = None if self.low is None else self.F.to(self.low)
+        self._set_training_matrix(torch, xt, h)
         dim = h["dim"]
         # WARCA.fit refuses such a dim for the user's data; a sub-fit (cv, the held-out check)
         # on fewer kernel rows, or a trainer built directly, only warns
         if dim > (n if self.is_kernel else d):
-            limit = n if self.is_kernel else d
-            warnings.warn(f"warca {param('dim', dim)} exceeds the "
-                          f"{'rows' if self.is_kernel else 'input'} dimension {limit}, so WWᵀ "
-                          f"cannot reach I — use at most {param('dim', limit)}",
-                          UserWarning, stacklevel=2)
+            _warn_dim(dim, n if self.is_kernel else d, self.is_kernel)
         cols = self.F.shape[1]                                    # D (primal) or N (kernel)
         scale = 1.0 / math.sqrt(n if self.is_kernel else d)       # N(0, 1/N) | N(0, 1/D)
         self.params = torch.randn(dim, cols, generator=self.gen, dtype=self.dtype,
@@ -176,13 +188,28 @@ class WARCATrainer:
                  n, "primal" if not self.is_kernel else f"kernel {h['kernel']}",
                  self.median_distance)
         if not 0.1 <= self.median_distance <= 10:
-            median = self.median_distance
-            advice = (f"use {param('normalize', 'l2')} or rescale the features"
-                      if h["normalize"] != "l2" else
-                      f"set the margin near that distance ({param('margin', f'{median:.2g}')})")
-            warnings.warn(f"warca: median pairwise training distance {median:.3g} is outside "
-                          f"[0.1, 10] while the margin {param('margin', f'{self.margin:g}')} is "
-                          f"in absolute units — {advice}", UserWarning, stacklevel=2)
+            _warn_median(self.median_distance, self.margin, h["normalize"])
+
+    def _set_training_matrix(self, torch, xt, h: Mapping[str, Any]) -> None:
+        """F: the training matrix the GEMMs read — X [N, D] (primal) or the kernel K [N, N]
+        with its γ — and its bf16 copy (``precision`` bf16, primal only)."""
+        self.kernel, self.gamma = None, None
+        self.low = torch.bfloat16 if h.get("precision", "float32") == "bf16" else None
+        if self.low is not None and self.is_kernel:
+            raise UsageError(f"warca {param('precision', 'bf16')} is for the primal only, not "
+                             f"{param('kernel', h['kernel'])}",
+                             f"use {param('precision', 'float32')} with kernels")
+        self._xt_low = self._params_low = None
+        if self.is_kernel:                                        # K [N, N]
+            self.F, self.kernel = training_kernel(xt, h["kernel"], h["gamma"], h["degree"],
+                                                  h["coef0"], h["seed"])
+            if self.kernel.name in kernels.GAMMA_KERNELS:
+                self.gamma = self.kernel.gamma
+            self.X = None
+        else:
+            self.F = self.X = xt                                  # X [N, D]
+        # X [N, D] in bf16, made once (precision="bf16"); F_low is what the GEMMs read
+        self.F_low = None if self.low is None else self.F.to(self.low)
 
     # -- setup (O(N), once) --------------------------------------------------------------------
     def _labels(self, pids: np.ndarray, camids: np.ndarray) -> None:

@@ -232,25 +232,35 @@ def recognise(state: Mapping[str, torch.Tensor]) -> str | None:
     stripped) match, else None."""
     keys = set(state)
     if _has_prefix(keys, "backbone.") and _has_prefix(keys, "heads."):
-        ibn = "-ibn" if "backbone.layer1.0.bn1.IN.weight" in keys else ""
-        if "heads.pool_layer.p" in keys:
-            return f"fastreid-sbs-r50{ibn}"
-        return f"fastreid-{'agw' if _has_prefix(keys, 'backbone.NL_') else 'bot'}-r50{ibn}"
+        return _fastreid_name(keys)
     if _has_prefix(keys, "base.") and ("classifier.weight" in keys
                                        or "bottleneck.weight" in keys):
         return "rsb-r50" + ("-ibn" if "base.layer1.0.bn1.IN.weight" in keys else "")
     if _has_prefix(keys, "classifier.add_block.") and _has_prefix(keys, "model."):
         return "layumi-ft_net" + ("-ibn" if "model.layer1.0.bn1.IN.weight" in keys else "")
     if "conv1.conv.weight" in keys and _has_prefix(keys, "conv5."):
-        width = state["conv1.conv.weight"].shape[0]
-        name = _OSNET_WIDTH.get(int(width))
-        if name == "osnet_x1_0" and "conv1.bn.running_mean" not in keys:
-            name = "osnet_ibn_x1_0"                        # InstanceNorm: no running stats
-        return f"torchreid-{name}" if name else None
+        return _osnet_name(state, keys)
     if "conv1.weight" in keys and "layer4.0.conv3.weight" in keys and (
             "classifier.weight" in keys or "fc.0.weight" in keys):
         return "torchreid-resnet50_fc512" if "fc.0.weight" in keys else "torchreid-resnet50"
     return None
+
+
+def _fastreid_name(keys: set[str]) -> str:
+    """fast-reid's recipe: SBS (learnt GeM p), AGW (non-local blocks) or BoT; IBN or not."""
+    ibn = "-ibn" if "backbone.layer1.0.bn1.IN.weight" in keys else ""
+    if "heads.pool_layer.p" in keys:
+        return f"fastreid-sbs-r50{ibn}"
+    return f"fastreid-{'agw' if _has_prefix(keys, 'backbone.NL_') else 'bot'}-r50{ibn}"
+
+
+def _osnet_name(state: Mapping[str, torch.Tensor], keys: set[str]) -> str | None:
+    """torchreid's OSNet of the first conv's width (IBN when it has no running stats)."""
+    width = state["conv1.conv.weight"].shape[0]
+    name = _OSNET_WIDTH.get(int(width))
+    if name == "osnet_x1_0" and "conv1.bn.running_mean" not in keys:
+        name = "osnet_ibn_x1_0"                        # InstanceNorm: no running stats
+    return f"torchreid-{name}" if name else None
 
 
 def looks_like_imagenet_resnet(state: Mapping[str, torch.Tensor]) -> bool:
@@ -305,6 +315,17 @@ def _classifier(arch: ForeignArch, state, weight: str, bias: str) -> None:
 
 
 def _fastreid_sizes(arch: ForeignArch, state) -> None:
+    _fastreid_head(arch, state)
+    _fastreid_extras(arch, state)
+    for key in ("heads.weight", "heads.classifier.weight"):
+        if key in state and state[key].ndim == 2:
+            arch.num_classes = int(state[key].shape[0])
+            return
+    arch.classifier, arch.num_classes = "none", 0
+
+
+def _fastreid_head(arch: ForeignArch, state) -> None:
+    """fast-reid's embedding conv (EMBEDDING_DIM > 0) and BN neck (WITH_BNNECK) or not."""
     first = state.get("heads.bottleneck.0.weight")
     if first is not None and first.ndim == 4:                  # EMBEDDING_DIM > 0
         arch.embed, arch.embed_dim = "conv", int(first.shape[0])
@@ -312,6 +333,10 @@ def _fastreid_sizes(arch: ForeignArch, state) -> None:
     if bn_key not in state and any(k.startswith("heads.") for k in state):
         # WITH_BNNECK False: the eval output is the pooled (or embedded) feature
         arch.neck, arch.family = False, "embed" if arch.embed != "none" else "pool5"
+
+
+def _fastreid_extras(arch: ForeignArch, state) -> None:
+    """fast-reid's learnt GeM p, non-local width and saved pixel normalisation."""
     p = state.get("heads.pool_layer.p")
     if p is not None and arch.pool == "gem-p" and p.numel() == 1:
         arch.gem_p = float(p.reshape(-1)[0])
@@ -322,11 +347,6 @@ def _fastreid_sizes(arch: ForeignArch, state) -> None:
     if mean is not None and std is not None and mean.numel() == 3 and std.numel() == 3:
         arch.mean = tuple(float(v) / 255.0 for v in mean.reshape(-1))
         arch.std = tuple(float(v) / 255.0 for v in std.reshape(-1))
-    for key in ("heads.weight", "heads.classifier.weight"):
-        if key in state and state[key].ndim == 2:
-            arch.num_classes = int(state[key].shape[0])
-            return
-    arch.classifier, arch.num_classes = "none", 0
 
 
 #: keys a toolkit saves that the model does not need (read or knowingly dropped)

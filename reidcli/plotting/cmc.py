@@ -142,28 +142,42 @@ def distinct_labels(names: Sequence[str], paths: Sequence[str | os.PathLike],
     path (never a counter alone)."""
     out = list(names)
     if stores is not None:
-        tags = [Path(s).stem if s else None for s in stores]
-        for name in {n for n in out if out.count(n) > 1}:
-            group = [i for i, n in enumerate(names) if n == name]
-            if all(tags[i] for i in group) and len({tags[i] for i in group}) == len(group):
-                for i in group:
-                    out[i] = f"{name} [{tags[i]}]"
-    for depth in (1, 2, None):
-        clashes = {n for n in out if out.count(n) > 1}
-        if not clashes:
-            break
-        for i, (name, path) in enumerate(zip(names, paths)):
-            if out[i] in clashes:
-                p = Path(path)
-                tag = p.stem if depth == 1 else (f"{p.parent.name}/{p.stem}" if depth == 2
-                                                 else str(p))
-                out[i] = f"{name} [{tag}]"
+        _tag_by_store(out, names, stores)
+    _tag_by_path(out, names, paths)
     seen: dict[str, int] = {}
     for i, name in enumerate(out):                    # the very same file given twice
         seen[name] = seen.get(name, 0) + 1
         if seen[name] > 1:
             out[i] = f"{name} [copy {seen[name]}]"
     return out
+
+
+def _tag_by_store(out: list[str], names: Sequence[str],
+                  stores: Sequence[str | None]) -> None:
+    """Suffix each clash of ``out`` by its stores' stems, where those differ within it."""
+    tags = [Path(s).stem if s else None for s in stores]
+    for name in {n for n in out if out.count(n) > 1}:
+        group = [i for i, n in enumerate(names) if n == name]
+        if all(tags[i] for i in group) and len({tags[i] for i in group}) == len(group):
+            for i in group:
+                out[i] = f"{name} [{tags[i]}]"
+
+
+def _tag_by_path(out: list[str], names: Sequence[str],
+                 paths: Sequence[str | os.PathLike]) -> None:
+    """Suffix each remaining clash of ``out`` by the file stem, else the parent folder/stem,
+    else the whole path."""
+    for depth in (1, 2, None):
+        clashes = {n for n in out if out.count(n) > 1}
+        if not clashes:
+            break
+        for i, (name, path) in enumerate(zip(names, paths)):
+            if out[i] in clashes:
+                out[i] = f"{name} [{_path_tag(Path(path), depth)}]"
+
+
+def _path_tag(p: Path, depth: int | None) -> str:
+    return p.stem if depth == 1 else (f"{p.parent.name}/{p.stem}" if depth == 2 else str(p))
 
 
 def result_label(report: dict, path: str | os.PathLike) -> str:

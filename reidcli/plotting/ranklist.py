@@ -98,29 +98,13 @@ def rank_lists(store: str | os.PathLike, *, model=None, feature: str | None = No
     groups = [] if unlabelled else make_groups(protocol, labels)
     scorable = np.arange(len(q_all)) if unlabelled else \
         np.concatenate([g.query_pos for g in groups]) if groups else np.array([], int)
-    if query_index is not None:
-        wanted = np.asarray(query_index, np.int64)
-        pos = np.flatnonzero(np.isin(q_all, wanted))
-        if len(pos) != len(np.unique(wanted)):
-            raise ParameterError("rank list", "query_index", ",".join(map(str, wanted.tolist())),
-                                 "names rows that are not queries of this trial",
-                                 "give store rows listed in the trial's query_idx")
-    else:
-        if len(scorable) == 0:
-            raise UsageError(f"store {store} has no scorable query", "check its protocol")
-        pos = np.sort(np.random.default_rng(seed).choice(scorable, min(queries, len(scorable)),
-                                                         replace=False))
+    pos = _query_positions(store, q_all, scorable, query_index, queries, seed)
     q_rows, _, dist = trial_distances(store, model=model, feature=feature, trial=trial,
                                       query_rows=q_all[pos])
     gallery_of = {int(q): g.gallery_pos for g in groups for q in g.query_pos}
     ranked, correct, dists = [], [], []
     for i, qp in enumerate(pos):
-        cols = np.arange(len(g_rows)) if unlabelled else \
-            gallery_of.get(int(qp), np.flatnonzero(labels.gallery_pids != -1))
-        if protocol.same_camera_removal and not unlabelled:
-            same = (labels.gallery_ids[cols] == labels.query_ids[qp]) & \
-                (labels.gallery_cams[cols] == labels.query_cams[qp])
-            cols = cols[~same]
+        cols = _gallery_columns(qp, len(g_rows), gallery_of, labels, protocol, unlabelled)
         order = cols[np.argsort(dist[i, cols], kind="stable")[:topk]]
         ranked.append(g_rows[order])
         correct.append(labels.gallery_ids[order] == labels.query_ids[qp])
@@ -129,6 +113,38 @@ def rank_lists(store: str | os.PathLike, *, model=None, feature: str | None = No
     return RankListPlot(queries=q_rows, ranked=np.array([r[:k] for r in ranked]),
                         correct=None if unlabelled else np.array([c[:k] for c in correct]),
                         distances=np.array([d[:k] for d in dists]))
+
+
+def _query_positions(store, q_all: np.ndarray, scorable: np.ndarray, query_index,
+                     queries: int, seed: int) -> np.ndarray:
+    """Positions in ``q_all`` of the queries shown: those of the store rows
+    ``query_index``, else ``queries`` seeded random ones of ``scorable`` (sorted)."""
+    if query_index is not None:
+        wanted = np.asarray(query_index, np.int64)
+        pos = np.flatnonzero(np.isin(q_all, wanted))
+        if len(pos) != len(np.unique(wanted)):
+            raise ParameterError("rank list", "query_index", ",".join(map(str, wanted.tolist())),
+                                 "names rows that are not queries of this trial",
+                                 "give store rows listed in the trial's query_idx")
+        return pos
+    if len(scorable) == 0:
+        raise UsageError(f"store {store} has no scorable query", "check its protocol")
+    return np.sort(np.random.default_rng(seed).choice(scorable, min(queries, len(scorable)),
+                                                      replace=False))
+
+
+def _gallery_columns(qp, num_gallery: int, gallery_of: dict, labels, protocol,
+                     unlabelled: bool) -> np.ndarray:
+    """Gallery positions query ``qp`` is ranked against: the whole gallery when unlabelled,
+    else its group's gallery without same-identity same-camera images where the protocol
+    drops them."""
+    cols = np.arange(num_gallery) if unlabelled else \
+        gallery_of.get(int(qp), np.flatnonzero(labels.gallery_pids != -1))
+    if protocol.same_camera_removal and not unlabelled:
+        same = (labels.gallery_ids[cols] == labels.query_ids[qp]) & \
+            (labels.gallery_cams[cols] == labels.query_cams[qp])
+        cols = cols[~same]
+    return cols
 
 
 def plot_ranklist(store: str | os.PathLike, out: str | os.PathLike | None = None, *,

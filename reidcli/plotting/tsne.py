@@ -228,40 +228,18 @@ def plot_tsne(store: str | os.PathLike, out: str | os.PathLike | None = None, *,
     dimension are embedded jointly (one t-SNE of the 2n rows, split in two), so distances
     across the panels compare; otherwise (another descriptor) the second map is aligned
     to the first (:func:`align_2d`). Both panels share their axis limits."""
-    check_param("t-SNE plot", "max_points", max_points, Interval(int, 5))
-    if perplexity is not None:
-        check_param("t-SNE plot", "perplexity", perplexity,
-                    Interval(float, 0, None, "neither"))
-    check_param("t-SNE plot", "seed", seed, Interval(int, 0, 2**32 - 1))
-    for name, value in (("color_by", color_by), ("marker_by", marker_by)):
-        if value is not None and value not in COLOR_BY:
-            raise ParameterError("t-SNE plot", name, value, "is unknown",
-                                 f"use one of {', '.join(COLOR_BY)}")
+    _check_tsne_params(max_points, perplexity, seed, color_by, marker_by)
     stores = [store] + ([compare] if compare is not None else [])
-    features, names, titles = [], [], []
     with open_store(store) as first:
         records = first.records
         rows = choose_rows(records, max_points, seed, splits)
         colors = records[color_by].to_numpy()[rows]
         markers = records[marker_by].to_numpy()[rows] if marker_by else None
-    roles = ["before: ", "after: "] if compare is not None else [""]
-    for path, role in zip(stores, roles):
-        with open_store(path) as st:
-            if path is not store:
-                check_same_rows(records, st.records, store, path)
-            name, feats = _store_features(st, feature, rows)
-            features.append(feats)
-            names.append(name)
-            titles.append(f"{role}{panel_title(st.provenance, name, st.adapt_methods)}\n"
-                          f"{Path(path).name}")
+    features, names, titles = _read_panels(stores, records, feature, rows,
+                                           compared=compare is not None)
     joint = len(features) == 2 and names[0] == names[1] \
         and features[0].shape[1] == features[1].shape[1]
-    if joint:
-        both = embed_2d(np.concatenate(features), seed, perplexity)
-        panels = [both[:len(rows)], both[len(rows):]]
-    else:
-        panels = [embed_2d(f, seed, perplexity) for f in features]
-        panels[1:] = [align_2d(p, panels[0]) for p in panels[1:]]
+    panels = _embed_panels(features, len(rows), joint, seed, perplexity)
     plt = pyplot()
     fig, axes = plt.subplots(1, len(panels), figsize=(4.6 * len(panels) + 1.9, 4.8),
                              squeeze=False, layout="constrained")
@@ -273,16 +251,7 @@ def plot_tsne(store: str | os.PathLike, out: str | os.PathLike | None = None, *,
     every = np.concatenate(panels)
     pad = 0.05 * (every.max(0) - every.min(0))
     for ax, pts, title in zip(axes[0], panels, titles):
-        for ci, cname in enumerate(color_names):
-            for mi, mname in enumerate(marker_names):
-                sel = color_keys == ci
-                if marker_keys is not None:
-                    sel &= marker_keys == mi
-                if not sel.any():
-                    continue
-                ax.scatter(pts[sel, 0], pts[sel, 1], s=9, color=_color(ci, cname, palette),
-                           marker=SHAPES[mi], alpha=0.8, linewidths=0.6,
-                           label=f"_{cname}, {mname}")
+        _scatter_groups(ax, pts, color_keys, color_names, marker_keys, marker_names, palette)
         ax.set_title(title, fontsize=9)
         ax.set_xlim(every[:, 0].min() - pad[0], every[:, 0].max() + pad[0])
         ax.set_ylim(every[:, 1].min() - pad[1], every[:, 1].max() + pad[1])
@@ -293,21 +262,89 @@ def plot_tsne(store: str | os.PathLike, out: str | os.PathLike | None = None, *,
                        borderaxespad=0.0, frameon=False, handletextpad=0.3)
     with open_store(store) as st:
         name = store_name(store, st.dataset)
-    what = (f"{len(rows)} points" + (f" of {', '.join(splits)}" if splits else "")
-            + f", colour = {color_by}" + (f", marker = {marker_by}" if marker_by else ""))
     fig.suptitle(f"t-SNE of {name} — {names[0]}", fontsize=10)
+    fig.supxlabel(_caption(len(rows), splits, color_by, marker_by, store, compare, joint, seed,
+                           features), fontsize=8)
+    plot = TSNEPlot(rows=rows, points=panels, colors=colors, markers=markers, titles=titles,
+                    joint=joint, figure=fig)
+    plot.path = finish_figure(fig, out, force=force,
+                              inputs=stores)
+    return plot
+
+
+def _check_tsne_params(max_points: int, perplexity: float | None, seed: int, color_by: str,
+                       marker_by: str | None) -> None:
+    """ParameterError on a bad ``max_points``, ``perplexity``, ``seed``, ``color_by`` or
+    ``marker_by``."""
+    check_param("t-SNE plot", "max_points", max_points, Interval(int, 5))
+    if perplexity is not None:
+        check_param("t-SNE plot", "perplexity", perplexity,
+                    Interval(float, 0, None, "neither"))
+    check_param("t-SNE plot", "seed", seed, Interval(int, 0, 2**32 - 1))
+    for name, value in (("color_by", color_by), ("marker_by", marker_by)):
+        if value is not None and value not in COLOR_BY:
+            raise ParameterError("t-SNE plot", name, value, "is unknown",
+                                 f"use one of {', '.join(COLOR_BY)}")
+
+
+def _read_panels(stores: list, records, feature: str | None, rows: np.ndarray,
+                 compared: bool) -> tuple[list[np.ndarray], list[str], list[str]]:
+    """(features [len(rows), D] of each store, their feature names, panel titles); a
+    compared store must hold the same rows as the first."""
+    features, names, titles = [], [], []
+    roles = ["before: ", "after: "] if compared else [""]
+    for path, role in zip(stores, roles):
+        with open_store(path) as st:
+            if path is not stores[0]:
+                check_same_rows(records, st.records, stores[0], path)
+            name, feats = _store_features(st, feature, rows)
+            features.append(feats)
+            names.append(name)
+            titles.append(f"{role}{panel_title(st.provenance, name, st.adapt_methods)}\n"
+                          f"{Path(path).name}")
+    return features, names, titles
+
+
+def _embed_panels(features: list[np.ndarray], n: int, joint: bool, seed: int,
+                  perplexity: float | None) -> list[np.ndarray]:
+    """The 2-D points [n, 2] of each panel: one t-SNE of both stores' rows when ``joint``,
+    else one per store with the later ones aligned to the first."""
+    if joint:
+        both = embed_2d(np.concatenate(features), seed, perplexity)
+        return [both[:n], both[n:]]
+    panels = [embed_2d(f, seed, perplexity) for f in features]
+    panels[1:] = [align_2d(p, panels[0]) for p in panels[1:]]
+    return panels
+
+
+def _scatter_groups(ax, pts: np.ndarray, color_keys, color_names, marker_keys, marker_names,
+                    palette) -> None:
+    """One scatter per (colour, marker) group of the points [n, 2] of a panel."""
+    for ci, cname in enumerate(color_names):
+        for mi, mname in enumerate(marker_names):
+            sel = color_keys == ci
+            if marker_keys is not None:
+                sel &= marker_keys == mi
+            if not sel.any():
+                continue
+            ax.scatter(pts[sel, 0], pts[sel, 1], s=9, color=_color(ci, cname, palette),
+                       marker=SHAPES[mi], alpha=0.8, linewidths=0.6,
+                       label=f"_{cname}, {mname}")
+
+
+def _caption(n: int, splits, color_by: str, marker_by: str | None, store, compare,
+             joint: bool, seed: int, features: list[np.ndarray]) -> str:
+    """The figure's caption: points, splits, colour and marker; for a comparison, which
+    store is where, how the maps were made and (joint) how far the features moved."""
+    what = (f"{n} points" + (f" of {', '.join(splits)}" if splits else "")
+            + f", colour = {color_by}" + (f", marker = {marker_by}" if marker_by else ""))
     if compare is not None:
         same = (f"same rows, one joint t-SNE (seed {seed}), shared axes" if joint else
                 f"same rows, right map aligned to the left (seed {seed}), shared axes")
         what += f"; left: {Path(store).stem}, right: {Path(compare).stem} — {same}"
         if joint:
             what += f"; features moved by {feature_change(*features):.3g} % on average"
-    fig.supxlabel(what, fontsize=8)
-    plot = TSNEPlot(rows=rows, points=panels, colors=colors, markers=markers, titles=titles,
-                    joint=joint, figure=fig)
-    plot.path = finish_figure(fig, out, force=force,
-                              inputs=stores)
-    return plot
+    return what
 
 
 __all__ = ["plot_tsne", "TSNEPlot", "check_same_rows", "choose_rows", "embed_2d", "align_2d",

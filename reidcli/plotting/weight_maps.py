@@ -70,6 +70,16 @@ def read_weight_maps(fitted: str | os.PathLike, trial: int | None = None,
                              f"is not a trial of the file (it has {trials})", "pick one of them")
     trial_arrays = loaded.arrays(k)
     group = trial_arrays.get(f"{fitted_files.REPEAT_PREFIX}0", trial_arrays)  # reduced ids
+    chosen = _chosen_layers(group, layers, hyper, fitted)
+    cams = _camera_keys(hyper)
+    maps, sums = _layer_maps(group, chosen, hyper, cams, num_maps)
+    return WeightMapPlot(maps=maps, sums=sums, images=_average_images(trial_arrays, cams))
+
+
+def _chosen_layers(group: dict, layers: Sequence[str] | None, hyper: dict,
+                   fitted: str | os.PathLike) -> list[str]:
+    """The layers to plot: ``layers``, else the fitted ones, else every group holding
+    weight maps; ParameterError naming those the file lacks."""
     chosen = list(layers or hyper.get("layers") or [n for n, v in group.items()
                                                     if isinstance(v, dict)
                                                     and "weight_maps" in v])
@@ -77,7 +87,13 @@ def read_weight_maps(fitted: str | os.PathLike, trial: int | None = None,
     if missing:
         raise ParameterError("weight-map plot", "layers", ",".join(missing),
                              f"are not in {fitted}", f"use {', '.join(hyper.get('layers', []))}")
-    cams = _camera_keys(hyper)
+    return chosen
+
+
+def _layer_maps(group: dict, chosen: list[str], hyper: dict, cams: list,
+                num_maps: int) -> tuple[dict, dict]:
+    """(first ``num_maps`` maps [K', H, W], Σ|map| [H, W]) per (layer, camera key); camera
+    -1 when the fit has one block of maps (DPCF)."""
     maps, sums = {}, {}
     for layer in chosen:
         weights = np.asarray(group[layer]["weight_maps"])              # [C·S, K]
@@ -89,6 +105,11 @@ def read_weight_maps(fitted: str | os.PathLike, trial: int | None = None,
             cam = cams[b] if blocks > 1 else -1
             maps[(layer, cam)] = block[:num_maps]
             sums[(layer, cam)] = np.abs(block).sum(0)
+    return maps, sums
+
+
+def _average_images(trial_arrays: dict, cams: list) -> dict:
+    """camera key → the fit's average image of that camera (none when not stored)."""
     images = {}
     if "average_images" in trial_arrays:
         # the average images follow the fitted camera table's order
@@ -96,7 +117,7 @@ def read_weight_maps(fitted: str | os.PathLike, trial: int | None = None,
         keys = cams if len(cams) == len(image_cams) else image_cams
         for cam, image in zip(keys, trial_arrays["average_images"]):
             images[cam] = np.asarray(image)
-    return WeightMapPlot(maps=maps, sums=sums, images=images)
+    return images
 
 
 def _camera_keys(hyper: dict) -> list[int | str]:

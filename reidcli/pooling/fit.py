@@ -3,8 +3,9 @@
 
 Per trial, the training images are the trial's ``train_idx`` rows minus distractors (pid ≤ 0);
 a store without protocol trials is fitted on its ``train`` rows and scored on its
-``query``/``gallery`` rows. With ``train_ids_limit`` each trial is fitted ``repeats`` times on
-random subsets of its training ids (Fig. 7), drawn by
+``query``/``gallery`` rows (the loop over the trials is
+:func:`reidcli.estimator_fit.fit_trials`). With ``train_ids_limit`` each trial is fitted
+``repeats`` times on random subsets of its training ids (Fig. 7), drawn by
 :func:`reidcli.data.protocols.reduced_id_subset` over the trial's training pids with the seed
 tuple ``[seed, 11, t, r, n]``.
 
@@ -14,22 +15,21 @@ A camera is the pair (domain, camid) (:mod:`reidcli.cameras`): the fitted file's
 from __future__ import annotations
 
 import dataclasses
-import time
 import warnings
 from pathlib import Path
 
 import numpy as np
 
 from reidcli import fitted
-from reidcli.cameras import CameraTable, record_cameras
+from reidcli.cameras import record_camera_columns
 from reidcli.data.protocols import person_labels
 from reidcli.errors import UsageError
+from reidcli.estimator import Estimator
+from reidcli.estimator_fit import TrainingRows, TrialSource, fit_trials
 from reidcli.metric.constraints import MAX_COUNT
 from reidcli.params import Interval, check_param
-from reidcli.pooling.cdpcf import PoolingConfig, fit_layer
-from reidcli.pooling.projection import layer_index
+from reidcli.pooling.cdpcf import PoolingEstimator
 from reidcli.progress import track
-from reidcli.provenance import make_provenance
 
 #: C-DPCF's reduced-training-id sizes (paper §IV-G)
 TRAIN_ID_LIMITS = (10, 30, 50, 100)
@@ -77,19 +77,6 @@ def warn_if_several_networks(camera_domains: np.ndarray, trial: int) -> None:
                       "or use dpcf")
 
 
-def fit_trial(store, rows: np.ndarray, layers: list[str], config: PoolingConfig,
-              trial: int) -> dict:
-    """Arrays of one trial: ``{layer: fit_layer(...)}`` on the given training rows, each
-    grouped by its (domain, camid) camera."""
-    records = store.records
-    rows = np.sort(rows)
-    pids = person_labels(records)[rows]
-    codes, _ = record_cameras(records, rows)
-    return {layer: fit_layer(store.convmaps, layer, layer_index(layer, layers), rows, pids,
-                             codes, config, context=f"trial {trial}, layer {layer}")
-            for layer in layers}
-
-
 def average_images(paths: list[str], cam_index: np.ndarray, num_cameras: int,
                    size: tuple[int, int] = (128, 64), per_camera: int = 500,
                    seed: int = 0) -> np.ndarray | None:
@@ -118,128 +105,119 @@ def average_images(paths: list[str], cam_index: np.ndarray, num_cameras: int,
     return np.round(out).astype(np.uint8)
 
 
-def fit_pooling_store(store_path: str | Path, out: str | Path, config: PoolingConfig, *,
+class ConvMapTrials(TrialSource):
+    """Conv maps of each trial's training rows (sorted) for a map estimator (e.g. a plugin's):
+    ``fit({layer: maps [n, C, H, W]}, pids [n], camids [n])`` on a fresh copy; the fitted file's
+    hyperparameters are its ``saved_params()`` with ``layers`` and ``trials``."""
+
+    description = "fit-pooling"
+
+    def __init__(self, layers: list[str] | None = None):
+        self.layers = layers
+
+    def open(self, store) -> None:
+        self.layers = store.require_convmaps(self.layers)
+
+    def fit(self, store, estimator: Estimator, train: TrainingRows) -> dict:
+        order = np.argsort(train.rows, kind="stable")
+        rows = train.rows[order]
+        maps = {layer: store.convmaps(layer, rows) for layer in self.layers}
+        return estimator.clone().fit(maps, train.pids[order],
+                                     train.cameras[order]).fitted_arrays()
+
+    def hyperparameters(self, store, estimator, trials, cameras) -> dict:
+        return {**estimator.saved_params(), "layers": list(self.layers), "trials": trials}
+
+
+class PoolingTrials(ConvMapTrials):
+    """C-DPCF and its baselines (:class:`~reidcli.pooling.cdpcf.PoolingEstimator`): each fit
+    reads the maps chunk by chunk through the store (``fit(read, pids, camids, domains=...,
+    rows=...)``); with ``train_ids_limit`` a trial holds ``repeats`` fits on reduced training
+    ids (``repeat_<r>`` groups), else optionally each camera's mean training image."""
+
+    def __init__(self, layers: list[str] | None = None, train_ids_limit: int | None = None,
+                 repeats: int = 5, with_average_images: bool = True):
+        super().__init__(layers)
+        if train_ids_limit is not None:
+            # ≥ 2 ids for a cross-person statistic; each repeat is a whole fit (paper: 5)
+            train_ids_limit = check_param("pooling", "train_ids", train_ids_limit, TRAIN_IDS)
+            repeats = check_param("pooling", "repeats", repeats, REPEATS)
+        self.train_ids_limit, self.repeats = train_ids_limit, repeats
+        self.with_average_images = with_average_images
+
+    def open(self, store) -> None:
+        super().open(store)
+        self.records = store.records
+        self.pids = person_labels(self.records)
+
+    def _fit_rows(self, store, estimator: PoolingEstimator, rows: np.ndarray,
+                  trial: int) -> dict:
+        rows = np.sort(rows)
+        domains, camids = record_camera_columns(self.records, rows)
+        model = estimator.clone().set_params(layers=",".join(self.layers))
+        return model.fit(store.convmaps, self.pids[rows], camids, domains=domains, rows=rows,
+                         context=f"trial {trial}, ").fitted_arrays()
+
+    def fit(self, store, estimator: PoolingEstimator, train: TrainingRows) -> dict:
+        k, rows, seed = train.trial, train.rows, estimator.settings()["seed"]
+        trial_cams, cam_index = np.unique(train.cameras, return_inverse=True)
+        if estimator.camera_specific:
+            warn_if_several_networks(train.table.domains[trial_cams], k)
+        if self.train_ids_limit is not None:
+            return {f"{fitted.REPEAT_PREFIX}{r}": self._fit_rows(
+                store, estimator, reduced_id_rows(rows, train.pids, self.train_ids_limit, k, r,
+                                                  seed), k)
+                for r in range(self.repeats)}
+        arrays = self._fit_rows(store, estimator, rows, k)
+        if self.with_average_images:
+            images = average_images(self.records["path"].to_numpy()[rows].tolist(), cam_index,
+                                    len(trial_cams), seed=seed)
+            if images is not None:
+                arrays["average_images"] = images
+                arrays["average_image_camids"] = train.table.cam_ids[trial_cams]
+        return arrays
+
+    def hyperparameters(self, store, estimator: PoolingEstimator, trials, cameras) -> dict:
+        hyper = estimator.hyperparameters(self.layers, cameras)
+        hyper["map_sizes"] = {layer: "x".join(map(str, store.convmap_shape(layer)[1:]))
+                              for layer in self.layers}             # for the Fig. 4/5 plots
+        hyper.update({"train_ids_limit": self.train_ids_limit,
+                      "repeats": self.repeats if self.train_ids_limit is not None else 1,
+                      "trials": trials})
+        return hyper
+
+
+def fit_pooling_store(store_path: str | Path, out: str | Path, estimator: Estimator, *,
                       layers: list[str] | None = None, trials: str | None = "all",
                       train_ids_limit: int | None = None, repeats: int = 5,
                       force: bool = False, progress: bool | None = None,
                       command: str | None = None,
                       with_average_images: bool = True) -> PoolingFitSummary:
-    """Fit ``config.method`` on every chosen trial of a conv-map store; write ``out``.
+    """Fit a ``fit-pooling`` estimator on every chosen trial of a conv-map store; write ``out``.
 
-    ``layers`` default to every conv-map layer of the store. With ``with_average_images``
-    each trial also keeps the mean image of every camera's training images
-    (``trial_<k>/average_images`` uint8 [C, 128, 64, 3], for the Fig. 5 plot). Returns a
-    summary.
+    ``layers`` default to the estimator's ``layers`` parameter, else every conv-map layer of
+    the store. C-DPCF and its baselines (:class:`~reidcli.pooling.cdpcf.PoolingEstimator`) go
+    through :class:`PoolingTrials`: with ``with_average_images`` each trial also keeps the mean
+    image of every camera's training images (``trial_<k>/average_images`` uint8
+    [C, 128, 64, 3], for the Fig. 5 plot); ``train_ids_limit`` fits ``repeats`` reduced-id
+    subsets per trial. Any other map estimator (e.g. a plugin's) goes through
+    :class:`ConvMapTrials`. Returns a summary.
     """
-    from reidcli.store.trials import parse_trials, store_trials
-    from reidcli.io import check_output
-    from reidcli.store import open_store
-
-    check_output(Path(out), force, inputs=[store_path])
-    if train_ids_limit is not None:
-        # ≥ 2 ids for a cross-person statistic; each repeat is a whole fit (paper: 5)
-        train_ids_limit = check_param("pooling", "train_ids", train_ids_limit, TRAIN_IDS)
-        repeats = check_param("pooling", "repeats", repeats, REPEATS)
-    started = time.perf_counter()
-    with open_store(store_path) as st:
-        layers = st.require_convmaps(layers)
-        all_trials = store_trials(st)
-        chosen = parse_trials(trials, len(all_trials))
-        records = st.records
-        pids_all = person_labels(records)
-        cams_all, camera_table = record_cameras(records)
-        fits: dict[int, dict] = {}
-        sizes, cameras = [], set()
-        for k in track(chosen, description=f"fit-pooling {config.method}", unit="trial",
-                       enabled=progress):
-            rows = all_trials[k][1]
-            rows = rows[pids_all[rows] > 0]                       # distractors never train
-            if len(rows) == 0:
-                raise UsageError(f"trial {k} of store {store_path} has no training rows",
-                                 "write train rows or a protocol with train_idx into the store")
-            trial_cams, cam_index = np.unique(cams_all[rows], return_inverse=True)
-            if config.camera_specific:
-                warn_if_several_networks(camera_table.domains[trial_cams], k)
-            cameras.update(trial_cams.tolist())
-            sizes.append(int(len(rows)))
-            if train_ids_limit is None:
-                fits[k] = fit_trial(st, rows, layers, config, k)
-            else:
-                fits[k] = {f"{fitted.REPEAT_PREFIX}{r}": fit_trial(
-                    st, reduced_id_rows(rows, pids_all[rows], train_ids_limit, k, r,
-                                        config.seed), layers, config, k)
-                    for r in range(repeats)}
-            if with_average_images and train_ids_limit is None:
-                images = average_images(records["path"].to_numpy()[rows].tolist(), cam_index,
-                                        len(trial_cams), seed=config.seed)
-                if images is not None:
-                    fits[k]["average_images"] = images
-                    fits[k]["average_image_camids"] = camera_table.cam_ids[trial_cams]
-        trained = np.array(sorted(cameras), dtype=np.int64)
-        trained_table = CameraTable(cam_ids=camera_table.cam_ids[trained],
-                                    domains=camera_table.domains[trained])
-        hyper = config.hyperparameters(layers, trained_table)
-        hyper["map_sizes"] = {layer: "x".join(map(str, st.convmap_shape(layer)[1:]))
-                              for layer in layers}                  # for the Fig. 4/5 plots
-        hyper.update({"train_ids_limit": train_ids_limit,
-                      "repeats": repeats if train_ids_limit is not None else 1,
-                      "trials": chosen})
-        provenance = make_provenance(command, seed=config.seed, inputs=[store_path],
-                                     method=config.method)
-    fitted.save(out, config.method, fits, hyperparameters=hyper, provenance=provenance,
-                force=force, inputs=[store_path])
-    return PoolingFitSummary(path=Path(out), method=config.method, trials=chosen,
-                             layers=list(layers),
-                             cameras=[trained_table.key(c)
-                                      for c in range(trained_table.num_cameras)],
-                             num_train_images=sizes,
-                             seconds=round(time.perf_counter() - started, 3))
-
-
-def fit_map_estimator_store(store_path: str | Path, out: str | Path, estimator, *,
-                            layers: list[str] | None = None, trials: str | None = "all",
-                            force: bool = False, progress: bool | None = None,
-                            command: str | None = None) -> PoolingFitSummary:
-    """Fit a copy of a conv-map ``estimator`` — a ``fit-pooling`` method that is not one of
-    :class:`~reidcli.pooling.cdpcf.PoolingConfig`'s (e.g. a plugin's) — on every chosen
-    trial: ``fit({layer: maps [n, C, H, W]}, pids [n], camids [n])`` on the trial's training
-    rows (persons > 0); one fitted file (``trial_<k>`` per trial, its ``fitted_arrays()``;
-    hyperparameters its ``saved_params()``) is written to ``out``."""
-    from reidcli.io import check_output
-    from reidcli.store import open_store
-    from reidcli.store.trials import parse_trials, store_trials
-
-    check_output(Path(out), force, inputs=[store_path])
-    estimator._validated_params()                  # bad parameters fail before any work
-    started = time.perf_counter()
-    with open_store(store_path) as st:
-        layers = st.require_convmaps(layers)
-        all_trials = store_trials(st)
-        chosen = parse_trials(trials, len(all_trials))
-        pids_all = person_labels(st.records)
-        cams_all, camera_table = record_cameras(st.records)
-        fits, sizes, cameras = {}, [], set()
-        for k in track(chosen, description=f"fit-pooling {estimator.method}", unit="trial",
-                       enabled=progress):
-            rows = all_trials[k][1]
-            rows = np.sort(rows[pids_all[rows] > 0])              # distractors never train
-            if len(rows) == 0:
-                raise UsageError(f"trial {k} of store {store_path} has no training rows",
-                                 "write train rows or a protocol with train_idx into the store")
-            trial_estimator = type(estimator)(**estimator.get_params())
-            maps = {layer: st.convmaps(layer, rows) for layer in layers}
-            fits[k] = trial_estimator.fit(maps, pids_all[rows],
-                                          cams_all[rows]).fitted_arrays()
-            sizes.append(int(len(rows)))
-            cameras.update(np.unique(cams_all[rows]).tolist())
-        provenance = make_provenance(command, seed=estimator.get_params().get("seed"),
-                                     inputs=[store_path], method=estimator.method)
-    fitted.save(out, estimator.method, fits,
-                hyperparameters={**estimator.saved_params(), "layers": list(layers),
-                                 "trials": chosen},
-                provenance=provenance, force=force, inputs=[store_path])
-    return PoolingFitSummary(path=Path(out), method=estimator.method, trials=chosen,
-                             layers=list(layers),
-                             cameras=[camera_table.key(c) for c in sorted(cameras)],
-                             num_train_images=sizes,
-                             seconds=round(time.perf_counter() - started, 3))
+    if layers is None and hasattr(estimator, "layer_list"):
+        layers = estimator.layer_list()
+    if isinstance(estimator, PoolingEstimator):
+        estimator.settings()                        # bad parameters fail before any work
+        source: ConvMapTrials = PoolingTrials(layers, train_ids_limit, repeats,
+                                              with_average_images)
+    elif train_ids_limit is not None:
+        raise UsageError(f"train_ids is not available for {estimator.method}",
+                         "C-DPCF, DPCF and the AvgP baselines have it")
+    else:
+        source = ConvMapTrials(layers)
+    done = fit_trials(store_path, out, estimator, source, trials=trials, force=force,
+                      progress=progress, command=command)
+    return PoolingFitSummary(path=done.path, method=done.method, trials=done.trials,
+                             layers=list(source.layers),
+                             cameras=[done.cameras.key(c)
+                                      for c in range(done.cameras.num_cameras)],
+                             num_train_images=done.num_train_images, seconds=done.seconds)

@@ -50,6 +50,8 @@ GMM_ESTIMATORS = ("analytic", "mc")
 TRIPLET_MINING = ("hard", "random")
 #: target distance D_M of the ALMC term (docs/methods/dgvae.md D2; :func:`almc_logits`)
 LMC_FORMS = ("component", "posterior_var", "printed")
+#: how L_gmm and the ALMC distances treat the l code dimensions (docs/methods/dgvae.md D30)
+DISC_SCALES = ("sum", "per_dim")
 #: encoders whose parameters the optional per-term gradient norms are taken on
 GRAD_NORM_MODULES = ("idi_encoder", "iai_encoder")
 CYC_PAIRS = ("all", "swap_only")
@@ -181,6 +183,9 @@ class DGVAEWeights:
     #: target distance of L_lmc (D2): "component" ‖d − μ_y‖² + α_y, "posterior_var"
     #: Σ (d − μ_y)²/σ² + α_y (before), "printed" Eq. 8 Σ (d − μ_φ)²/σ − α_y
     lmc_form: str = "component"
+    #: "sum" over the l code dimensions (Eq. 6–8 as printed) or "per_dim" (L_gmm and the
+    #: ALMC squared distances divided by l; D30)
+    disc_scale: str = "sum"
     #: log ``gradnorm_<term>``: ‖∂(w_t · term_t)/∂θ‖ over the trained encoder parameters
     #: (E^D, E^A) each log step (a diagnostic; off: the numbers and speed of a run are
     #: unchanged)
@@ -193,6 +198,7 @@ class DGVAEWeights:
                            triplet_mining=[Options(TRIPLET_MINING)],
                            cyc_pairs=[Options(CYC_PAIRS)], lmc_margin=[TEXT],
                            recon_bn_update=[BOOL], lmc_form=[Options(LMC_FORMS)],
+                           disc_scale=[Options(DISC_SCALES)],
                            grad_norms=[BOOL])
         values = validate_params("DG-VAE", dataclasses.asdict(self), constraints)
         for name, value in values.items():      # canonical: "0.5" → 0.5 (``--set`` strings)
@@ -296,13 +302,17 @@ def mog_kl_mc(d: torch.Tensor, logvar: torch.Tensor,
 
 
 def gmm_loss(mu: torch.Tensor, logvar: torch.Tensor, d: torch.Tensor, labels: torch.Tensor,
-             prior_means: torch.Tensor, estimator: str = "analytic") -> torch.Tensor:
+             prior_means: torch.Tensor, estimator: str = "analytic",
+             per_dim: bool = False) -> torch.Tensor:
     """L_gmm (Eq. 6): mean over the batch of the KL to the own identity's component
-    N(μ_{y_i}, I); ``prior_means`` [N_y, l], ``labels`` [B]."""
+    N(μ_{y_i}, I); ``prior_means`` [N_y, l], ``labels`` [B]. ``per_dim``: divided by l
+    (docs/methods/dgvae.md D30)."""
     means = prior_means[labels]
     if estimator == "mc":
-        return mog_kl_mc(d, logvar, means).mean()
-    return mog_kl(mu, logvar, means).mean()
+        kl = mog_kl_mc(d, logvar, means).mean()
+    else:
+        kl = mog_kl(mu, logvar, means).mean()
+    return kl / mu.shape[1] if per_dim else kl
 
 
 def standard_gaussian_kl(mu: torch.Tensor, logvar: torch.Tensor) -> torch.Tensor:
@@ -318,7 +328,7 @@ def ambi_loss(mu: torch.Tensor, logvar: torch.Tensor) -> torch.Tensor:
 
 def almc_logits(d: torch.Tensor, logvar: torch.Tensor, labels: torch.Tensor,
                 prior_means: torch.Tensor, margins: torch.Tensor, form: str = "component",
-                mu: torch.Tensor | None = None) -> torch.Tensor:
+                mu: torch.Tensor | None = None, per_dim: bool = False) -> torch.Tensor:
     """ALMC logits [B, N_y] (Eq. 7–8; docs/methods/dgvae.md D2, D3): z_c = −‖d − μ_c‖² for
     c ≠ y (Eq. 7 as printed) and z_y = −D_M, by ``form`` (:data:`LMC_FORMS`):
 
@@ -329,6 +339,7 @@ def almc_logits(d: torch.Tensor, logvar: torch.Tensor, labels: torch.Tensor,
     * ``"printed"``: D_M = Σ_l (d_l − μ_{φ,l})² / σ_l − α_y, Eq. 8 / Eq. 34 as printed
       (needs ``mu`` = μ_φ).
 
+    ``per_dim``: every squared distance (not α) divided by l (D30).
     ``d``, ``logvar``, ``mu`` [B, l]; ``margins`` α [N_y]."""
     if form not in LMC_FORMS:
         raise ParameterError("DG-VAE", "lmc_form", form, "is unknown",
@@ -342,22 +353,26 @@ def almc_logits(d: torch.Tensor, logvar: torch.Tensor, labels: torch.Tensor,
               - 2.0 * d @ means.t()).clamp_min(0.0)
         alpha = margins.float()[labels]
         if form == "component":
-            d_m = (d - means[labels]).pow(2).sum(dim=1) + alpha
+            d_m = (d - means[labels]).pow(2).sum(dim=1)
         elif form == "posterior_var":
-            d_m = ((d - means[labels]).pow(2) * torch.exp(-logvar)).sum(dim=1) + alpha
+            d_m = ((d - means[labels]).pow(2) * torch.exp(-logvar)).sum(dim=1)
         else:                                              # Eq. 8: σ⁻¹, centre μ_φ, − α_y
-            d_m = ((d - mu.float()).pow(2) * torch.exp(-0.5 * logvar)).sum(dim=1) - alpha
+            d_m = ((d - mu.float()).pow(2) * torch.exp(-0.5 * logvar)).sum(dim=1)
+        if per_dim:
+            sq, d_m = sq / d.shape[1], d_m / d.shape[1]
+        d_m = d_m - alpha if form == "printed" else d_m + alpha
         return (-sq).scatter(1, labels.view(-1, 1), -d_m.view(-1, 1))
 
 
 def almc(d: torch.Tensor, logvar: torch.Tensor, labels: torch.Tensor,
          prior_means: torch.Tensor, margins: torch.Tensor, form: str = "component",
-         mu: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+         mu: torch.Tensor | None = None, per_dim: bool = False
+         ) -> tuple[torch.Tensor, torch.Tensor]:
     """(lmc, lmc_alpha_reg): the ALMC cross-entropy of :func:`almc_logits` (mean over the
     batch; Eq. 7) and the margin regulariser −mean_{y in the batch} α_y. L_lmc is
     lmc + λ_α · lmc_alpha_reg."""
-    ce = F.cross_entropy(almc_logits(d, logvar, labels, prior_means, margins, form, mu),
-                         labels)
+    ce = F.cross_entropy(almc_logits(d, logvar, labels, prior_means, margins, form, mu,
+                                     per_dim), labels)
     reg = -margins.float()[torch.unique(labels)].mean()
     return ce, reg
 
@@ -622,10 +637,10 @@ def dgvae_terms(model: DGVAE, images: torch.Tensor, labels: torch.Tensor,
         values["cmtl"] = cmtl_loss(mu_d, d, triplets, infrared, weights.margin, aux)
     if "gmm" in wanted:
         values["gmm"] = gmm_loss(mu_d, logvar_d, d, labels, model.prior_means,
-                                 weights.gmm_estimator)
+                                 weights.gmm_estimator, weights.disc_scale == "per_dim")
     if wanted & {"lmc", "lmc_alpha_reg"}:
         ce, reg = almc(d, logvar_d, labels, model.prior_means, margins, weights.lmc_form,
-                       mu=mu_d)
+                       mu=mu_d, per_dim=weights.disc_scale == "per_dim")
         values.update({k: v for k, v in (("lmc", ce), ("lmc_alpha_reg", reg)) if k in wanted})
     if "ambi_d" in wanted:                                # Table 2 row 10: N(0, I) on d
         values["ambi_d"] = ambi_loss(mu_d, logvar_d)
@@ -740,4 +755,4 @@ __all__ = ["LOSS_TERMS", "DIAGNOSTICS", "Variant", "VARIANTS", "get_variant", "D
            "cross_modality_triplets", "triplet_terms", "cmtl_loss", "id_loss", "TSRPlan",
            "tsr_plan", "l1_per_sample", "rec_loss", "cyc_loss", "idc_loss", "DGVAETerms",
            "dgvae_terms", "weighted_total", "term_grad_norms", "dgvae_step_loss",
-           "LMC_FORMS", "GRAD_NORM_MODULES"]
+           "LMC_FORMS", "DISC_SCALES", "GRAD_NORM_MODULES"]

@@ -83,6 +83,20 @@ def resumed_config(cfg: TrainConfig, checkpoint: Mapping[str, Any], run: Path,
         raise UsageError(f"run directory {run} holds a {saved.method} run, not {cfg.method}",
                          f"resume it with reid train {saved.method}")
     recorded = saved.as_dict()
+    changes = _resume_changes(recorded, given)
+    if "epochs" in changes:
+        _check_more_epochs(checkpoint, run, changes["epochs"][1])
+    for name, (_, new) in changes.items():
+        setattr(saved, name, new)
+    saved.device, saved.workers = cfg.device, cfg.workers
+    validate_config(saved)
+    return saved, changes
+
+
+def _resume_changes(recorded: Mapping[str, Any],
+                    given: Mapping[str, Any] | None) -> dict[str, list]:
+    """``{name: [recorded, new]}`` of the given options that differ from the recorded ones;
+    UsageError naming those that differ but may not change (:data:`RESUME_CHANGES`)."""
     changes: dict[str, list] = {}
     refused: list[str] = []
     for name, value in (given or {}).items():
@@ -104,18 +118,18 @@ def resumed_config(cfg: TrainConfig, checkpoint: Mapping[str, Any], run: Path,
                          f"{'it' if len(refused) == 1 else 'them'} (only "
                          f"{', '.join(param(n) for n in RESUME_CHANGES)} may change) or start "
                          f"a new run in another {param('out')}")
-    if "epochs" in changes:
-        done = int(checkpoint["epoch"]) + 1
-        if int(checkpoint.get("phase", 0)) != 0 or int(changes["epochs"][1]) < done:
-            raise UsageError(f"{param('epochs', changes['epochs'][1])} cannot continue run "
-                             f"directory {run}: it has done {done} epochs"
-                             + (" and left its first phase" if checkpoint.get("phase") else ""),
-                             f"give at least {param('epochs', done)}, or start a new run")
-    for name, (_, new) in changes.items():
-        setattr(saved, name, new)
-    saved.device, saved.workers = cfg.device, cfg.workers
-    validate_config(saved)
-    return saved, changes
+    return changes
+
+
+def _check_more_epochs(checkpoint: Mapping[str, Any], run: Path, epochs: Any) -> None:
+    """UsageError unless a run resumed with ``epochs`` can continue: still in its first
+    phase and not past that many epochs."""
+    done = int(checkpoint["epoch"]) + 1
+    if int(checkpoint.get("phase", 0)) != 0 or int(epochs) < done:
+        raise UsageError(f"{param('epochs', epochs)} cannot continue run "
+                         f"directory {run}: it has done {done} epochs"
+                         + (" and left its first phase" if checkpoint.get("phase") else ""),
+                         f"give at least {param('epochs', done)}, or start a new run")
 
 
 def data_root_of(root: str | os.PathLike | None) -> str:

@@ -205,6 +205,58 @@ def test_camera_split_eligibility_and_errors():
         CameraSplitSampler(labels, camids, domains, resplit="batch")
 
 
+def test_camera_split_global_groups_and_redraw():
+    """split="global" halves all cameras at once (DMG-Net paper §4.1: C/2 support cameras);
+    camera groups are halved on their own; a split leaving < P eligible ids is redrawn."""
+    labels, camids, domains = _camera_data()
+    every = set(zip(domains.tolist(), camids.tolist()))
+    glob = CameraSplitSampler(labels, camids, domains, p=2, k=2, seed=0, split="global")
+    per_domain_counts = set()
+    for epoch in range(12):
+        support, query = glob.camera_split(epoch=epoch)
+        assert (len(support), len(query)) == (5, 5) and set(support) | set(query) == every
+        per_domain_counts.add(tuple(sum(d == n for d, _ in support) for n in "abc"))
+    assert len(per_domain_counts) > 1 and any(c != (2, 1, 2) for c in per_domain_counts)
+    # domain a's 4 cameras as two pairs {0,1}, {2,3}: one camera of each pair per side
+    groups = np.where(domains == "a", camids // 2, -1)
+    for split in ("global", "per-domain"):
+        paired = CameraSplitSampler(labels, camids, domains, p=2, k=2, seed=3, split=split,
+                                    camera_groups=groups)
+        for epoch in range(6):
+            support, _ = paired.camera_split(epoch=epoch)
+            s_a = {c for d, c in support if d == "a"}
+            assert len(s_a & {0, 1}) == 1 and len(s_a & {2, 3}) == 1
+    with pytest.raises(UsageError, match="camera groups"):
+        CameraSplitSampler(labels, camids, domains, camera_groups=np.arange(len(labels)) % 2)
+    with pytest.raises(UsageError, match="split"):
+        CameraSplitSampler(labels, camids, domains, split="domain")
+    # two domains of two cameras: a global split puts both cameras of a domain on one side
+    # in 1/3 of the draws; P = 10 needs both domains' 5 ids, so such splits are redrawn
+    two = np.isin(domains, ["b", "c"]) & (camids < 2) & (labels % 100 < 5)
+    sampler = CameraSplitSampler(labels[two], camids[two], domains[two], p=10, k=1, seed=0,
+                                 split="global")
+    redrawn = 0
+    for epoch in range(10):
+        support, _ = sampler.camera_split(epoch=epoch)
+        assert {d for d, _ in support} == {"b", "c"}
+        first = sampler._split_sides(sampler._split_rng(epoch, 0))
+        redrawn += sampler._eligible_count(first) < 10
+        sampler.set_epoch(epoch)
+        assert len(list(sampler)) == len(sampler)
+    assert redrawn > 0
+
+
+def test_pk_sampler_fixed_iterations():
+    labels = np.repeat(np.arange(6), 4)
+    one_pass = PKSampler(labels, p=2, k=2, seed=4)
+    fixed = PKSampler(labels, p=2, k=2, seed=4, iterations=len(one_pass) + 5)
+    batches = list(fixed)
+    assert len(batches) == len(fixed) == len(one_pass) + 5
+    assert batches[:len(one_pass)] == list(one_pass)       # the pass first, then the next
+    assert all(len(set(labels[b])) == 2 for b in batches)
+    assert list(PKSampler(labels, p=2, k=2, seed=4, iterations=2)) == list(one_pass)[:2]
+
+
 def test_epoch_tagged_sampler_numbers_each_drawn_copy():
     """Every item carries (epoch, rank, step, copy, index); copies of one row in a batch are
     numbered 0, 1, … in draw order (the seed of their fresh augmentation)."""

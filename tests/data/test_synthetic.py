@@ -20,8 +20,9 @@ from reidcli.data.datasets.synthetic import load_synthetic
 from reidcli.data.records import DatasetSplit
 from reidcli.data.synthetic import (IDENTITY_COLUMNS, IMAGE_COLUMNS, ImageJob, generate,
                                     plan_domain, render_job)
-from reidcli.data.synthetic_params import DOMAIN_FIELDS, PRESETS, SyntheticParams, make_params
-from reidcli.data.synthetic_render import BODY_TOP, UPPER, encode_jpeg
+from reidcli.data.synthetic_params import (DOMAIN_FIELDS, OPTIONAL_FIELDS, PRESETS,
+                                           SyntheticParams, make_params)
+from reidcli.data.synthetic_render import BODY_TOP, UPPER, encode_jpeg, nir_reflectance
 from reidcli.errors import DatasetError, OutputExistsError, UsageError
 from reidcli.features.color_histograms import (hsv_stripe_histograms, load_images,
                                                rgb_to_hsv)
@@ -408,10 +409,14 @@ def test_check3_photometric_bias(strength):
     assert largest >= 10 if strength else largest < 3
 
 
-def test_check4_infrared_follows_emissivity_not_colour():
-    params = make_params("vi", num_train_ids=120, num_test_ids=0)
+@pytest.mark.parametrize("cues", [0.0, 1.0])
+def test_check4_infrared_follows_emissivity_or_nir_reflectance(cues):
+    """cues 0 (version 1): the torso level follows the random emissivity, not the colour;
+    cues 1 (preset vi): it follows the NIR reflectance of the garment colour instead."""
+    params = make_params("vi", num_train_ids=120, num_test_ids=0, ir_identity_cues=cues)
+    assert make_params("vi").ir_identity_cues == 1.0
     domain_plan = plan_domain(params, 0)
-    torso, emissivity, luminance = [], [], []
+    torso, emissivity, luminance, nir = [], [], [], []
     for pid in range(1, 121):
         cam = params.ir_cameras[pid % 2]
         image, _ = render_job(domain_plan, ImageJob(0, pid, cam, 0, "train"), 128, 64,
@@ -423,8 +428,46 @@ def test_check4_infrared_follows_emissivity_not_colour():
         person = domain_plan.identities[pid]
         emissivity.append(person.emis_upper)
         luminance.append(np.dot(person.upper_rgb, [0.299, 0.587, 0.114]))
-    assert np.corrcoef(torso, emissivity)[0, 1] > 0.9
-    assert abs(np.corrcoef(torso, luminance)[0, 1]) < 0.3
+        stripes = person.stripe_rgb if person.upper_texture != "plain" else person.upper_rgb
+        nir.append((nir_reflectance(person.upper_rgb) + nir_reflectance(stripes)) / 2)
+    follows, ignores = (emissivity, nir) if cues == 0 else (nir, emissivity)
+    assert np.corrcoef(torso, follows)[0, 1] > 0.9
+    assert abs(np.corrcoef(torso, ignores)[0, 1]) < 0.3
+    if cues == 0:
+        assert abs(np.corrcoef(torso, luminance)[0, 1]) < 0.3
+    else:                          # a channel mix unlike luminance: related, not the same
+        assert 0.3 < np.corrcoef(torso, luminance)[0, 1] < 0.95
+
+
+def test_new_parameters_stay_out_of_version_1_meta():
+    """ir_identity_cues / domain_style_strength at 0 leave meta.json as version 1 wrote it."""
+    for preset in sorted(PRESETS):
+        listed = set(make_params(preset).to_dict()) & set(OPTIONAL_FIELDS)
+        assert listed == {"vi": {"ir_identity_cues"}, "dg": {"domain_style_strength"}}.get(
+            preset, set()), preset
+    assert plan_domain(make_params("default"), 0).style is None
+    with pytest.raises(UsageError, match="ir_identity_cues"):
+        make_params("vi", ir_identity_cues=1.5)
+    with pytest.raises(UsageError, match="domain_style_strength"):
+        make_params("dg", domain_style_strength=-1)
+
+
+def test_dg_domains_differ_in_style():
+    """Preset dg: each domain draws its own colour matrix, gamma, blur, resolution and
+    background grating; with the strength at 0 the same key renders without them."""
+    params = make_params("dg", num_train_ids=2, num_test_ids=1, num_distractors=0,
+                         num_junk=0)
+    styles = [plan_domain(params, d).style for d in range(4)]
+    assert len({s.mix for s in styles}) == 4 and len({s.gamma for s in styles}) == 4
+    assert all(1.0 <= s.downsample <= 2.5 and s.blur_sigma <= 1.6 for s in styles)
+    plain = make_params("dg", num_train_ids=2, num_test_ids=1, num_distractors=0,
+                        num_junk=0, domain_style_strength=0)
+    for d in (0, 3):
+        job = plan_domain(params, d).jobs[0]
+        styled, _ = render_job(plan_domain(params, d), job, 128, 64, params.seed)
+        bare, _ = render_job(plan_domain(plain, d), job, 128, 64, params.seed)
+        assert np.array_equal(styled.parts, bare.parts)
+        assert np.abs(styled.image.astype(float) - bare.image).mean() > 10
 
 
 def test_check5_domain_palettes_differ():

@@ -68,7 +68,7 @@ def two_modality_store(tmp_path_factory):
 @pytest.fixture(scope="session")
 def toy_fit(tmp_path_factory):
     """(toy conv-map store with real image files, its C-DPCF fit K=3, E=8)."""
-    from reidcli.pooling.cdpcf import PoolingConfig
+    from reidcli.pooling.cdpcf import CDPCF
     from reidcli.pooling.fit import fit_pooling_store
     from reidcli.synthetic.conv_maps import write_toy_store
     from threadpoolctl import threadpool_limits
@@ -77,7 +77,7 @@ def toy_fit(tmp_path_factory):
     store = write_toy_store(folder / "toy.h5", image_dir=folder / "images")
     fitted = folder / "cdpcf.h5"
     with threadpool_limits(1):                   # session scope: before one_native_thread
-        fit_pooling_store(store, fitted, PoolingConfig(method="cdpcf", K=3, E=8),
+        fit_pooling_store(store, fitted, CDPCF(K=3, E=8),
                           progress=False)
     return store, fitted
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from reidcli.pooling import projection
-from reidcli.pooling.cdpcf import PoolingConfig, learn_weight_maps, pooled_features
+from reidcli.pooling.cdpcf import learn_weight_maps, pooled_features
 from reidcli.pooling.geometry import area_positions, position_areas
 from reidcli.pooling.projection import image_blocks, project_maps, random_orthonormal_projection
 from reidcli.pooling.weight_maps import CrossCameraScatter, camera_block_covariances
@@ -88,12 +88,14 @@ def test_learned_maps_and_pooled_features_do_not_depend_on_block_size(monkeypatc
     maps = _maps(len(pids), seed=3)
     rows = np.arange(len(pids))
     read = lambda _layer, r: maps[r]                                  # noqa: E731
-    config = PoolingConfig(method=method, K=2, E=6, grid=(4, 1), chunk=7)
+    specific = method == "cdpcf"
     runs = []
     for budget in (1, 1 << 20):
         monkeypatch.setattr(projection, "BLOCK_BYTES", budget)
-        learned = learn_weight_maps(read, "conv4_x", 2, rows, pids, camids, config)
-        x = pooled_features(read, "conv4_x", rows, camids, learned["weight_maps"], config)
+        learned = learn_weight_maps(read, "conv4_x", 2, rows, pids, camids, K=2, E=6,
+                                    grid=(4, 1), seed=0, camera_specific=specific, chunk=7)
+        x = pooled_features(read, "conv4_x", rows, camids, learned["weight_maps"],
+                            grid=(4, 1), camera_specific=specific, chunk=7)
         runs.append((learned, x))
     (a, xa), (b, xb) = runs
     np.testing.assert_allclose(a["weight_maps"], b["weight_maps"], atol=1e-5)
@@ -106,10 +108,10 @@ def test_without_projection_reads_stored_float16_maps_as_float64(monkeypatch):
     pids, camids = _labels(4)
     maps = _maps(len(pids), seed=4)
     rows = np.arange(len(pids))
-    config = PoolingConfig(method="cdpcf", K=2, E=0, grid=(4, 1), chunk=5)
+    config = dict(K=2, E=0, grid=(4, 1), seed=0, camera_specific=True, chunk=5)
     monkeypatch.setattr(projection, "BLOCK_BYTES", 1)
-    stored = learn_weight_maps(lambda _l, r: maps[r], "conv4_x", 2, rows, pids, camids, config)
+    stored = learn_weight_maps(lambda _l, r: maps[r], "conv4_x", 2, rows, pids, camids, **config)
     wide = maps.astype(np.float64)
-    exact = learn_weight_maps(lambda _l, r: wide[r], "conv4_x", 2, rows, pids, camids, config)
+    exact = learn_weight_maps(lambda _l, r: wide[r], "conv4_x", 2, rows, pids, camids, **config)
     np.testing.assert_allclose(stored["weight_maps"], exact["weight_maps"], atol=1e-10)
     np.testing.assert_allclose(stored["eigenvalues"], exact["eigenvalues"], rtol=1e-10)

@@ -6,7 +6,7 @@ import pytest
 
 from reidcli.errors import UsageError
 from reidcli.evaluation.arrays import evaluate_arrays
-from reidcli.pooling.cdpcf import PooledMetricModel, PoolingConfig, fit_layer
+from reidcli.pooling.cdpcf import CDPCF, DPCF, AvgP, AvgPPad
 from reidcli.pooling.geometry import area_positions, parse_grid, position_areas, same_area_mask
 from reidcli.pooling.projection import project_maps, random_orthonormal_projection
 from reidcli.pooling.pooled import flat_maps
@@ -14,10 +14,15 @@ from reidcli.synthetic.conv_maps import PART_ROWS, WIDTH, toy_problem
 from reidcli.pooling.weight_maps import CrossCameraScatter
 
 
-def _fit(train, config):
+METHODS = {"cdpcf": CDPCF, "dpcf": DPCF, "avgp": AvgP, "avgp-pad": AvgPPad}
+
+
+def _fit(train, estimator):
     rows = np.arange(len(train.pids))
-    arrays = {"toy": fit_layer(train.read, "toy", 0, rows, train.pids, train.camids, config)}
-    return PooledMetricModel(arrays, config.hyperparameters(["toy"], np.array([0, 1])))
+    arrays = {"toy": estimator.fit_layer(train.read, "toy", 0, rows, train.pids,
+                                         train.camids)}
+    return type(estimator).model_from_arrays(
+        arrays, estimator.hyperparameters(["toy"], np.array([0, 1])))
 
 
 def _distances(model, test):
@@ -36,7 +41,7 @@ def _rank1(model, test):
 
 
 def _config(method, seed=0, **kw):
-    return PoolingConfig(method=method, K=2, E=16, grid=(3, 1), seed=seed, **kw)
+    return METHODS[method](K=2, E=16, G=3, seed=seed, **kw)
 
 
 def test_projection_is_orthonormal_seeded_and_per_layer():
@@ -81,7 +86,7 @@ def test_distances_invariant_to_map_sign_and_feature_scale():
     layer = dict(model.arrays["toy"])
     layer["weight_maps"] = layer["weight_maps"] * np.array([-1.0, 1.0])
     layer["map_0"] = {**layer["map_0"], "mean": -layer["map_0"]["mean"]}
-    other = PooledMetricModel({"toy": layer}, model.hp)
+    other = CDPCF.model_from_arrays({"toy": layer}, model.hp)
     np.testing.assert_allclose(_distances(other, test)[0], d, rtol=1e-8, atol=1e-8)
     scaled_train, scaled_test = (type(t)(t.maps * 3.7, t.pids, t.camids) for t in (train, test))
     model_scaled = _fit(scaled_train, _config("cdpcf"))
@@ -135,10 +140,10 @@ def test_avgp_pad_and_cosine_variants_and_unseen_camera():
 
 
 def test_config_validation():
-    with pytest.raises(UsageError, match="unknown pooling method"):
-        PoolingConfig(method="maxp")
+    with pytest.raises(UsageError, match="has no parameter 'method'"):
+        CDPCF(method="maxp")
     with pytest.raises(UsageError, match="metric='l1'"):
-        PoolingConfig(metric="l1")
+        CDPCF(metric="l1").settings()
     train, _ = toy_problem(0, train_persons=10, test_persons=2)
     with pytest.raises(UsageError, match="E=64 exceeds"):
-        _fit(train, PoolingConfig(method="dpcf", K=2, E=64, grid=(3, 1)))
+        _fit(train, DPCF(K=2, E=64, G=3))

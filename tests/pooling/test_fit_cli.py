@@ -9,7 +9,7 @@ import pytest
 
 from reidcli import fitted
 from reidcli.errors import UsageError
-from reidcli.pooling.cdpcf import PoolingConfig
+from reidcli.pooling.cdpcf import CDPCF, DPCF, AvgP
 from reidcli.pooling.fit import fit_pooling_store
 from reidcli.synthetic.conv_maps import write_toy_store
 from tests.cli.helpers import run_cli
@@ -51,7 +51,7 @@ def test_fit_then_eval_every_method(capsys, tmp_path, toy_store):
 
 def test_avgp_without_metric_equals_pcb_source_cosine(capsys, tmp_path, toy_store):
     model = tmp_path / "cos.h5"
-    fit_pooling_store(toy_store, model, PoolingConfig(method="avgp", grid=(3, 1), metric="none"),
+    fit_pooling_store(toy_store, model, AvgP(G=3, metric="none"),
                       layers=["conv4_x"], progress=False)
     pooled = _eval(capsys, toy_store, model, tmp_path, "pooled")
     code, _, err = run_cli(capsys, "eval", "--store", toy_store, "--feature", "pcb_g",
@@ -64,7 +64,7 @@ def test_avgp_without_metric_equals_pcb_source_cosine(capsys, tmp_path, toy_stor
 
 def test_trial_subsets_and_reduced_training_ids(capsys, tmp_path, toy_store):
     sub = tmp_path / "sub.h5"
-    fit_pooling_store(toy_store, sub, PoolingConfig(method="dpcf", K=2, E=16, grid=(3, 1)),
+    fit_pooling_store(toy_store, sub, DPCF(K=2, E=16, G=3),
                       layers=["conv5_x"], trials="1,2", progress=False)
     assert fitted.load(sub).trial_ids == [1, 2]
     report = _eval(capsys, toy_store, sub, tmp_path, "sub", "--trials", "1,2")
@@ -89,7 +89,7 @@ def test_user_errors(capsys, tmp_path, toy_store):
                            tmp_path / "x.h5", "--layers", "conv9_x")
     assert code == 2 and "no conv maps of layer 'conv9_x'" in err
     with pytest.raises(UsageError, match="train_ids=100 exceeds the 60 training ids"):
-        fit_pooling_store(toy_store, tmp_path / "y.h5", PoolingConfig(K=2, E=16, grid=(3, 1)),
+        fit_pooling_store(toy_store, tmp_path / "y.h5", CDPCF(K=2, E=16, G=3),
                           train_ids_limit=100, repeats=1, progress=False)
     code, _, err = run_cli(capsys, "fit-pooling", "cdpcf", "--store", toy_store, "--out",
                            tmp_path / "z.h5", "--grid", "6by1")
@@ -106,7 +106,7 @@ def test_average_images_per_camera(tmp_path):
     layout = dataset_layout("synthetic", root, name="tiny", progress=False)
     store = extract_handcrafted_store(layout, tmp_path / "s.h5", [], maps=["color-grid"],
                                       progress=False)
-    out = fit_pooling_store(store, tmp_path / "m.h5", PoolingConfig(K=2, E=16),
+    out = fit_pooling_store(store, tmp_path / "m.h5", CDPCF(K=2, E=16),
                             progress=False).path
     with h5py.File(out) as h5:
         images = h5["trial_0/average_images"][()]

@@ -99,12 +99,12 @@ def test_camera_specific_maps_follow_the_domain(tmp_path, domains_store):
     """Camid 0 of syn_a and of syn_b get their own weight maps: pooling a syn_b image as if
     it were syn_a's camera 0 changes its embedding."""
     from reidcli import fitted
-    from reidcli.pooling.cdpcf import PoolingConfig
+    from reidcli.pooling.cdpcf import CDPCF
     from reidcli.pooling.fit import fit_pooling_store
     from reidcli.store import open_store
 
     model = tmp_path / "m.h5"
-    summary = fit_pooling_store(domains_store, model, PoolingConfig(K=2, E=16, grid=(3, 1)),
+    summary = fit_pooling_store(domains_store, model, CDPCF(K=2, E=16, G=3),
                                 progress=False, with_average_images=False)
     assert summary.cameras == ["syn_a/0", "syn_a/1", "syn_b/0", "syn_b/1"]
     trial = fitted.load(model).for_trial(0)

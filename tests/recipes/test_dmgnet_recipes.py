@@ -23,11 +23,11 @@ from tests.recipes.helpers import (FULL_TIMEOUT_S, ONE_THREAD, RECIPES, claim_ve
                                    recipe_env, run_recipe, shrunk_notice)
 from tests.recipes.test_dart3_recipes import write_market_tree
 
-#: 8 + 6 persons per domain (~750 images), one epoch of 2 iterations; BoT, the paired-batch
-#: control and DMG-Net (each reid command costs seconds of start-up; Meta-generalization runs
-#: under -m slow)
+#: 8 + 6 persons per domain (~750 images), one epoch of 2 iterations; BoT (reid train bot) and
+#: DMG-Net only (each reid command costs seconds of start-up; the paired-batch control and
+#: Meta-generalization run under -m slow)
 SHRUNK = dict(DMG_TRAIN_IDS="8", DMG_TEST_IDS="6", DMG_EPOCHS="1", DMG_ITERS="2",
-              DMG_VARIANTS="bot paired dmgnet")
+              DMG_VARIANTS="bot dmgnet")
 #: the labels the recipes print (the paired-batch control is not the paper's BoT)
 LABELS = {"bot": "BoT", "paired": PAIRED_CONTROL, "dmgnet": "DMG-Net",
           "metagen": "Meta-generalization", "metadisc": "Meta-discrimination"}
@@ -114,7 +114,7 @@ def _check_synthetic(out: str, work: Path, variants) -> None:
 
 def test_dmgnet_synthetic_recipe_shrunk(tmp_path):
     out = _run("dmgnet_synthetic.sh", tmp_path, **SHRUNK)
-    _check_synthetic(out, tmp_path, ("bot", "paired", "dmgnet"))
+    _check_synthetic(out, tmp_path, ("bot", "dmgnet"))
     assert "not checked (methods not run): DMG-Net > Meta-generalization" in out
     assert all("epochs 1" in line for line in _budget_lines(out))
     # the claims are checked against the BoT row, never the paired-batch control
@@ -280,3 +280,18 @@ def test_unknown_variant_is_refused(tmp_path):
                           env=recipe_env(DMG_VARIANTS="bogus", DMG_TRAIN_IDS="4",
                                          DMG_TEST_IDS="4", **ONE_THREAD))
     assert proc.returncode != 0 and "unknown DMG-Net variant 'bogus'" in proc.stderr
+
+
+def test_variant_labels_and_bot_options():
+    """The chain's names (bash only, no reid): the paired-batch control is not labelled BoT;
+    BoT's row trains at DMG-Net's tiny sizes (--preset tiny → dmgnet_tiny)."""
+    script = (f"source {RECIPES / '_dmgnet_chain.sh'}; for v in bot paired dmgnet metagen "
+              "metadisc; do dmgnet_label $v; dmgnet_variant_flags $v; done; "
+              "dmgnet_bot_options --preset tiny --device cpu --ids-per-batch 2")
+    proc = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[:10] == ["BoT", "", PAIRED_CONTROL, "--no-meta --md-weight 0", "DMG-Net", "",
+                          "Meta-generalization", "--md-weight 0", "Meta-discrimination",
+                          "--no-meta"]
+    assert lines[10:] == ["--preset", "dmgnet_tiny", "--device", "cpu", "--ids-per-batch", "2"]

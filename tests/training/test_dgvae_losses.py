@@ -4,6 +4,7 @@ per-term descent on the tiny configuration, and the two-modality toy
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 
 import numpy as np
@@ -84,26 +85,60 @@ def test_ambi_is_twice_the_standard_gaussian_kl():
 
 # --------------------------------------------------------------------------- T3 ALMC
 
-def _hand_almc(d, logvar, y, means, alpha):
-    logits = [-sum((di - mi) ** 2 for di, mi in zip(d, m)) for m in means]
-    logits[y] = -(sum((di - mi) ** 2 / math.exp(lv) for di, mi, lv in zip(d, means[y], logvar))
-                  + alpha[y])
+def _hand_almc(d, logvar, y, means, alpha, form="component", mu=None, per_dim=False):
+    n = len(d) if per_dim else 1
+    logits = [-sum((di - mi) ** 2 for di, mi in zip(d, m)) / n for m in means]
+    if form == "component":                    # ‖d − μ_y‖² + α_y (D2)
+        target = sum((di - mi) ** 2 for di, mi in zip(d, means[y])) / n + alpha[y]
+    elif form == "posterior_var":              # Σ (d − μ_y)²/σ² + α_y
+        target = sum((di - mi) ** 2 / math.exp(lv)
+                     for di, mi, lv in zip(d, means[y], logvar)) / n + alpha[y]
+    else:                                      # Eq. 8 as printed: Σ (d − μ_φ)²/σ − α_y
+        target = sum((di - mi) ** 2 / math.exp(0.5 * lv)
+                     for di, mi, lv in zip(d, mu, logvar)) / n - alpha[y]
+    logits[y] = -target
     return -logits[y] + math.log(sum(math.exp(z) for z in logits))
 
 
-def test_almc_equals_the_cross_entropy_by_hand():
+@pytest.mark.parametrize("form, per_dim", [("component", False), ("posterior_var", False),
+                                           ("printed", False), ("component", True)])
+def test_almc_equals_the_cross_entropy_by_hand(form, per_dim):
     means = [[0.0, 0.0], [1.0, 0.5], [-1.0, 1.0]]
     d = [[0.3, 0.2], [0.2, 0.9]]
+    mu = [[0.1, 0.4], [0.5, 0.6]]
     logvar = [[0.5, -0.5], [0.0, 0.3]]
     labels, alpha = [0, 2], [1.0, 0.2, 0.7]
     ce, reg = almc(torch.tensor(d), torch.tensor(logvar), torch.tensor(labels),
-                   torch.tensor(means), torch.tensor(alpha))
-    by_hand = np.mean([_hand_almc(d[i], logvar[i], labels[i], means, alpha) for i in range(2)])
+                   torch.tensor(means), torch.tensor(alpha), form, mu=torch.tensor(mu),
+                   per_dim=per_dim)
+    by_hand = np.mean([_hand_almc(d[i], logvar[i], labels[i], means, alpha, form, mu[i],
+                                  per_dim) for i in range(2)])
     assert float(ce) == pytest.approx(by_hand, rel=1e-6)                         # T3
     assert float(reg) == pytest.approx(-(1.0 + 0.7) / 2)                         # batch ids 0, 2
     logits = almc_logits(torch.tensor(d), torch.tensor(logvar), torch.tensor(labels),
-                         torch.tensor(means), torch.tensor(alpha))
-    assert float(logits[0, 1]) == pytest.approx(-(0.7 ** 2 + 0.3 ** 2))          # plain ‖d − μ_c‖²
+                         torch.tensor(means), torch.tensor(alpha), form, torch.tensor(mu),
+                         per_dim)
+    assert float(logits[0, 1]) == pytest.approx(-(0.7 ** 2 + 0.3 ** 2) / (2 if per_dim else 1))
+
+
+def test_printed_almc_form_is_eq_8_and_ignores_the_component():
+    """Eq. 8 as printed: D_M = (d − μ_φ)ᵀ σ⁻¹ (d − μ_φ) − α_y, which for d = μ_φ + σ ⊙ ε is
+    Σ σ ε² − α_y whatever μ_y is (why it is not the default, D2)."""
+    g = torch.Generator().manual_seed(3)
+    mu, logvar = torch.randn(4, 3, generator=g), torch.randn(4, 3, generator=g)
+    eps = torch.randn(4, 3, generator=g)
+    d = mu + torch.exp(0.5 * logvar) * eps
+    labels, alpha = torch.tensor([0, 1, 2, 0]), torch.tensor([0.3, 0.5, 0.7])
+    means = torch.randn(3, 3, generator=g)
+    logits = almc_logits(d, logvar, labels, means, alpha, "printed", mu)
+    expected = (torch.exp(0.5 * logvar) * eps ** 2).sum(dim=1) - alpha[labels]
+    torch.testing.assert_close(-logits[torch.arange(4), labels], expected)
+    moved = almc_logits(d, logvar, labels, means + 5.0, alpha, "printed", mu)
+    torch.testing.assert_close(moved[torch.arange(4), labels], logits[torch.arange(4), labels])
+    with pytest.raises(UsageError, match="μ_φ"):
+        almc_logits(d, logvar, labels, means, alpha, "printed")
+    with pytest.raises(ParameterError, match="lmc_form"):
+        DGVAEWeights(lmc_form="eq9")
 
 
 def test_larger_margin_makes_the_target_harder():
@@ -321,6 +356,69 @@ def test_step_total_is_the_weighted_sum_and_the_generator_drives_the_noise(toy_b
     _, other = dgvae_step_loss(model, *batch, 3, VARIANTS["dgvae"], weights,
                                torch.Generator().manual_seed(10))
     assert again == same and again["lmc"] != other["lmc"]
+
+
+def test_grad_norms_are_each_terms_gradient_on_the_encoders(toy_batch):
+    """grad_norms=true adds gradnorm_<term> = ‖∂(w_t term_t)/∂θ_{E^D, E^A}‖ (here checked by
+    hand for L_gmm and L_lmc), leaves the total and the terms unchanged; off: no such key."""
+    batch = (toy_batch.images, toy_batch.labels, toy_batch.infrared)
+    model = _tiny_model(3)
+    for name, p in model.named_parameters():                      # stage 1's trainable set
+        p.requires_grad_(not name.startswith(("iai_encoder", "decoder")))
+    plain = DGVAEWeights()
+    on = DGVAEWeights(grad_norms="true")
+    total, log = dgvae_step_loss(model, *batch, 1, VARIANTS["dgvae"], on,
+                                 torch.Generator().manual_seed(5))
+    total_off, log_off = dgvae_step_loss(model, *batch, 1, VARIANTS["dgvae"], plain,
+                                         torch.Generator().manual_seed(5))
+    assert float(total.detach()) == float(total_off.detach())
+    terms = active_terms(VARIANTS["dgvae"], 1, plain)
+    assert set(log) == set(log_off) | {f"gradnorm_{t}" for t in terms}
+    assert not [k for k in log_off if k.startswith("gradnorm_")]
+    assert all(math.isfinite(log[f"gradnorm_{t}"]) for t in terms)
+    result = dgvae_terms(model, *batch, VARIANTS["dgvae"], plain, terms,
+                         torch.Generator().manual_seed(5))
+    params = list(model.idi_encoder.parameters())
+    w = term_weights(1, plain)
+    for term in ("gmm", "lmc"):
+        grads = torch.autograd.grad(w[term] * result.terms[term], params, retain_graph=True)
+        norm = float(torch.sqrt(sum(g.pow(2).sum() for g in grads)))
+        assert log[f"gradnorm_{term}"] == pytest.approx(norm, rel=1e-5)
+    assert log["gradnorm_lmc_alpha_reg"] == 0.0                   # acts on ρ only
+
+
+def _weighted_grad_norms(model, batch, weights):
+    """{term: ‖∂(w_t term_t)/∂θ_{E^D}‖} of stage 1 at the model's current parameters."""
+    for name, p in model.named_parameters():
+        p.requires_grad_(not name.startswith(("iai_encoder", "decoder")))
+    _, log = dgvae_step_loss(model, *batch, 1, VARIANTS["dgvae"],
+                             dataclasses.replace(weights, grad_norms=True),
+                             torch.Generator().manual_seed(0))
+    return {k.removeprefix("gradnorm_"): v for k, v in log.items() if k.startswith("gradnorm_")}
+
+
+def test_disc_terms_stay_on_the_task_scale_at_initialisation(toy_batch):
+    """At initialisation σ = 1 (zero log-variance head, D14) and the default ALMC target
+    ‖d − μ_y‖² + α_y (D2) does not involve σ: L_gmm's and L_lmc's weighted gradient norms on
+    E^D stay within 10× of the task terms' (L_id + L_cmtl). With the log-variances at the
+    clamp's lower end (log σ² = −10, where ResNet-50's default-initialised head sent some of
+    them, issue 30) the form used before (σ⁻²) grows by orders of magnitude; ours does not."""
+    batch = (toy_batch.images, toy_batch.labels, toy_batch.infrared)
+    model = _tiny_model(4)
+    for encoder in (model.idi_encoder, model.iai_encoder):
+        assert not encoder.logvar_head.weight.any() and not encoder.logvar_head.bias.any()
+    norms = _weighted_grad_norms(model, batch, DGVAEWeights())
+    task = norms["id"] + norms["cmtl"]
+    assert 0 < norms["gmm"] < 10 * task and 0 < norms["lmc"] < 10 * task
+    with torch.no_grad():
+        model.idi_encoder.logvar_head.bias.fill_(-10.0)           # σ² = e⁻¹⁰ everywhere
+    ours = _weighted_grad_norms(model, batch, DGVAEWeights())
+    before = _weighted_grad_norms(model, batch, DGVAEWeights(lmc_form="posterior_var"))
+    assert ours["lmc"] < 10 * task
+    assert before["lmc"] > 1000 * task
+    per_dim = _weighted_grad_norms(model, batch, DGVAEWeights(disc_scale="per_dim"))
+    l = model.arch.idi_dim
+    assert per_dim["gmm"] == pytest.approx(ours["gmm"] / l, rel=1e-4)   # L_gmm / l (D30)
 
 
 def test_variants_without_sampling_are_deterministic(toy_batch):

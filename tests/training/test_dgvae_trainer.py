@@ -5,6 +5,7 @@ docs/methods/dgvae.md)."""
 from __future__ import annotations
 
 import csv
+import math
 
 import numpy as np
 import pytest
@@ -146,6 +147,7 @@ def test_engine_trains_three_stages_and_logs_every_term(vi_root, tmp_path):
     assert stage2["loss_rec"] and stage2["loss_ambi"] and not stage2["loss_gmm"]
     assert all(stage3[f"loss_{t}"] for t in ("id", "cmtl", "gmm", "lmc", "ambi", "rec",
                                              "cyc", "idc"))
+    assert not [c for c in stage1 if c.startswith("gradnorm_")]     # grad_norms off
     model = load_model(run)
     assert model.kind == "dgvae" and model.feature_names == ["dgvae_idi", "dgvae_iai"]
     x = torch.rand(4, 3, 32, 16)
@@ -153,6 +155,27 @@ def test_engine_trains_three_stages_and_logs_every_term(vi_root, tmp_path):
         vis = model.features(x, modality=torch.zeros(4))["dgvae_idi"]
         ir = model.features(x, modality=torch.ones(4))["dgvae_idi"]
     assert vis.shape == (4, 16) and not torch.allclose(vis, ir)    # two trunks
+
+
+def test_grad_norms_setting_logs_a_finite_norm_per_active_term(vi_root, tmp_path):
+    """--set grad_norms=true: gradnorm_<term> columns, finite and ≥ 0 for the stage's terms,
+    empty for the others; the losses are those of the same run without the switch."""
+    runs = {}
+    for on in (False, True):
+        run = tmp_path / f"run{int(on)}"
+        train_model(_vi_cfg(vi_root, stages=[1], iters_per_epoch=2,
+                            settings={"grad_norms": "true"} if on else {}),
+                    run, progress=False)
+        runs[on] = _rows(run)
+    rows = runs[True]
+    for row, plain in zip(rows, runs[False]):
+        for term in ("id", "cmtl", "gmm", "lmc"):
+            value = float(row[f"gradnorm_{term}"])
+            assert math.isfinite(value) and value > 0, term
+            assert row[f"loss_{term}"] == plain[f"loss_{term}"]
+        assert float(row["gradnorm_lmc_alpha_reg"]) == 0.0           # reaches ρ only
+        assert row["gradnorm_rec"] == "" and row["gradnorm_ambi"] == ""
+    assert not [c for c in runs[False][0] if c.startswith("gradnorm_")]
 
 
 def test_resume_reproduces_the_uninterrupted_run(vi_root, tmp_path):

@@ -139,3 +139,25 @@ def test_ddp_two_processes_with_torchrun(dg_synthetic, tmp_path):
     assert json.loads((run / "config.json").read_text())["world_size"] == 2
     rows = _rows(run)
     assert len(rows) == 2 and all(np.isfinite(float(r["loss_g"])) for r in rows)
+
+
+def test_meta_split_reaches_the_sampler(dg_synthetic):
+    """--meta-split: global by default (DMG-Net paper §4.1, Alg. 1 l. 2: half of all C
+    cameras), per-domain on request; the records' camera pairs reach the sampler."""
+    from reidcli.training.dmgnet_trainer import DMGNetTrainer
+
+    root, name = dg_synthetic
+    trainer = DMGNetTrainer()
+    for split in ("global", "per-domain"):
+        cfg = _cfg(root, name, **({} if split == "global" else {"meta_split": split}))
+        assert cfg.meta_split == split
+        records = trainer.training_records(cfg)
+        assert (records["cam_group"] == -1).all()                 # no camera pairs here
+        sampler = trainer.batch_sampler(cfg, records["label"].to_numpy(), 1, 0,
+                                        records=records)
+        assert sampler.split == split
+        counts = {tuple(sum(str(d) == str(i) for d, _ in sampler.camera_split(epoch=e)[0])
+                        for i in range(3)) for e in range(8)}
+        assert (len(counts) > 1) == (split == "global")         # per-domain: always 2, 2, 2
+    with pytest.raises(ParameterError, match="meta_split"):
+        _cfg(root, name, meta_split="domain")

@@ -221,6 +221,34 @@ def test_mixed_a_and_b_on_fake_trees(tmp_path):
     assert (rec["dataset"] == "market1501").sum() > len(market_train)   # query/gallery too
     own = src.multi_source_records(["mixed_a"], root, source_split=None)
     assert len(own.records) == len(rec)                 # Mixed A's own choice is "all"
+    # CUHK02's cameras lie in its five pairs; CUHK03's two views are shared by its pairs
+    groups = rec.groupby("dataset")["cam_group"].agg(lambda g: sorted(set(g)))
+    assert groups["cuhk02"] == [1, 2, 3, 4, 5]
+    assert all(groups[d] == [-1] for d in groups.index if d != "cuhk02")
+    cuhk02 = rec[rec["dataset"] == "cuhk02"]
+    assert (cuhk02.groupby("camid")["cam_group"].nunique() == 1).all()
+    # the camera split cuts CUHK02 pair by pair: every one of its identities has images on
+    # both sides in every epoch, in both split modes (a blind split of its 10 cameras
+    # leaves the identities of a pair whose two cameras land on one side out)
+    from reidcli.data.samplers import CameraSplitSampler
+    ids02 = set(cuhk02["label"])
+    for split in ("global", "per-domain"):
+        sampler = CameraSplitSampler(rec["label"], rec["cam"], rec["dom"], p=2, k=1,
+                                     split=split, camera_groups=rec["cam_group"].to_numpy())
+        for epoch in range(4):
+            sampler.set_epoch(epoch)
+            support, _ = sampler.camera_split()
+            on_s = {(d, c) for d, c in support}
+            for pair, cams in cuhk02.groupby("cam_group")["cam"]:
+                sides = {(int(rec.loc[cams.index[0], "dom"]), c) in on_s for c in set(cams)}
+                assert sides == {True, False}, (split, epoch, pair)
+            eligible = set(sampler._eligible(sampler._sides(None, 0))[0].tolist())
+            assert ids02 <= eligible
+        blind = CameraSplitSampler(rec["label"], rec["cam"], rec["dom"], p=2, k=1,
+                                   split=split)
+        left_out = [len(ids02 - set(blind._eligible(blind._sides(e, 0))[0].tolist()))
+                    for e in range(8)]
+        assert max(left_out) > 0                      # what the pairs fix
     b = src.multi_source_records("mixed_b", root)
     assert b.dom_names == ["cuhk03", "dukemtmc", "market1501", "msmt17"]
     assert b.pseudo_camera_sources == []

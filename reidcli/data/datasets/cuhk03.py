@@ -259,26 +259,36 @@ def read_new_config(folder: Path, subset: str) -> dict:
         names.append(str(value[0]).strip() if value.size else "")
     labels, cams = _column(mat, "labels"), _column(mat, "camId")
     for key, values in (("labels", labels), ("camId", cams)):
-        if values.dtype.kind not in "uif" or not np.all(np.isfinite(values)) or values.size \
-                and (values.min() < 0 or values.max() > 2**31 - 1
-                     or not np.array_equal(values, np.round(values))):
-            raise DatasetError(f"cuhk03: {path}: {key} holds something other than integers "
-                               f"in [0, 2**31)", todo)
+        _check_label_values(values, key, path, todo)
     if not len(labels) == len(cams) == len(names):
         raise DatasetError(f"cuhk03: {path}: filelist, labels and camId differ in length "
                            f"({len(names)}, {len(labels)}, {len(cams)})", todo)
     config = {"path": path, "names": names, "labels": labels.astype(np.int64),
               "cams": cams.astype(np.int64)}
     for split in ("train", "query", "gallery"):
-        raw = _column(mat, f"{split}_idx")
-        if raw.dtype.kind not in "uif" or not np.all(np.isfinite(raw)):
-            raise DatasetError(f"cuhk03: {path}: {split}_idx is not a list of indices", todo)
-        idx = raw.astype(np.int64)
-        if idx.size and (idx.min() < 1 or idx.max() > len(names)):
-            raise DatasetError(f"cuhk03: {path}: {split}_idx holds indices outside "
-                               f"1..{len(names)}", todo)
-        config[split] = idx
+        config[split] = _split_indices(_column(mat, f"{split}_idx"), split, len(names), path,
+                                       todo)
     return config
+
+
+def _check_label_values(values: np.ndarray, key: str, path: Path, todo: str) -> None:
+    """DatasetError unless ``values`` [n] are whole numbers in [0, 2**31)."""
+    if values.dtype.kind not in "uif" or not np.all(np.isfinite(values)) or values.size \
+            and (values.min() < 0 or values.max() > 2**31 - 1
+                 or not np.array_equal(values, np.round(values))):
+        raise DatasetError(f"cuhk03: {path}: {key} holds something other than integers "
+                           f"in [0, 2**31)", todo)
+
+
+def _split_indices(raw: np.ndarray, split: str, n: int, path: Path, todo: str) -> np.ndarray:
+    """The 1-based indices [m] of ``split`` (``<split>_idx``), each in 1..n."""
+    if raw.dtype.kind not in "uif" or not np.all(np.isfinite(raw)):
+        raise DatasetError(f"cuhk03: {path}: {split}_idx is not a list of indices", todo)
+    idx = raw.astype(np.int64)
+    if idx.size and (idx.min() < 1 or idx.max() > n):
+        raise DatasetError(f"cuhk03: {path}: {split}_idx holds indices outside "
+                           f"1..{n}", todo)
+    return idx
 
 
 def new_protocol(folder: Path, subset: str, config: dict,
