@@ -147,14 +147,15 @@ def fetch_imagenet_state(arch: str, *, url: str | None = None,
                          offline: bool | None = None) -> tuple[dict, str]:
     """(state dict, file path) of the ImageNet weights, from the cache or downloaded into it.
 
-    ``offline`` (default: env ``REIDCLI_OFFLINE`` set) never touches the network; a
-    download waits at most :data:`DOWNLOAD_TIMEOUT_S` on the network and is checked
+    ``offline`` (default: env ``REIDCLI_OFFLINE`` set, and not 0/false/no/off) never touches
+    the network; a download waits at most :data:`DOWNLOAD_TIMEOUT_S` on the network and is checked
     against the sha256 prefix in the file name (:func:`download_verified`).
     """
     url = url or imagenet_weights_url(arch)
     path = hub_cache_file(url, cache_dir)
     if offline is None:
-        offline = bool(os.environ.get("REIDCLI_OFFLINE"))
+        offline = os.environ.get("REIDCLI_OFFLINE", "").strip().lower() not in (
+            "", "0", "false", "no", "off")
     if not path.exists():
         if offline:
             raise OfflineError(f"{param('init', 'imagenet')}: {path.name} is not in the torch "

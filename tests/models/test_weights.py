@@ -188,3 +188,24 @@ def test_torchvision_urls_are_the_v1_weights():
     url = imagenet_weights_url("resnet50")
     assert url.endswith(".pth") and "resnet50" in url
     assert hub_cache_file(url, "/x").name == url.rsplit("/", 1)[1]
+
+
+@pytest.mark.parametrize("value,offline", [("1", True), ("yes", True), ("0", False),
+                                           ("false", False), ("", False)])
+def test_reidcli_offline_zero_means_downloads_allowed(monkeypatch, tmp_path, value, offline):
+    """REIDCLI_OFFLINE=0 (or false/no/off) allows downloads; any other value forbids them."""
+    from reidcli.errors import ReidError
+
+    tried = []
+
+    def no_network(url, path):
+        tried.append(url)
+        raise OSError("no network in tests")
+
+    monkeypatch.setattr(weights, "download_verified", no_network)
+    monkeypatch.setenv("REIDCLI_OFFLINE", value)
+    with pytest.raises(ReidError) as caught:
+        weights.fetch_imagenet_state("resnet18", url="http://127.0.0.1:9/resnet18-deadbeef.pth",
+                                     cache_dir=tmp_path)
+    assert bool(tried) is not offline
+    assert ("downloads are off" in str(caught.value)) is offline
