@@ -199,3 +199,26 @@ def test_a_lookup_imports_only_the_module_it_needs():
     # lfda (klfda), cdpcf (avgp-pad, which uses XQDA) and the Market loader
     assert {"lfda", "cdpcf", "xqda", "market1501"} <= loaded
     assert not loaded & {"kissme", "pca", "rpcca", "warca", "fit", "viper", "grid", "cuhk03"}
+
+
+def test_architecture_index_matches_what_the_trainers_declare():
+    """Model architectures live in the one registry class: the index of reidcli.training
+    names each built-in kind's module, and loading a kind imports only that module."""
+    import subprocess
+    import sys
+
+    from reidcli import training
+    from reidcli.models import checkpoint
+
+    checkpoint.ARCHITECTURES.discover()
+    declared = {kind for kind, arch in checkpoint.ARCHITECTURES.entries.items()
+                if arch.module.startswith("reidcli.training.")}
+    assert declared == set(training.ARCHITECTURES)
+    for kind, target in training.ARCHITECTURES.items():
+        assert checkpoint.ARCHITECTURES.entries[kind].module == target.partition(":")[0]
+    code = ("import sys; from reidcli.models.checkpoint import architecture; "
+            "architecture('bot'); "
+            "print(sorted(m for m in sys.modules if m.startswith('reidcli.training.')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert "reidcli.training.bot_trainer" in out and "dgvae_trainer" not in out

@@ -38,6 +38,7 @@ from reidcli.io import atomic_output
 from reidcli.models.foreign_arch import FAMILY_FEATURES
 from reidcli.models.safe_load import load_torch_file
 from reidcli.naming import param
+from reidcli.registry import Registry
 
 MODEL_FORMAT = "reidcli.model"
 #: store features per model family (:func:`feature_family`: PCB with RPP is ``rpp``), filled
@@ -128,19 +129,17 @@ class Architecture:
     module: str = ""
 
 
-_ARCHITECTURES: dict[str, Architecture] = {}
+#: model architectures by kind: the one registry class (docs/architecture.md), group
+#: ``train-net``; the network trainers' modules declare them (index: ``ARCHITECTURES`` of
+#: :mod:`reidcli.training`), plugins too (``REIDCLI_PLUGINS``)
+ARCHITECTURES: Registry[Architecture] = Registry(
+    "model architecture", {"train-net": ("reidcli.training",)}, index_attr="ARCHITECTURES")
 
 
 def register_architecture(arch: Architecture, *, replace_families: bool = True) -> Architecture:
     """Declare ``arch`` (its kind, builder and features); ``replace_families=False`` keeps a
     family another architecture declared (foreign models' ``bot`` head is BoT's)."""
-    from reidcli.errors import MethodRegistryError
-
-    old = _ARCHITECTURES.get(arch.kind)
-    if old is not None and old.module != arch.module:
-        raise MethodRegistryError(f"model kind {arch.kind!r} is declared by both {old.module} "
-                                  f"and {arch.module}", "rename one of them")
-    _ARCHITECTURES[arch.kind] = arch
+    ARCHITECTURES.add(arch.kind, arch, group="train-net", module=arch.module)
     for family, (names, defaults) in arch.families.items():
         if replace_families or family not in FEATURES:
             FEATURES[family], DEFAULT_FEATURES[family] = tuple(names), tuple(defaults)
@@ -150,16 +149,14 @@ def register_architecture(arch: Architecture, *, replace_families: bool = True) 
 
 
 def architecture(kind: str) -> Architecture:
-    """The architecture of model ``kind``: declared by a network trainer's module (they are
-    imported, and the plugins, when it is not known yet); InputFileError otherwise."""
-    if kind not in _ARCHITECTURES:
-        from reidcli import registry
-
-        registry.discover(["train-net"])
-    arch = _ARCHITECTURES.get(kind)
+    """The architecture of model ``kind``: its declaring module is imported (the trainers'
+    index, then the plugins and every trainer module when it is not indexed);
+    InputFileError when nothing declares it."""
+    arch = ARCHITECTURES.find(kind)
     if arch is None:
+        known = ", ".join(sorted(ARCHITECTURES.entries))
         raise InputFileError(f"the model records architecture {kind!r}, which no installed "
-                             f"trainer declares (known: {', '.join(sorted(_ARCHITECTURES))})",
+                             f"trainer declares (known: {known})",
                              "install or name (REIDCLI_PLUGINS) the module that declares it")
     return arch
 

@@ -8,3 +8,11 @@ METHODS = {
     "dmgnet": "reidcli.training.dmgnet_trainer:DMGNetTrainer",
     "pcb": "reidcli.training.pcb_trainer:PCBTrainer",
 }
+
+#: the model architectures this package declares: kind → "module:attr"
+#: (:data:`reidcli.models.checkpoint.ARCHITECTURES`)
+ARCHITECTURES = {
+    "bot": "reidcli.training.bot_trainer:BoTTrainer",
+    "dgvae": "reidcli.training.dgvae_trainer:DGVAETrainer",
+    "pcb": "reidcli.training.pcb_trainer:PCBTrainer",
+}

@@ -105,7 +105,7 @@ def toy_trainer(tmp_path, monkeypatch):
     registry._METHODS.pop("toy-net", None)
     registry._DISCOVERED.discard("toy_net")
     sys.modules.pop("toy_net", None)
-    checkpoint._ARCHITECTURES.pop("toy-net", None)
+    checkpoint.ARCHITECTURES.entries.pop("toy-net", None)
     for table in (checkpoint.FEATURES, checkpoint.DEFAULT_FEATURES):
         table.pop("toy-net", None)
     cli_train.app.registered_commands[:] = [c for c in cli_train.app.registered_commands
