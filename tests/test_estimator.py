@@ -89,6 +89,9 @@ def test_parameters_follow_the_signature(name):
     assert estimator.get_params() == cls.default_params() == info.defaults()
     clone = cls(**estimator.get_params())
     assert clone.get_params() == estimator.get_params()
+    copy = estimator.clone()                      # what the fit over a store's trials fits
+    assert type(copy) is cls and copy is not estimator
+    assert copy.get_params() == estimator.get_params()
     assert set(cls._parameter_constraints) <= set(cls.default_params()), \
         "constraints for parameters the constructor does not take"
     with pytest.raises(UsageError, match="no parameter 'no_such'"):

@@ -2,9 +2,11 @@
 
 :meth:`PoolingEstimator.fit_layer` learns one layer's weight maps (Eq. 9) and one XQDA per
 (layer, map); :class:`PooledMetricModel` is the fitted model ``reid eval`` uses: it reads the
-conv maps of the rows it is asked about, pools them with each image's own camera maps, projects them and
-sums the L·K Mahalanobis distances (Eq. 11). Maps are read in chunks, so memory holds one
-chunk of maps plus the pooled training features of one layer.
+conv maps of the rows it is asked about, pools them with each image's own camera maps,
+projects them and sums the L·K Mahalanobis distances (Eq. 11). Maps are read in chunks, so
+memory holds one chunk of maps plus the pooled training features of one layer. Each pooling
+method is a registered :class:`PoolingEstimator` subclass that owns its parameters and says
+how it pools (camera-specific or shared maps, learned or average, padded or not).
 
 A camera is the pair (domain, camid) (:mod:`reidcli.cameras`): the fitted file lists its
 cameras as ``camids`` with ``camera_domains`` (docs/formats.md), and every image is pooled with

@@ -13,8 +13,10 @@ Terms (unweighted; the step log uses these names, :data:`LOSS_TERMS`):
 ========== ======================================================================
 id         Eq. 16  mean CE(D^C(μ_φ), y) + λ_aux · CE(D^C(d), y)
 cmtl       Eq. 17  cross-modality triplet ℓ on μ_φ (+ λ_aux ℓ on d), mean per anchor modality
-gmm        Eq. 6   KL(N(μ_φ, σ²_φ) ‖ N(μ_y, I)) (analytic; "mc": −Σ log σ + ½‖d − μ_y‖²)
-lmc        Eq. 7–8 CE over logits −‖d − μ_c‖², target −(Σ (d − μ_y)²/σ² + α_y)
+gmm        Eq. 6   KL(N(μ_φ, σ²_φ) ‖ N(μ_y, I)) (analytic; "mc": −Σ log σ + ½‖d − μ_y‖²),
+                   divided by l with ``disc_scale="per_dim"`` (default, D30)
+lmc        Eq. 7–8 CE over logits −‖d − μ_c‖², target −(‖d − μ_y‖² + α_y) (``lmc_form``, D2);
+                   squared distances divided by l with ``disc_scale="per_dim"``
 lmc_alpha_reg      −mean α_y over the batch's identities (keeps margins from shrinking)
 ambi       Eq. 11  Σ_l (μ²_ψ + σ²_ψ − log σ²_ψ − 1), mean over images
 ambi_d     Eq. 11 on the IDI code (μ_φ, σ_φ): Table 2 row 10's N(0, I) prior on d only
@@ -51,7 +53,7 @@ TRIPLET_MINING = ("hard", "random")
 #: target distance D_M of the ALMC term (docs/methods/dgvae.md D2; :func:`almc_logits`)
 LMC_FORMS = ("component", "posterior_var", "printed")
 #: how L_gmm and the ALMC distances treat the l code dimensions (docs/methods/dgvae.md D30)
-DISC_SCALES = ("sum", "per_dim")
+DISC_SCALES = ("per_dim", "sum")
 #: encoders whose parameters the optional per-term gradient norms are taken on
 GRAD_NORM_MODULES = ("idi_encoder", "iai_encoder")
 CYC_PAIRS = ("all", "swap_only")
@@ -183,9 +185,9 @@ class DGVAEWeights:
     #: target distance of L_lmc (D2): "component" ‖d − μ_y‖² + α_y, "posterior_var"
     #: Σ (d − μ_y)²/σ² + α_y (before), "printed" Eq. 8 Σ (d − μ_φ)²/σ − α_y
     lmc_form: str = "component"
-    #: "sum" over the l code dimensions (Eq. 6–8 as printed) or "per_dim" (L_gmm and the
-    #: ALMC squared distances divided by l; D30)
-    disc_scale: str = "sum"
+    #: "per_dim" (L_gmm and the ALMC squared distances divided by the code size l) or
+    #: "sum" over the l code dimensions (Eq. 6–8 as printed); D30
+    disc_scale: str = "per_dim"
     #: log ``gradnorm_<term>``: ‖∂(w_t · term_t)/∂θ‖ over the trained encoder parameters
     #: (E^D, E^A) each log step (a diagnostic; off: the numbers and speed of a run are
     #: unchanged)

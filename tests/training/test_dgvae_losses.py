@@ -413,12 +413,14 @@ def test_disc_terms_stay_on_the_task_scale_at_initialisation(toy_batch):
     with torch.no_grad():
         model.idi_encoder.logvar_head.bias.fill_(-10.0)           # σ² = e⁻¹⁰ everywhere
     ours = _weighted_grad_norms(model, batch, DGVAEWeights())
-    before = _weighted_grad_norms(model, batch, DGVAEWeights(lmc_form="posterior_var"))
+    before = _weighted_grad_norms(model, batch, DGVAEWeights(lmc_form="posterior_var",
+                                                             disc_scale="sum"))
     assert ours["lmc"] < 10 * task
     assert before["lmc"] > 1000 * task
-    per_dim = _weighted_grad_norms(model, batch, DGVAEWeights(disc_scale="per_dim"))
+    summed = _weighted_grad_norms(model, batch, DGVAEWeights(disc_scale="sum"))
+    assert summed["lmc"] < 10 * task                              # σ-free also when summed
     l = model.arch.idi_dim
-    assert per_dim["gmm"] == pytest.approx(ours["gmm"] / l, rel=1e-4)   # L_gmm / l (D30)
+    assert ours["gmm"] == pytest.approx(summed["gmm"] / l, rel=1e-4)    # L_gmm / l (D30)
 
 
 def test_variants_without_sampling_are_deterministic(toy_batch):
