@@ -477,8 +477,9 @@ def test_kl_terms_stay_fp32_under_autocast(toy_batch):
 # --------------------------------------------------------------------------- T7 descent
 
 #: mean(last 3) / mean(first 3) after 30 Adam steps on one term; worst of seeds 0–4:
-#: id 0.33, cmtl 0.008, gmm 0.008, lmc < 0.001, ambi 0.006, rec 0.79, cyc 0.74, idc 0.55
-DESCENT_RATIO = {"id": 0.5, "cmtl": 0.05, "gmm": 0.05, "lmc": 0.01, "ambi": 0.05,
+#: id 0.33, cmtl 0.008, gmm 0.003, lmc 0.046 (per_dim ALMC, D30), ambi 0.006, rec 0.79,
+#: cyc 0.74, idc 0.55
+DESCENT_RATIO = {"id": 0.5, "cmtl": 0.05, "gmm": 0.05, "lmc": 0.1, "ambi": 0.05,
                  "rec": 0.85, "cyc": 0.85, "idc": 0.7}
 
 
