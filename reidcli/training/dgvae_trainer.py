@@ -385,8 +385,9 @@ PARAMETERS = [
     shared("weight_decay", 5e-4, "5e-4 (none on μ_y, ρ)."),
     shared("random_erasing", 0.5),
     Parameter("settings", {}, (KEY_VALUES,), "Loss weight or model setting key=value "
-              "(repeatable), e.g. tsr=1.0, gmm_estimator=mc, shared_trunk=true "
-              "(docs/methods/dgvae.md)."),
+              "(repeatable), e.g. tsr=1.0, gmm_estimator=mc, shared_trunk=true, "
+              "lmc_form=component|posterior_var|printed, disc_scale=per_dim|sum, "
+              "grad_norms=true (docs/methods/dgvae.md)."),
     shared("max_images"), shared("subsample_seed"),
     shared("seed", 0),
     *defaults_only(lr=2e-4),
