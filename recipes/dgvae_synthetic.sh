@@ -18,7 +18,8 @@ INIT="${INIT:-scratch}"
 synth=()
 [ -n "${DGVAE_TRAIN_IDS:-}" ] && synth+=(--option "num_train_ids=$DGVAE_TRAIN_IDS")
 [ -n "${DGVAE_TEST_IDS:-}" ] && synth+=(--option "num_test_ids=$DGVAE_TEST_IDS")
-[ -d "$work/data/synthetic/vi" ] || reid data synth --out "$work/data" --preset vi "${synth[@]}"
+# always: it keeps a matching folder and refuses one rendered with other parameters
+reid data synth --out "$work/data" --preset vi "${synth[@]}"
 DATA_ARGS=(--dataset synthetic --root "$work/data" --option name=vi)
 results=() runs=()
 for variant in ${DGVAE_VARIANTS:-dgvae baseline}; do

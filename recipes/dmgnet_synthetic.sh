@@ -21,7 +21,8 @@ dmgnet_check_variants ${DMG_VARIANTS:-bot paired dmgnet metagen}
 synth=()
 [ -n "${DMG_TRAIN_IDS:-}" ] && synth+=(--option "num_train_ids=$DMG_TRAIN_IDS")
 [ -n "${DMG_TEST_IDS:-}" ] && synth+=(--option "num_test_ids=$DMG_TEST_IDS")
-[ -d "$work/data/synthetic/dg" ] || reid data synth --out "$work/data" --preset dg "${synth[@]}"
+# always: it keeps a matching folder and refuses one rendered with other parameters
+reid data synth --out "$work/data" --preset dg "${synth[@]}"
 SOURCE_ARGS=(--sources synthetic --source-option synthetic.name=dg --root "$work/data"
              --domains synthetic/d0,synthetic/d1,synthetic/d2 --targets synthetic/d3)
 results=() runs=()
