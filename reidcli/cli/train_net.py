@@ -239,7 +239,6 @@ def run_training(method: str, *, out: Optional[Path], resume: Optional[Path],
     ``given`` holds the trainer's parameters as read from their options (None = not given).
     """
     from reidcli.cli.context import invoked_command, set_flag_names
-    from reidcli.errors import UsageError
     from reidcli.progress import ENABLED
     from reidcli.training.config import method_info
     from reidcli.training.engine import train_model
@@ -247,10 +246,37 @@ def run_training(method: str, *, out: Optional[Path], resume: Optional[Path],
     info = method_info(method)
     flags = trainer_flags(method)
     set_flag_names(flags)
+    _name_training_data(info, flags, given, fresh=resume is None and config is None)
+    dataset, root, preset = (given.pop(n, None) for n in ("dataset", "root", "preset"))
+    options = given.pop("options", None) or {}
+    explicit = given
+    recorded = _recorded_run(method, config, resume, out)
+    run_dir = _run_directory(method, out, resume, dataset, recorded)
+    cfg = _training_config(method, recorded, explicit, dataset, root, preset, options)
+    again = None
+    if resume is not None:          # the options given again: checked against the run's
+        again = _given_again(force, explicit, dataset, root, preset, options)
+    echo = (lambda text: None) if quiet else (lambda text: typer.echo(text, err=True))
+    result = train_model(cfg, run_dir, resume=resume is not None, force=force,
+                         progress=ENABLED and not quiet, command=invoked_command(), echo=echo,
+                         given=again)
+    if int(os.environ.get("RANK", "0")) != 0:          # torchrun: rank 0 reports
+        return
+    losses = "" if result.first_loss is None else \
+        f", loss {result.first_loss:.4f} → {result.last_loss:.4f}"
+    typer.echo(f"wrote {result.model_path}: {result.iterations} iterations{losses}, "
+               f"{result.images_per_s:.1f} images/s, {result.seconds:.1f} s", err=True)
+
+
+def _name_training_data(info, flags: dict[str, str], given: dict, *, fresh: bool) -> None:
+    """Set ``given["dataset"]`` from a trainer's data parameter (DMG-Net's sources) or its
+    optional ``--sources`` (BoT), refusing a missing or contradicting one."""
+    from reidcli.errors import UsageError
+
     data_parameter = info.extras.get("data_parameter")
     if data_parameter:                      # e.g. DMG-Net's sources name the training data
         names = given.get(data_parameter)
-        if not names and resume is None and config is None:
+        if not names and fresh:
             flag = flags[data_parameter]
             raise UsageError(f"{flag} is required", "e.g. " + " or ".join(
                 f"{flag} {ex}" for ex in info.extras.get("data_example", ("NAME",))))
@@ -262,54 +288,54 @@ def run_training(method: str, *, out: Optional[Path], resume: Optional[Path],
                              "each other", f"give one dataset with {flags['dataset']} or "
                              f"several with {flags[sources_parameter]}")
         given["dataset"] = "+".join(given[sources_parameter])
-    dataset, root, preset = (given.pop(n, None) for n in ("dataset", "root", "preset"))
-    options = given.pop("options", None) or {}
-    explicit = given
-    recorded = _recorded_run(method, config, resume, out)
+
+
+def _run_directory(method: str, out: Optional[Path], resume: Optional[Path],
+                   dataset: Optional[str], recorded) -> Path:
+    """The run directory: ``resume`` (``out`` may only repeat it) or ``out`` of a new run."""
+    from reidcli.errors import UsageError
+
     if resume is not None:
-        run_dir, resuming = resume, True
         if out is not None and Path(out) != Path(resume):
             raise UsageError("--out and --resume name different run directories",
                              "give only --resume RUN_DIR")
-    else:
-        if out is None or (dataset is None and recorded is None):
-            raise UsageError("--dataset and --out are required",
-                             f"e.g. reid train {method} --dataset market1501 --root DIR "
-                             "--out runs/x (or --resume RUN_DIR)")
-        run_dir, resuming = out, False
-    if recorded is not None:               # --config: the recorded run ← the options given
-        cfg = recorded.config({**explicit, "dataset": dataset, "preset": preset,
-                               "root": recorded.data_root if root is None else str(root),
-                               "options": {**recorded.options.get("options", {}), **options}},
-                              override_batch=explicit.get("batch_size") is not None)
-    else:
-        from reidcli.training.config import make_config
+        return resume
+    if out is None or (dataset is None and recorded is None):
+        raise UsageError("--dataset and --out are required",
+                         f"e.g. reid train {method} --dataset market1501 --root DIR "
+                         "--out runs/x (or --resume RUN_DIR)")
+    return out
 
-        cfg = make_config(method, preset=preset, dataset=dataset or "synthetic",
-                          root=None if root is None else str(root), options=options,
-                          **explicit)
-    again = None
-    if resuming:                    # the options given again: checked against the run's
-        if force:
-            raise UsageError("--force and --resume contradict each other",
-                             "give --resume RUN_DIR to continue a run, or --force --out "
-                             "RUN_DIR to replace it")
-        again = {k: v for k, v in explicit.items() if v is not None}
-        again.update({k: v for k, v in (("dataset", dataset), ("preset", preset),
-                                        ("options", options or None))
-                      if v is not None})
-        if root is not None:
-            again["root"] = str(root)
-    echo = (lambda text: None) if quiet else (lambda text: typer.echo(text, err=True))
-    result = train_model(cfg, run_dir, resume=resuming, force=force,
-                         progress=ENABLED and not quiet, command=invoked_command(), echo=echo,
-                         given=again)
-    if int(os.environ.get("RANK", "0")) != 0:          # torchrun: rank 0 reports
-        return
-    losses = "" if result.first_loss is None else \
-        f", loss {result.first_loss:.4f} → {result.last_loss:.4f}"
-    typer.echo(f"wrote {result.model_path}: {result.iterations} iterations{losses}, "
-               f"{result.images_per_s:.1f} images/s, {result.seconds:.1f} s", err=True)
+
+def _training_config(method: str, recorded, explicit: dict, dataset, root, preset,
+                     options: dict):
+    """The run's TrainConfig: the recorded run (``--config``) overridden by the options
+    given, or the trainer's defaults (and ``preset``) with them."""
+    if recorded is not None:               # --config: the recorded run ← the options given
+        return recorded.config({**explicit, "dataset": dataset, "preset": preset,
+                                "root": recorded.data_root if root is None else str(root),
+                                "options": {**recorded.options.get("options", {}), **options}},
+                               override_batch=explicit.get("batch_size") is not None)
+    from reidcli.training.config import make_config
+
+    return make_config(method, preset=preset, dataset=dataset or "synthetic",
+                       root=None if root is None else str(root), options=options, **explicit)
+
+
+def _given_again(force: bool, explicit: dict, dataset, root, preset, options: dict) -> dict:
+    """The options a ``--resume`` gives again (checked against the run's record)."""
+    from reidcli.errors import UsageError
+
+    if force:
+        raise UsageError("--force and --resume contradict each other",
+                         "give --resume RUN_DIR to continue a run, or --force --out "
+                         "RUN_DIR to replace it")
+    again = {k: v for k, v in explicit.items() if v is not None}
+    again.update({k: v for k, v in (("dataset", dataset), ("preset", preset),
+                                    ("options", options or None)) if v is not None})
+    if root is not None:
+        again["root"] = str(root)
+    return again
 
 
 def _recorded_run(method: str, config: Optional[Path], resume: Optional[Path],
