@@ -265,3 +265,15 @@ def count(minimum: int = 1, maximum: int = MAX_COUNT) -> Interval:
 def check_seed(owner: str, value: Any, name: str = "seed") -> int:
     """``value`` as a seed in [0, 2³²); ParameterError naming ``name`` otherwise."""
     return check_param(owner, name, value, SEED)
+
+
+class OwnParameters:
+    """Mixin of a stage's config: the method's own parameters, held in the dict ``params``
+    beside the shared settings, read as attributes (``cfg.tau``, ``cfg.variant``)."""
+
+    def __getattr__(self, name: str) -> Any:
+        params = self.__dict__.get("params")
+        if params is not None and name in params:
+            return params[name]
+        raise AttributeError(f"{type(self).__name__} of {self.__dict__.get('method')!r} has "
+                             f"no setting {name!r}")

@@ -18,7 +18,7 @@ ROOT = Path(reidcli.__file__).resolve().parent
 #: layers below it, never one above. Top-level modules count as packages of their own name.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("reidcli", "errors", "naming", "params", "numeric", "cameras", "io", "progress", "device",
-     "distributed_env", "registry", "provenance"),
+     "distributed_env", "registry", "provenance", "workers"),
     ("data",),
     ("store",),
     ("synthetic", "models", "pairwise"),

@@ -22,7 +22,8 @@ from typing import Any, Mapping, Sequence
 
 from reidcli.errors import ParameterError, UsageError
 from reidcli.naming import param
-from reidcli.params import BOOL, NONE, SEED, Constraint, Interval, Options, check_param
+from reidcli.params import (BOOL, NONE, SEED, Constraint, Interval, Options, OwnParameters,
+                            check_param)
 from reidcli.registry import Parameter, declare_settings
 
 #: who the parameters below belong to, in error messages
@@ -257,7 +258,7 @@ def label_of(info, settings: Mapping[str, Any] | None = None) -> str:
 
 
 # -- the configuration -------------------------------------------------------------------------
-class _ConfigMethods:
+class _ConfigMethods(OwnParameters):
     """Behaviour of :class:`AdaptConfig` (its fields come from :data:`SETTINGS`)."""
 
     def __init__(self, method: str = "dart3", *, params: Mapping[str, Any] | None = None,
@@ -273,13 +274,6 @@ class _ConfigMethods:
                 own[name] = value          # the method's own parameter (checked by resolved)
         self.params = own
 
-    def __getattr__(self, name: str) -> Any:
-        """The method's own parameters read as attributes (``cfg.tau``)."""
-        params = self.__dict__.get("params")
-        if params is not None and name in params:
-            return params[name]
-        raise AttributeError(f"{type(self).__name__} of {self.__dict__.get('method')!r} has "
-                             f"no setting {name!r}")
 
     @property
     def uses_model(self) -> bool:

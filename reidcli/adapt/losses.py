@@ -18,12 +18,12 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import itertools
-from concurrent.futures import ThreadPoolExecutor
 
 import torch
 import torch.nn.functional as F
 
 from reidcli.models.fixed_order import linear
+from reidcli.workers import ReusedThreadPool
 
 #: floor of squared distances (docs/methods/dart3.md): a zero distance keeps a finite gradient
 MIN_SQ_DIST = 1e-12
@@ -277,19 +277,8 @@ def _merge(parts: list[PartialPass], tau: float, k: int, columns: bool) -> Parti
     return out
 
 
-class _ShardWorkers:
-    """The threads that run the ``"shards"`` schedule (created on first use, reused)."""
-
-    pool: ThreadPoolExecutor | None = None
-    size = 0
-
-    @classmethod
-    def get(cls, n: int) -> ThreadPoolExecutor:
-        if cls.pool is None or cls.size < n:
-            if cls.pool is not None:
-                cls.pool.shutdown(wait=True)
-            cls.pool, cls.size = ThreadPoolExecutor(n, thread_name_prefix="dart3-shard"), n
-        return cls.pool
+#: the threads that run the ``"shards"`` schedule
+_SHARD_WORKERS = ReusedThreadPool("dart3-shard")
 
 
 #: whether torch's intra-op threads are OpenMP's, whose per-thread count a worker takes from
@@ -334,7 +323,7 @@ def _shard_passes(z, zg, z_sq, gallery: PreparedGallery, tau: float, k: int,
             a, b = shards[i]
             parts[i] = _pass(z, zg, z_sq, gallery, a, b, tau, k, 0)
 
-    pool = _ShardWorkers.get(workers)
+    pool = _SHARD_WORKERS.get(workers)
     for f in [pool.submit(work) for _ in range(workers)]:
         f.result()
     return parts

@@ -11,7 +11,6 @@ import contextlib
 import dataclasses
 import itertools
 import warnings
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import scipy.linalg
@@ -20,6 +19,7 @@ from reidcli.cameras import camera_index
 from reidcli.errors import ParameterError, UsageError
 from reidcli.naming import param
 from reidcli.pooling.projection import image_blocks, readonly_tensor
+from reidcli.workers import ReusedThreadPool
 
 #: images per task of :meth:`CrossCameraScatter.add_maps` (the unit of work of one thread;
 #: fixed, so the float64 sums of the tasks' partial statistics, merged in task order, do not
@@ -349,19 +349,8 @@ def _project_task(maps, blocks_t, areas, positions, rank: int, s: int, dtype, li
     return q
 
 
-class _TaskWorkers:
-    """The threads of :meth:`CrossCameraScatter.add_maps` (created on first use, reused)."""
-
-    pool: ThreadPoolExecutor | None = None
-    size = 0
-
-    @classmethod
-    def get(cls, n: int) -> ThreadPoolExecutor:
-        if cls.pool is None or cls.size < n:
-            if cls.pool is not None:
-                cls.pool.shutdown(wait=True)
-            cls.pool, cls.size = ThreadPoolExecutor(n, thread_name_prefix="cdpcf-task"), n
-        return cls.pool
+#: the threads of :meth:`CrossCameraScatter.add_maps`
+_TASK_WORKERS = ReusedThreadPool("cdpcf-task")
 
 
 @contextlib.contextmanager
@@ -396,7 +385,7 @@ def _run_tasks(fn, tasks: list):
                     return
                 out[i] = fn(tasks[i])
 
-        pool = _TaskWorkers.get(workers)
+        pool = _TASK_WORKERS.get(workers)
         for f in [pool.submit(work) for _ in range(workers)]:
             f.result()
         return out

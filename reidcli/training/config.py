@@ -26,7 +26,7 @@ from reidcli.device import AMP_CHOICES, CHANNELS_LAST_CHOICES
 from reidcli.errors import ParameterError
 from reidcli.models.backbone_names import BACKBONES
 from reidcli.naming import param
-from reidcli.params import NONE, SEED, Constraint, Interval, Options, check_param
+from reidcli.params import NONE, SEED, Constraint, Interval, Options, OwnParameters, check_param
 from reidcli.registry import Parameter
 
 #: who the parameters below belong to, in error messages
@@ -48,7 +48,7 @@ EXTRAS = {
 
 
 @dataclasses.dataclass
-class TrainConfig:
+class TrainConfig(OwnParameters):
     """The settings every network trainer shares (saved with ``params``, the trainer's own
     parameters, as ``RUN_DIR/config.json``)."""
 
@@ -112,13 +112,6 @@ class TrainConfig:
     #: the trainer's own parameters (declared by its module), read as attributes too
     params: dict = dataclasses.field(default_factory=dict)
 
-    def __getattr__(self, name: str) -> Any:
-        """The trainer's own parameters read as attributes (``cfg.variant``)."""
-        params = self.__dict__.get("params")
-        if params is not None and name in params:
-            return params[name]
-        raise AttributeError(f"{type(self).__name__} of {self.__dict__.get('method')!r} has "
-                             f"no setting {name!r}")
 
     def __setattr__(self, name: str, value: Any) -> None:
         params = self.__dict__.get("params")
