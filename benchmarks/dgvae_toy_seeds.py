@@ -14,9 +14,9 @@ import time
 import numpy as np
 import torch
 
-from reidcli.testing.dgvae_toy_run import (ir_to_visible_scores, stage_ratio, toy_features,
-                                           train_on_toy)
-from reidcli.testing.vi_toy import make_vi_toy
+from reidcli.paper.dgvae_toy import (ir_to_visible_scores, stage_ratio, toy_features,
+                                     train_on_toy)
+from reidcli.synthetic.vi_toy import make_vi_toy
 
 #: (stage, term, bound) as asserted by the tests (last-5 / first-5 ≤ bound)
 RATIOS = [(1, "id", 0.3), (1, "cmtl", 0.3), (1, "gmm", 0.3), (1, "lmc", 0.3),

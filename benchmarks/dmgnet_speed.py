@@ -33,7 +33,7 @@ from _model_speed import describe, sync  # noqa: E402
 
 from reidcli.data.transforms import parse_size  # noqa: E402
 from reidcli.device import resolve_device  # noqa: E402
-from reidcli.models.dmgnet import dmgnet_model, dmgnet_model_spec  # noqa: E402
+from reidcli.models.checkpoint import ModelSpec, build_model  # noqa: E402
 from reidcli.training.dmgnet_meta import MetaConfig, dmg_step_loss  # noqa: E402
 from reidcli.training.losses import batch_hard_triplet, label_smoothing_cross_entropy  # noqa: E402
 
@@ -112,8 +112,10 @@ def measure(step: Callable[[], None], iters: int, warmup: int, device: torch.dev
 def run_variant(kind: str, args, device: torch.device, amp: torch.dtype | None
                 ) -> tuple[float, int]:
     torch.manual_seed(0)
-    spec = dmgnet_model_spec(args.backbone, args.num_ids, args.size)
-    model = dmgnet_model(spec).to(device).train()
+    # DMG-Net's network is a BoT (docs/methods/dmgnet.md, D9): one classifier over all ids
+    spec = ModelSpec(kind="bot", backbone=args.backbone, last_stride=1,
+                     num_classes=args.num_ids, input_size=tuple(args.size))
+    model = build_model(spec).to(device).train()
     optimizer = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=LR,
                                  weight_decay=5e-4)
     xs, ys, xq, yq = make_batch(args.p, args.k, args.size, args.num_ids, device)
