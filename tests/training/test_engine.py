@@ -151,7 +151,7 @@ def test_ddp_two_processes_with_torchrun(tiny_synthetic_root, tmp_path):
 
     run = tmp_path / "ddp"
     torchrun_reid("train", "bot", "--dataset", "synthetic", "--root", tiny_synthetic_root,
-                  "--option", "name=tiny", "--preset", "tiny", "--P", "3", "--K", "2",
+                  "--option", "name=tiny", "--preset", "tiny", "--ids-per-batch", "3", "--images-per-id", "2",
                   "--epochs", "2", "--log-every", "1", "--out", run, "--quiet")
     config = json.loads((run / "config.json").read_text())
     assert config["world_size"] == 2
