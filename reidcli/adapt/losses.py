@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 
 from reidcli.models.fixed_order import linear
-from reidcli.workers import ReusedThreadPool
+from reidcli.workers import ReusedThreadPool, one_intra_op_thread, torch_uses_openmp
 
 #: floor of squared distances (docs/methods/dart3.md): a zero distance keeps a finite gradient
 MIN_SQ_DIST = 1e-12
@@ -281,36 +281,18 @@ def _merge(parts: list[PartialPass], tau: float, k: int, columns: bool) -> Parti
 _SHARD_WORKERS = ReusedThreadPool("dart3-shard")
 
 
-#: whether torch's intra-op threads are OpenMP's, whose per-thread count a worker takes from
-#: torch's setting when it first runs an op (the ``"shards"`` schedule relies on it)
-_OPENMP = "parallel backend: OpenMP" in torch.__config__.parallel_info()
-
-
-@contextlib.contextmanager
-def _one_intra_op_thread():
-    """torch (GEMMs, element-wise ops) on one thread inside the block; restored after."""
-    threads = torch.get_num_threads()
-    if threads == 1 or not _OPENMP:
-        yield threads
-        return
-    torch.set_num_threads(1)
-    try:
-        yield threads
-    finally:
-        torch.set_num_threads(threads)
-
-
 def _shard_passes(z, zg, z_sq, gallery: PreparedGallery, tau: float, k: int,
                   threads: int = 1) -> list[PartialPass]:
     """Every shard's :class:`PartialPass`, in shard order. ``"shards"`` schedule (called
-    under :func:`_one_intra_op_thread`; ``threads`` the caller's torch thread count): on the
-    calling thread for one shard or one thread, else on up to ``threads`` workers that take
-    the next unclaimed shard (a worker the OS deschedules simply takes fewer)."""
+    under :func:`~reidcli.workers.one_intra_op_thread`; ``threads`` the caller's torch thread
+    count): on the calling thread for one shard or one thread, else on up to ``threads``
+    workers that take the next unclaimed shard (a worker the OS deschedules simply takes
+    fewer)."""
     if gallery.schedule == "blocks":
         return [_pass(z, zg, z_sq, gallery, a, b, tau, k, REDUCTION_CHUNK)
                 for a, b in gallery.shards]
     shards = gallery.shards
-    workers = min(threads if _OPENMP else 1, len(shards))
+    workers = min(threads if torch_uses_openmp() else 1, len(shards))
     if workers <= 1:
         return [_pass(z, zg, z_sq, gallery, a, b, tau, k, 0) for a, b in shards]
     parts: list[PartialPass | None] = [None] * len(shards)
@@ -351,7 +333,7 @@ class EuclideanTopKSoftmaxLoss(torch.autograd.Function):
     @staticmethod
     def forward(ctx, zhat, gallery, tau, k):
         # "shards": no OpenMP parallel region at all in here (PreparedGallery)
-        with (_one_intra_op_thread() if gallery.schedule == "shards"
+        with (one_intra_op_thread() if gallery.schedule == "shards"
               else contextlib.nullcontext(torch.get_num_threads())) as threads:
             grad, loss = EuclideanTopKSoftmaxLoss._loss_and_grad(zhat, gallery, float(tau),
                                                                  int(k), threads)

@@ -7,7 +7,6 @@ come out in closed form without enumerating pairs or keeping every image's q in 
 """
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import itertools
 import warnings
@@ -19,7 +18,7 @@ from reidcli.cameras import camera_index
 from reidcli.errors import ParameterError, UsageError
 from reidcli.naming import param
 from reidcli.pooling.projection import image_blocks, readonly_tensor
-from reidcli.workers import ReusedThreadPool
+from reidcli.workers import ReusedThreadPool, one_intra_op_thread
 
 #: images per task of :meth:`CrossCameraScatter.add_maps` (the unit of work of one thread;
 #: fixed, so the float64 sums of the tasks' partial statistics, merged in task order, do not
@@ -251,7 +250,7 @@ class CrossCameraScatter:
         per_cam = sums.sum(0)                                          # y_c [C, E, S]
         blocks_same = np.zeros((c, c, s, s))
         blocks_all = np.zeros((c, c, s, s))
-        with _one_intra_op_thread():               # float64 GEMMs: torch's BLAS, one thread
+        with one_intra_op_thread():               # float64 GEMMs: torch's BLAS, one thread
             for a in range(c):
                 blocks_same[a, a] = 2.0 * self._self_same[a]
                 blocks_all[a, a] = 2.0 * self._self_all[a]
@@ -353,26 +352,10 @@ def _project_task(maps, blocks_t, areas, positions, rank: int, s: int, dtype, li
 _TASK_WORKERS = ReusedThreadPool("cdpcf-task")
 
 
-@contextlib.contextmanager
-def _one_intra_op_thread():
-    """torch on one intra-op thread per task (OpenMP builds); the caller's count restored."""
-    import torch
-    threads = torch.get_num_threads()
-    openmp = "parallel backend: OpenMP" in torch.__config__.parallel_info()
-    if threads == 1 or not openmp:
-        yield threads if openmp else 1
-        return
-    torch.set_num_threads(1)
-    try:
-        yield threads
-    finally:
-        torch.set_num_threads(threads)
-
-
 def _run_tasks(fn, tasks: list):
     """``fn(task)`` for every task, on up to torch's thread count of workers (each task on
     one thread), the results in task order."""
-    with _one_intra_op_thread() as threads:
+    with one_intra_op_thread() as threads:
         workers = min(threads, len(tasks))
         if workers <= 1:
             return [fn(t) for t in tasks]

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from reidcli.adapt import losses
+from reidcli.workers import torch_uses_openmp
 from reidcli.adapt.losses import (PreparedGallery, dart3_loss, dart3_loss_reference,
                                   softmax_entropy, temp_loss, tent_loss)
 
@@ -142,7 +143,7 @@ def test_sharded_pass_does_not_depend_on_the_thread_count(precision):
     assert torch.equal(one[0], two[0]) and torch.equal(one[1], two[1])
 
 
-@pytest.mark.skipif(not losses._OPENMP, reason="torch's intra-op threads are not OpenMP's")
+@pytest.mark.skipif(not torch_uses_openmp(), reason="torch's intra-op threads are not OpenMP's")
 def test_each_shard_is_one_single_threaded_pass_and_the_thread_setting_is_restored():
     """The invariant behind the CPU speed (issue 21): one pass per shard, each with one torch
     intra-op thread (no fork/join per block), every shard once; torch's thread count is
