@@ -2,6 +2,7 @@
 (thin CLI)."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import List, Optional
 
@@ -95,8 +96,10 @@ def evaluate(
     stores = expand_store_patterns(store)
     read_from = stores + ([model] if model is not None else [])
     # the report's provenance hashes every input file: start now, on a thread, so that the
-    # hashing overlaps the imports and store reads below instead of following the scoring
-    digests = InputDigests(read_from) if json_out is not None else None
+    # hashing overlaps the imports and store reads below instead of following the scoring;
+    # only the process that writes the report hashes (rank 0 under torchrun)
+    writes_report = json_out is not None and os.environ.get("RANK", "0") == "0"
+    digests = InputDigests(read_from) if writes_report else None
 
     from reidcli.cli.context import invoked_command, set_flag_names
     from reidcli.evaluation.engine import EvalOptions
@@ -110,7 +113,8 @@ def evaluate(
     # library parameters set by flags of another name (errors name the flag typed);
     # values are checked by the library (EvalOptions, RerankOptions, StoreEvalRequest)
     set_flag_names({"ap_convention": "--ap", "full_curve": "--full-cmc",
-                    "block_rows": "--block-size", "gallery_block_rows": "--gallery-block", "lambda_value": "--rerank-lambda",
+                    "block_rows": "--block-size", "gallery_block_rows": "--gallery-block",
+                    "lambda_value": "--rerank-lambda",
                     "k1": "--rerank-k1", "k2": "--rerank-k2", "n_parts": "--parts",
                     "query_cameras": "--query-cams", "json_out": "--json",
                     "csv_out": "--csv"})

@@ -92,12 +92,7 @@ class CrossCameraScatter:
         n, rows, s = q.shape
         if s != self.positions:
             raise ValueError(f"q has {s} positions, expected {self.positions}")
-        if self._rows is None:
-            self._rows = rows
-            c, p = self.num_cameras, len(self.persons)
-            self._self_same = np.zeros((c, s, s))
-            self._self_all = np.zeros((c, s, s))
-            self._sums = np.zeros((p, c, rows * s))
+        self._start(rows, s)
         if self._seen[index].any() or len(np.unique(index)) != len(index):
             raise ValueError("an image was added twice")
         self._seen[index] = True
