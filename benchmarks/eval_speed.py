@@ -589,6 +589,7 @@ def whole_command_rows(args, common: dict, wheel: Path | None, eng: dict) -> dic
     if baseline:
         time_whole_command(cli_args, baseline)
     rounds: dict[str, list] = {"floor": [], "peer": [], "whole": [], "baseline": []}
+    load_before = os.getloadavg()
     for _ in range(args.rounds):                         # interleaved: load drifts hit all
         if baseline:
             rounds["baseline"].append(time_whole_command(cli_args, baseline))
@@ -603,8 +604,13 @@ def whole_command_rows(args, common: dict, wheel: Path | None, eng: dict) -> dic
     whole = med(r["wall_s"] for r in rounds["whole"])
     whole_cpu = med(r["cpu_s"] for r in rounds["whole"])
     mAP = json.loads(report.read_text())["mAP"]
+    load_after = os.getloadavg()
     out = {"floor_s": floor, "whole_s": whole, "whole_cpu_s": whole_cpu, "rounds": rounds,
-           "mAP": mAP, "peer_compiled": bool(build_dir)}
+           "mAP": mAP, "peer_compiled": bool(build_dir),
+           "load_average": {"before": load_before, "after": load_after}}
+    print(f"  load average (1, 5, 15 min) before the rounds "
+          f"{', '.join(f'{v:.2f}' for v in load_before)}; after "
+          f"{', '.join(f'{v:.2f}' for v in load_after)} ({os.cpu_count()} CPUs)")
     f = rounds["floor"][0]
     print(f"  fp32 GEMM floor (Q×G product)  {floor:8.2f} s   (median of {args.rounds}; "
           f"numpy {med(r['numpy_s'] for r in rounds['floor']):.2f} s"

@@ -30,6 +30,23 @@ dgvae_train() {
     --out "$run" --force --quiet "${budget[@]}" "$@" "${TRAIN_ARGS[@]}"
 }
 
+# Every Table 2 row (DGVAE_VARIANTS, default all 12) at every seed (DGVAE_SEEDS, default
+# 0,1,2) in ONE process: reid paper ablation dgvae trains each run with reid train's code,
+# extracts and evaluates it as dgvae_extract / dgvae_eval do (OUT/VARIANT/seedS/,
+# OUT/VARIANT/seedS.h5, OUT/VARIANT.json: mean ± std over the seeds) and prints ours beside
+# Table 2 with the claims' PASS/FAIL (a verdict inside the seeds' spread says so).
+# usage: dgvae_ablation OUT [reid train options...]
+dgvae_ablation() {
+  local out="$1"; shift
+  local budget=() variants=()
+  [ -n "${DGVAE_EPOCHS:-}" ] && budget+=(--epochs "$DGVAE_EPOCHS")
+  [ -n "${DGVAE_ITERS:-}" ] && budget+=(--iters-per-epoch "$DGVAE_ITERS")
+  # shellcheck disable=SC2086
+  [ -n "${DGVAE_VARIANTS:-}" ] && variants=(--variants "$(echo $DGVAE_VARIANTS | tr ' ' ,)")
+  reid paper ablation dgvae "${DATA_ARGS[@]}" --init "${INIT:?set INIT}" --out "$out" --force \
+    --seeds "${DGVAE_SEEDS:-0,1,2}" "${variants[@]}" "${budget[@]}" "$@" "${TRAIN_ARGS[@]}"
+}
+
 # usage: dgvae_extract RUN_DIR STORE [reid extract options, e.g. --option trial=3...]
 dgvae_extract() {
   local run="$1" store="$2"; shift 2
@@ -44,7 +61,7 @@ dgvae_eval() {
   reid eval "${stores[@]}" --json "$json" --force --quiet
 }
 
-# The notes after a recipe's tables. usage: dgvae_notes RUN_DIR...
+# The notes after a recipe's tables. usage: dgvae_notes RUN_DIR|ABLATION_OUT...
 dgvae_notes() {
   reid paper budget dgvae "$@"
   # shellcheck disable=SC2086

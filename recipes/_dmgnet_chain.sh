@@ -92,6 +92,25 @@ dmgnet_train() {
     --force --quiet "${budget[@]}" "$@" "${TRAIN_ARGS[@]}"
 }
 
+# Every variant of DMG_VARIANTS (default: the Table 6 rows bot metadisc metagen dmgnet and the
+# control paired) at every seed of DMG_SEEDS (default 0,1,2) in ONE process: reid paper
+# ablation dmgnet trains each run with reid train's code under the one budget above (BoT:
+# twice the iterations per epoch, dmgnet_tiny for tiny), extracts it on the one held-out
+# target and evaluates it as dmgnet_extract / dmgnet_eval do (OUT/VARIANT/seedS/,
+# OUT/VARIANT/seedS.h5, OUT/VARIANT.json: mean ± std over the seeds), and prints ours with
+# the claims' PASS/FAIL (a verdict inside the seeds' spread says so).
+# usage: dmgnet_ablation OUT [reid train options...]   (SOURCE_ARGS name the data)
+dmgnet_ablation() {
+  local out="$1"; shift
+  local budget=() variants=()
+  [ -n "${DMG_EPOCHS:-}" ] && budget+=(--epochs "$DMG_EPOCHS")
+  [ -n "${DMG_ITERS:-}" ] && budget+=(--iters-per-epoch "$DMG_ITERS")
+  # shellcheck disable=SC2086
+  [ -n "${DMG_VARIANTS:-}" ] && variants=(--variants "$(echo $DMG_VARIANTS | tr ' ' ,)")
+  reid paper ablation dmgnet "${SOURCE_ARGS[@]}" --init "${INIT:?set INIT}" --out "$out" \
+    --force --seeds "${DMG_SEEDS:-0,1,2}" "${variants[@]}" "${budget[@]}" "$@" "${TRAIN_ARGS[@]}"
+}
+
 # usage: dmgnet_extract RUN_DIR STORE [reid extract options, e.g. --dataset viper --root D]
 dmgnet_extract() {
   local run="$1" store="$2"; shift 2
@@ -129,7 +148,7 @@ dmgnet_target() {
   dmgnet_eval "$json" "${stores[@]}"
 }
 
-# The notes after a recipe's tables. usage: dmgnet_notes RUN_DIR...
+# The notes after a recipe's tables. usage: dmgnet_notes RUN_DIR|ABLATION_OUT...
 dmgnet_notes() {
   reid paper budget dmgnet "$@"
   # shellcheck disable=SC2086

@@ -205,6 +205,10 @@ CASES: dict[str, Case] = {
         subs=(("/data/Market-1501", "data/synthetic/tiny/d0"),
               ("/data/camera_crops", "camera_crops"), ("/data/wanted", "wanted")),
         outputs=("market.h5", "crops.h5", "top10.csv", "pcb.onnx", "pcb.onnx.json")),
+    "docs/cli.md: reid data synth --out data --preset vi": Case(
+        skip="reid paper ablation at full size trains 12 variants × 3 seeds: run shrunk by "
+             "tests/recipes/test_dgvae_recipes.py (recipes/dgvae_synthetic.sh) and "
+             "tests/paper/test_ablation.py"),
     "README.md: bash recipes/warca_synthetic.sh": Case(
         skip="a recipe: run shrunk by tests/recipes/test_warca_recipes.py, full size under "
              "`pytest -m slow`"),

@@ -193,11 +193,11 @@ def _output_report(report: dict, json_out: Optional[Path], csv_out: Optional[Pat
                    force: bool, quiet: bool, to_stdout: bool, read_from: list[Path]) -> None:
     """The report's tables on the terminal (stderr when the JSON goes to stdout), its JSON
     (--json) and its CMC curve as CSV (--csv)."""
-    from rich.console import Console
-
     from reidcli.evaluation.report import render_tables, write_csv, write_json
 
     if not quiet:
+        from rich.console import Console     # only for the tables (--quiet: not loaded)
+
         render_tables(report, Console(stderr=to_stdout))
     if to_stdout:
         typer.echo(json_text(report), nl=False)

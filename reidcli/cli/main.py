@@ -144,26 +144,37 @@ def _root(
 GENERATED_STAGES = ("train", "fit-pooling", "adapt")
 
 #: every stage: its module under :mod:`reidcli.cli`, the module's typer sub-app (``app``) or
-#: command function, and its help line (None: the module's ``HELP``), in the order they are
-#: registered; `reid --help` lists the commands, then the sub-apps, each in this order
-STAGES: dict[str, tuple[str, str, str | None]] = {
+#: command function, and its help line, in the order they are registered; `reid --help` lists
+#: the commands, then the sub-apps, each in this order. The help lines of stages whose module
+#: has a ``HELP`` are that text (tests/cli/test_lazy_imports.py keeps them equal): they are here
+#: so that `reid --help` lists every stage without importing its module (:func:`_add_listing`)
+STAGES: dict[str, tuple[str, str, str]] = {
     "data": ("data", "app", "List, describe, check and synthesise datasets."),
     "store": ("store", "app", "Inspect, import and merge feature stores."),
-    "extract": ("extract", "extract", None),
+    "extract": ("extract", "extract",
+                "Extract embeddings and conv maps from images into a feature store."),
     "train": ("train", "app", "Train a network or fit a metric on a store."),
     "fit-pooling": ("fit_pooling", "app",
                     "Fit C-DPCF / DPCF / average-pooling baselines on stored conv maps."),
     "adapt": ("adapt", "app", "Test-time adaptation of a store's features."),
-    "eval": ("eval", "evaluate", None),
-    "plot": ("plot", "app", None),
-    "export": ("export", "app", None),
-    "demo": ("demo", "demo", None),
-    "methods": ("methods", "methods", None),
+    "eval": ("eval", "evaluate",
+             "Evaluate a feature store (optionally through a fitted model): CMC, mAP, mINP, "
+             "per protocol E1–E5 / camera-split, with optional k-reciprocal re-ranking."),
+    "plot": ("plot", "app", "Figures: CMC, t-SNE, weight maps, rank lists, training curves, "
+                            "distance histograms."),
+    "export": ("export", "app",
+               "Export a trained model to ONNX or TorchScript (with a parity check)."),
+    "demo": ("demo", "demo",
+             "Run the pipeline end to end on synthetic datasets and print a results table."),
+    "methods": ("methods", "methods",
+                "List every registered method: stage, paper and default parameters."),
     "paper": ("paper", "app", "Compare results with the papers' tables (docs/papers.md)."),
 }
 
 #: stages already added to :data:`app`
 _REGISTERED: set[str] = set()
+#: stages listed in :data:`app` by name and help line only (:func:`_add_listing`)
+_LISTED: set[str] = set()
 
 
 def _stage_module(stage: str):
@@ -174,21 +185,49 @@ def _stage_module(stage: str):
 
 
 def _add_stage(stage: str) -> None:
-    """Add one stage to :data:`app` (importing its module only now), in :data:`STAGES` order
-    whatever order the stages are added in."""
+    """Add one stage to :data:`app` (importing its module only now, and replacing its
+    listing), in :data:`STAGES` order whatever order the stages are added in."""
     module = _stage_module(stage)
     _, attribute, help_line = STAGES[stage]
     target = getattr(module, attribute)
-    help_line = module.HELP if help_line is None else help_line
+    _drop_listing(stage)
     if attribute == "app":
         app.add_typer(target, name=stage, help=help_line)
     else:
         app.command(stage, help=help_line,
                     context_settings=getattr(module, "CONTEXT", None))(target)
     _REGISTERED.add(stage)
+    _sort_stages()
+
+
+def _sort_stages() -> None:
     order = list(STAGES)
     app.registered_commands.sort(key=lambda info: order.index(info.name))
     app.registered_groups.sort(key=lambda info: order.index(info.name))
+
+
+def _listed_command() -> None:
+    """Stands for a stage that was only listed (never run: running a stage adds it first)."""
+    raise RuntimeError("a listed stage ran before it was added")
+
+
+def _add_listing(stage: str) -> None:
+    """List ``stage`` in :data:`app` by its name and help line only — a command, or an empty
+    sub-app, as the stage is — without importing its module: what `reid --help` (and a bare
+    `reid`, or an unknown command's suggestion) shows. :func:`_add_stage` replaces it."""
+    _, attribute, help_line = STAGES[stage]
+    if attribute == "app":
+        app.add_typer(typer.Typer(pretty_exceptions_enable=False), name=stage, help=help_line)
+    else:
+        app.command(stage, help=help_line)(_listed_command)
+    _LISTED.add(stage)
+
+
+def _drop_listing(stage: str) -> None:
+    if stage in _LISTED:
+        app.registered_commands[:] = [i for i in app.registered_commands if i.name != stage]
+        app.registered_groups[:] = [i for i in app.registered_groups if i.name != stage]
+        _LISTED.discard(stage)
 
 
 def _register(args: Sequence[str] = (), every_stage: bool = True) -> None:
@@ -197,13 +236,20 @@ def _register(args: Sequence[str] = (), every_stage: bool = True) -> None:
     is reported as a one-line error; `reid --help` imports no method module.
 
     With ``every_stage=False`` (what :func:`main` does) only the stage being run is added, so
-    that e.g. `reid eval` imports no other stage's module; every stage is added when ``args``
-    name none (`reid --help`, `reid`) or an unknown one (its error suggests a stage)."""
+    that e.g. `reid eval` imports no other stage's module; when ``args`` name no stage
+    (`reid --help`, `reid`) or an unknown one (its error suggests a stage) the stages not
+    added yet are listed by name and help line (:func:`_add_listing`), importing no stage
+    module. With ``every_stage=True`` every stage is added."""
     stage = next((a for a in args if not a.startswith("-")), None)
-    wanted = [stage] if stage in STAGES and not every_stage else list(STAGES)
-    for name in wanted:
-        if name not in _REGISTERED:
-            _add_stage(name)
+    if stage in STAGES or every_stage:
+        for name in [stage] if stage in STAGES and not every_stage else list(STAGES):
+            if name not in _REGISTERED:
+                _add_stage(name)
+    else:
+        for name in STAGES:
+            if name not in _REGISTERED and name not in _LISTED:
+                _add_listing(name)
+        _sort_stages()
     if stage in GENERATED_STAGES:
         _stage_module(stage).build_commands()
 
@@ -276,11 +322,13 @@ def _run_app(args: list[str]) -> None:
     """Run the typer app; its own usage errors (an unknown option, a value that does not parse)
     print one line like every other error, except a bare group, which prints its help."""
     from typer.main import get_command
-    from reidcli.cli.click_compat import ClickException, NoArgsIsHelpError
+    from reidcli.cli.click_compat import (ClickException, NoArgsIsHelpError,
+                                          install_fast_coercion)
 
     from reidcli.cli import help_format
 
     help_format.install()
+    install_fast_coercion()
     command = get_command(app)
     try:
         code = command.main(args=args, prog_name="reid", standalone_mode=False)

@@ -50,16 +50,25 @@ class NumpyBackend:
         return np.take_along_axis(d, cols, axis=1)
 
     def sort_rows(self, d: np.ndarray) -> np.ndarray:
-        """A row-sorted copy of ``d`` [b, g], sorted on ``self.threads`` threads."""
-        out = np.array(d, copy=True, order="C")
-        b = out.shape[0]
-        if self.threads <= 1 or b < 2 * self.threads or out.size < (1 << 18):
+        """A row-sorted copy of ``d`` [b, g], copied and sorted on ``self.threads`` threads
+        (each copies and sorts its own rows)."""
+        d = np.asarray(d)
+        b = d.shape[0]
+        if self.threads <= 1 or b < 2 * self.threads or d.size < (1 << 18):
+            out = np.array(d, copy=True, order="C")
             out.sort(axis=1)
             return out
+        out = np.empty(d.shape, dtype=d.dtype)
         if self._pool is None:
             self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="reid-sort")
+
+        def copy_and_sort(lo: int, hi: int) -> None:
+            rows = out[lo:hi]
+            np.copyto(rows, d[lo:hi])
+            rows.sort(axis=1)
+
         bounds = np.linspace(0, b, self.threads + 1).astype(int)
-        jobs = [self._pool.submit(out[lo:hi].sort, axis=1)
+        jobs = [self._pool.submit(copy_and_sort, lo, hi)
                 for lo, hi in zip(bounds[:-1], bounds[1:]) if hi > lo]
         for job in jobs:
             job.result()

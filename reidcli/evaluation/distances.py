@@ -32,29 +32,64 @@ MAX_SQNORM = float(np.finfo(np.float32).max) / 4
 def check_features(features: np.ndarray, what: str, magnitude: bool = True) -> np.ndarray:
     """Return ``features`` as a 2-D float array; EvaluationError on NaN/Inf, on rows too large
     for the float32 distance computation (squared norm > :data:`MAX_SQNORM`, checked in float64
-    unless ``magnitude`` is False) or on a bad shape."""
+    unless ``magnitude`` is False) or on a bad shape.
+
+    With ``magnitude``, one pass (:func:`_unsafe_rows`) finds the only rows that can fail
+    either check; those alone are checked exactly."""
     features = np.asarray(features)
     if features.ndim != 2:
         raise EvaluationError(f"{what} have shape {features.shape}, expected [rows, dim]",
                               "give one feature vector per row")
     if features.dtype.kind != "f":
         features = features.astype(np.float32)
+    if magnitude:
+        rows = _unsafe_rows(features)
+        _check_finite(features[rows], what, rows)
+        _check_magnitude(features[rows], what, rows)
+        return features
+    _check_finite(features, what)
+    return features
+
+
+def _check_finite(features: np.ndarray, what: str, positions: np.ndarray | None = None) -> None:
+    """EvaluationError when rows of ``features`` hold NaN or Inf (``positions``: the rows'
+    positions in the whole set, for the message; default 0, 1, …)."""
     step = max(1, (1 << 22) // max(features.shape[1], 1))      # bounded scratch
     bad = np.concatenate([~np.isfinite(features[s:s + step]).all(axis=1)
                           for s in range(0, len(features), step)]) if len(features) else \
         np.zeros(0, dtype=bool)
     if bad.any():
-        rows = np.flatnonzero(bad)
+        rows = np.flatnonzero(bad) if positions is None else positions[bad]
         raise EvaluationError(f"{what}: {len(rows)} row(s) hold NaN or Inf values (first at "
                               f"position {rows[0]})", "re-extract or fix those features")
-    if magnitude:
-        check_magnitude(features, what)
-    return features
+
+
+def _unsafe_rows(features: np.ndarray) -> np.ndarray:
+    """Positions of the rows that may hold NaN/Inf or exceed :data:`MAX_SQNORM`: those whose
+    squared norm, summed in the features' own precision (float32: one pass, no copy), is not
+    finite or above MAX_SQNORM / 4. Any NaN/Inf makes that sum NaN/Inf, and its relative error
+    (≤ D·2⁻²⁴ for D non-negative terms) is far below the factor 4, so every row the exact
+    float64 checks would refuse is among them. int64 [k]."""
+    if not len(features) or not features.shape[1]:
+        return np.zeros(0, dtype=np.int64)
+    if features.dtype not in (np.float32, np.float64):
+        features = features.astype(np.float32)
+    sq = np.einsum("ij,ij->i", features, features)
+    return np.flatnonzero(~(sq <= MAX_SQNORM / 4))
 
 
 def check_magnitude(features: np.ndarray, what: str) -> None:
     """EvaluationError when a row's squared L2 norm (float64) exceeds :data:`MAX_SQNORM`: the
-    float32 GEMM distance would overflow (and a float32 cast of the row may already have)."""
+    float32 GEMM distance would overflow (and a float32 cast of the row may already have).
+    Only the rows :func:`_unsafe_rows` finds are summed in float64."""
+    if not len(features) or not features.shape[1]:
+        return
+    rows = _unsafe_rows(features)
+    _check_magnitude(features[rows], what, rows)
+
+
+def _check_magnitude(features: np.ndarray, what: str, positions: np.ndarray) -> None:
+    """:func:`check_magnitude` of rows ``features`` [k, D] at ``positions`` [k]."""
     if not len(features) or not features.shape[1]:
         return
     step = max(1, (1 << 22) // max(features.shape[1], 1))
@@ -63,9 +98,9 @@ def check_magnitude(features: np.ndarray, what: str) -> None:
                          for s in range(0, len(features), step)])
     big = ~(sq <= MAX_SQNORM)
     if big.any():
-        rows = np.flatnonzero(big)
+        rows = positions[big]
         raise EvaluationError(f"{what}: {len(rows)} row(s) have values too large for float32 "
-                              f"distances (L2 norm up to {float(np.sqrt(sq[rows].max())):.3g}, "
+                              f"distances (L2 norm up to {float(np.sqrt(sq[big].max())):.3g}, "
                               f"limit {float(np.sqrt(MAX_SQNORM)):.3g}; first at position "
                               f"{rows[0]})",
                               "re-extract those features or rescale them (e.g. "

@@ -31,7 +31,7 @@ def open_store_unlabelled_roles(st, trials: str | None = "all") -> str | None:
     """:func:`store_unlabelled_roles` of an open store ``st``."""
     from reidcli.store.trials import parse_trials
 
-    pids = st.records["pid"].to_numpy(np.int64)
+    pids = st.record_columns["pid"]
     all_trials = st.query_gallery_trials()
     chosen = parse_trials(trials, len(all_trials)) if len(all_trials) > 1 or \
         trials not in (None, "all") else [0]

@@ -98,7 +98,7 @@ def _identity_of(store) -> str:
     same digest; two stores with other features or trials do not."""
     from reidcli.store.records_io import records_digest
 
-    h = hashlib.sha256(records_digest(store.records).encode())
+    h = hashlib.sha256(records_digest(store.record_columns).encode())
     n = store.num_rows
     rows = np.unique(np.linspace(0, max(n - 1, 0), min(n, 256)).round().astype(np.int64))
     for name in store.feature_names:

@@ -18,9 +18,15 @@ from typing import TYPE_CHECKING, Iterable
 import numpy as np
 
 if TYPE_CHECKING:  # pragma: no cover - record tables come from the store reader
+    from typing import Mapping
+
     import pandas as pd
 
-from reidcli.cameras import CameraTable, camera_codes, record_cameras
+    #: a record table: a DataFrame, or a mapping of column name → array [N] (a store's
+    #: ``record_columns``: no pandas)
+    RecordTable = pd.DataFrame | Mapping[str, np.ndarray]
+
+from reidcli.cameras import CameraTable, camera_codes
 from reidcli.evaluation.errors import EvaluationError, EvaluationParameterError
 from reidcli.naming import param
 
@@ -155,22 +161,76 @@ def check_protocol_fits(protocol: Protocol, dataset: str | None, store_rule: str
 
 
 # -- labels ----------------------------------------------------------------------------------
-def identity_codes(records: pd.DataFrame) -> np.ndarray:
+def identity_codes(records: RecordTable) -> np.ndarray:
     """Integer identity per record row from its ``(dataset, domain, pid_scope, pid)`` key.
 
     Bare pids are not global (they restart per synthetic domain and MSMT17 split), so query
-    and gallery ids are compared through these codes. int64 [N].
+    and gallery ids are compared through these codes: 0, 1, … in order of each key's first
+    row. ``records``: the record table (a DataFrame) or its columns as arrays (a store's
+    ``record_columns``, no pandas). int64 [N].
     """
-    import pandas as pd
+    if hasattr(records, "groupby"):                      # a DataFrame
+        import pandas as pd
 
-    scope = records["x_pid_scope"].fillna("all").astype(str) if "x_pid_scope" in records \
-        else pd.Series("all", index=records.index)
-    keys = pd.DataFrame({"dataset": records["dataset"].astype(str).to_numpy(),
-                         "domain": records["domain"].astype(str).to_numpy(),
-                         "scope": scope.to_numpy(),
-                         "pid": records["pid"].to_numpy(np.int64)})
-    return keys.groupby(["dataset", "domain", "scope", "pid"], sort=False).ngroup() \
-        .to_numpy(np.int64)
+        scope = records["x_pid_scope"].fillna("all").astype(str) if "x_pid_scope" in records \
+            else pd.Series("all", index=records.index)
+        keys = pd.DataFrame({"dataset": records["dataset"].astype(str).to_numpy(),
+                             "domain": records["domain"].astype(str).to_numpy(),
+                             "scope": scope.to_numpy(),
+                             "pid": records["pid"].to_numpy(np.int64)})
+        return keys.groupby(["dataset", "domain", "scope", "pid"], sort=False).ngroup() \
+            .to_numpy(np.int64)
+    pids = record_column(records, "pid", np.int64)
+    n = len(pids)
+    scope = [("all" if _missing(v) else str(v)) for v in record_column(records, "x_pid_scope")] \
+        if "x_pid_scope" in records else None
+    # one int64 per row: the code of (dataset, domain, scope), kept below N, then the pid's
+    group = np.zeros(n, dtype=np.int64)
+    for column in (record_column(records, "dataset"), record_column(records, "domain"), scope):
+        if column is not None:
+            codes, count = _first_seen_codes(column)
+            group = np.unique(group * count + codes, return_inverse=True)[1].reshape(-1)
+    pid_values, pid_codes = np.unique(pids, return_inverse=True)
+    keys = group * max(len(pid_values), 1) + pid_codes.reshape(-1)
+    _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+    order = np.empty(len(first), dtype=np.int64)          # key → rank of its first row
+    order[np.argsort(first, kind="stable")] = np.arange(len(first))
+    return order[inverse.reshape(-1)]
+
+
+def _first_seen_codes(values) -> tuple[np.ndarray, int]:
+    """(int64 codes [N] of ``values`` compared as strings, number of distinct values)."""
+    seen: dict[str, int] = {}
+    codes = np.fromiter((seen.setdefault(str(v), len(seen)) for v in values), dtype=np.int64,
+                        count=len(values))
+    return codes, max(len(seen), 1)
+
+
+def record_column(records, name: str, dtype=None) -> np.ndarray:
+    """Column ``name`` of a record table (DataFrame or mapping of arrays) as an array [N]."""
+    return np.asarray(records[name], dtype=dtype)
+
+
+def _missing(value) -> bool:
+    """None or NaN (pandas' missing values of an object column; ``fillna`` replaces them)."""
+    if value is None:
+        return True
+    if isinstance(value, float):
+        return value != value
+    return type(value).__name__ == "NAType"
+
+
+def record_cameras_of(records, rows=None) -> tuple[np.ndarray, CameraTable]:
+    """:func:`reidcli.cameras.camera_codes` of a record table's ``domain`` and ``camid``
+    columns (of ``rows`` [n] only when given; a table without ``domain`` is one domain);
+    ``records``: a DataFrame or a mapping of arrays (:func:`record_column`)."""
+    camids = record_column(records, "camid", np.int64)
+    domains = record_column(records, "domain", object) if "domain" in records else None
+    if rows is not None:
+        rows = np.asarray(rows, dtype=np.int64)
+        camids = camids[rows]
+        domains = None if domains is None else domains[rows]
+    return camera_codes(domains, camids)
 
 
 @dataclasses.dataclass
@@ -211,17 +271,19 @@ class TrialLabels:
                    gallery_pids=gp, gallery_cams=np.asarray(gallery_cams, dtype=np.int64))
 
     @classmethod
-    def from_records(cls, records: pd.DataFrame, codes: np.ndarray, query_rows: np.ndarray,
+    def from_records(cls, records: RecordTable, codes: np.ndarray, query_rows: np.ndarray,
                      gallery_rows: np.ndarray,
                      cameras: tuple[np.ndarray, CameraTable] | None = None) -> "TrialLabels":
         """Labels of store rows; ``codes`` [N] identity codes of every record. ``cameras``:
         (camera code of every record [N], table) — e.g. :func:`evaluated_cameras`, so codes
-        agree across trials; default: the cameras of these rows."""
-        pids = records["pid"].to_numpy(np.int64)
-        cams = records["camid"].to_numpy(np.int64)
+        agree across trials; default: the cameras of these rows. ``records``: a DataFrame or
+        a mapping of arrays (:func:`record_column`)."""
+        pids = record_column(records, "pid", np.int64)
+        cams = record_column(records, "camid", np.int64)
         nq = len(query_rows)
         if cameras is None:
-            cam_codes, table = record_cameras(records, np.concatenate([query_rows, gallery_rows]))
+            cam_codes, table = record_cameras_of(records,
+                                                 np.concatenate([query_rows, gallery_rows]))
             q_cam, g_cam = cam_codes[:nq], cam_codes[nq:]
         else:
             q_cam, g_cam, table = cameras[0][query_rows], cameras[0][gallery_rows], cameras[1]
@@ -249,13 +311,13 @@ class TrialLabels:
                                  f"expected {self.num_gallery}")
 
 
-def evaluated_cameras(records: pd.DataFrame, rows: np.ndarray) -> tuple[np.ndarray,
-                                                                        CameraTable]:
+def evaluated_cameras(records: RecordTable, rows: np.ndarray) -> tuple[np.ndarray,
+                                                                       CameraTable]:
     """Camera code of every record [N] (−1 outside ``rows``) and the table of the cameras of
     ``rows`` (the query and gallery rows of every evaluated trial)."""
     rows = np.unique(np.asarray(rows, dtype=np.int64))
-    codes, table = record_cameras(records, rows)
-    out = np.full(len(records), -1, dtype=np.int64)
+    codes, table = record_cameras_of(records, rows)
+    out = np.full(len(record_column(records, "pid")), -1, dtype=np.int64)
     out[rows] = codes
     return out, table
 

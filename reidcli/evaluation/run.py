@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from reidcli.cameras import record_cameras
 from reidcli.evaluation.backend import make_backend, resolve_device
 from reidcli.evaluation.distances import (FeatureMetric, ModelMetric, QueryGallery, as_slice,
                                           check_features, check_magnitude, normalize_features)
@@ -24,7 +23,8 @@ from reidcli.evaluation.engine import EvalOptions, TrialResult, evaluate_trial
 from reidcli.evaluation.errors import EvaluationError
 from reidcli.evaluation.protocols import (Protocol, TrialLabels, auto_protocol,
                                           check_protocol_fits, evaluated_cameras,
-                                          get_protocol, identity_codes, unseen_query_cameras)
+                                          get_protocol, identity_codes, record_cameras_of,
+                                          record_column, unseen_query_cameras)
 from reidcli.evaluation.scores import nmi_camera_bias
 from reidcli.evaluation.streamed import (StreamedGallery, evaluate_streamed,
                                          streaming_limitation)
@@ -118,12 +118,15 @@ def _training_overlap(st, plan) -> dict[str, int] | None:
     store was trained on (its provenance's ``training_identities``, also through adapt and
     merge; :mod:`reidcli.models.training_identities`); None when the store records none.
     Any overlap warns: those scores measure memorisation, not re-identification."""
-    from reidcli.models.training_identities import rows_overlap
+    from reidcli.models.training_identities import find_records, rows_overlap
 
+    provenance = st.provenance
+    if not find_records(provenance):
+        return None
     found: dict[str, int] = {}
     exact = True
     for k, q, g in plan.trials:
-        result = rows_overlap(st.provenance, plan.records, np.concatenate([q, g]))
+        result = rows_overlap(provenance, st.records, np.concatenate([q, g]))
         if result is None:
             return None
         found[str(k)] = result[0]
@@ -146,12 +149,15 @@ def evaluate_store(request: StoreEvalRequest) -> StoreEvaluation:
     (:func:`streams_gallery`) is read block by block instead, so memory holds the queries and
     two gallery blocks (docs/evaluation.md).
     """
-    from reidcli import fitted
     from reidcli.evaluation.labelled import check_labelled_open_store
     from reidcli.store import open_store
 
     started = time.perf_counter()
-    model = fitted.load(request.model) if request.model is not None else None
+    model = None
+    if request.model is not None:
+        from reidcli import fitted
+
+        model = fitted.load(request.model)
     device = resolve_device(request.device)
     with open_store(request.store) as st:
         # unlabelled queries or gallery: nothing to score (reid eval --search instead)
@@ -371,7 +377,7 @@ def plan_evaluation(st, request: StoreEvalRequest, model) -> EvalPlan:
         check_streaming(request, protocol)
     chosen, trials = _chosen_trials(st, request, all_trials, store_protocol)
     _check_model_trials(request, model, chosen, len(all_trials))
-    records = st.records
+    records = st.record_columns
     options = _camera_options(st, request, protocol, trials, records)
     evaluated = np.concatenate([np.concatenate([q, g]) for _, q, g in trials])
     return EvalPlan(feature=feature, info=info, protocol=protocol, trials=trials,
@@ -399,10 +405,10 @@ def _plan_protocol(st, request: StoreEvalRequest, all_trials: list, store_protoc
         return auto_protocol(st.dataset, rule, len(all_trials))
     protocol = get_protocol(request.protocol)
     rows = np.concatenate([np.concatenate([q, g]) for _, q, g in all_trials])
-    records = st.records
-    check_protocol_fits(protocol, st.dataset, rule, records["modality"].to_numpy()[rows]
+    records = st.record_columns
+    check_protocol_fits(protocol, st.dataset, rule, record_column(records, "modality")[rows]
                         if "modality" in records else (),
-                        records["camid"].to_numpy(np.int64)[rows],
+                        record_column(records, "camid", np.int64)[rows],
                         auto_name=auto_protocol(st.dataset, rule, len(all_trials)).name)
     return protocol
 
@@ -448,8 +454,8 @@ def _camera_options(st, request: StoreEvalRequest, protocol, trials: list, recor
     if protocol.needs_query_cams or request.query_cams is not None:
         train_cams = request.train_cams if request.train_cams is not None \
             else _train_cameras_of(st)
-        query_cams = records["camid"].to_numpy(np.int64)[np.concatenate([q for _, q, _ in
-                                                                        trials])]
+        query_cams = record_column(records, "camid", np.int64)[
+            np.concatenate([q for _, q, _ in trials])]
         cams = unseen_query_cameras(query_cams, request.query_cams,
                                     train_cams if protocol.needs_query_cams else None)
         options = dataclasses.replace(options, query_cameras=cams)
@@ -462,8 +468,10 @@ def _read_features(st, feature: str, rows: np.ndarray, request: StoreEvalRequest
 
     A contiguous run of rows is read as one slice (no index copy of a large gallery)."""
     what = f"store feature {feature!r} ({role} rows)"
-    feats = check_features(st.features(feature, as_slice(rows)), what, magnitude=False)
     mode, parts = resolve_feat_norm(st, feature, request)
+    if mode == "none":                  # both checks in one pass
+        return check_features(st.features(feature, as_slice(rows)), what)
+    feats = check_features(st.features(feature, as_slice(rows)), what, magnitude=False)
     feats = normalize_features(feats, mode, parts, inplace=True)     # rows read here: ours
     check_magnitude(feats, what)        # after normalisation: it may bring huge rows to 1
     return feats
@@ -570,11 +578,11 @@ def transform_rows(model, trial_model, k: int, repeat: int | None, feats: np.nda
 def _metric_of(model, trial_model, distance: str, info: dict, backend,
                precision: str) -> tuple[Any, str]:
     """The metric comparing (transformed) rows and its name for the report."""
-    from reidcli.fitted import uses_feature_metric
-
     if model is None:
         name = info["metric"] if distance == "auto" else distance
         return FeatureMetric(name, backend, precision), name
+    from reidcli.fitted import uses_feature_metric
+
     if uses_feature_metric(trial_model):
         name = trial_model.metric if distance == "auto" else distance
         return FeatureMetric(name, backend, precision), f"{model.method}+{name}"
@@ -592,7 +600,7 @@ def _metric_of(model, trial_model, distance: str, info: dict, backend,
 def _nmi(request: StoreEvalRequest, records, q_rows, g_rows, q_feat, g_feat) -> dict:
     rows = np.concatenate([q_rows, g_rows])
     feats = np.concatenate([q_feat, g_feat])
-    cams, _ = record_cameras(records, rows)            # a camera is (domain, camid)
+    cams, _ = record_cameras_of(records, rows)         # a camera is (domain, camid)
     pids = identity_codes(records)[rows]
     return nmi_camera_bias(feats, cams, pids, k=request.nmi_k, seed=request.options.seed)
 

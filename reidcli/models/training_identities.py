@@ -15,10 +15,12 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-from typing import Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 import numpy as np
-import pandas as pd
+
+if TYPE_CHECKING:  # pragma: no cover - annotations only (`reid eval` loads no pandas)
+    import pandas as pd
 
 #: key of the store provenance entry written by :func:`overlap_record`
 PROVENANCE_KEY = "training_identities"

@@ -14,6 +14,7 @@ import json
 from pathlib import Path
 
 from reidcli.errors import InputFileError
+from reidcli.paper.results import run_label
 from reidcli.paper.script import budget_main
 
 #: the paper's schedule (DG-VAE paper §4.2): epochs of stages 1, 2, 3; identities and images
@@ -80,7 +81,7 @@ def budget_lines(run_dirs: list[str | Path]) -> list[str]:
             continue
         variant = _read_config(run).get("variant", "dgvae")
         key = (variant, tuple(parts), iterations_run(run))
-        grouped.setdefault(key, []).append(run.name)
+        grouped.setdefault(key, []).append(run_label(run))
     lines = []
     for (variant, parts, done), names in grouped.items():
         total = f"; {done} iterations in all" if done is not None else ""

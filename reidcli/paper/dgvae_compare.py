@@ -105,11 +105,13 @@ def paper_rows(label: str, dataset: str, protocol: str, table: str) -> list[Pape
 
 
 def compare_dgvae(dataset: str, results: list[tuple[str, Path]], table: str = "2",
-                  protocol: str | None = None,
-                  console: Console | None = None) -> list[tuple[str, bool | None]]:
+                  protocol: str | None = None, console: Console | None = None,
+                  noise: str | None = None) -> list[tuple[str, bool | None]]:
     """Print ours beside the paper's Table ``table`` (1: state of the art, 2: ablation) for
     ``dataset`` (sysu | regdb | synthetic) and the claim lines; returns ``[(claim (metric),
-    passed, or None when a variant of the claim was not run)]``."""
+    passed, or None when a variant of the claim was not run)]``. ``noise="seed"``: each
+    result averages one store per seed, and a verdict inside the seeds' spread says so
+    (:func:`reidcli.paper.results.check_claims`)."""
 
     console = console or Console(width=max(Console().width, 132))
     if dataset not in PROTOCOLS:
@@ -142,12 +144,14 @@ def compare_dgvae(dataset: str, results: list[tuple[str, Path]], table: str = "2
                          *(ref.cells.get(key) or "-" for key, _, _, _ in METRICS))
         grid.add_section()
     console.print(grid)
-    return check_dgvae_claims(ours, console)
+    return check_dgvae_claims(ours, console, noise)
 
 
-def check_dgvae_claims(ours: dict[str, dict], console: Console) -> list[tuple[str, bool | None]]:
+def check_dgvae_claims(ours: dict[str, dict], console: Console,
+                       noise: str | None = None) -> list[tuple[str, bool | None]]:
     """PASS/FAIL of every claim of :data:`DGVAE_CLAIMS` whose variants were both run (on R-1
-    and on mAP); one line lists the claims left unchecked."""
+    and on mAP); one line lists the claims left unchecked. ``noise``: see
+    :func:`reidcli.paper.results.check_claims`."""
 
     verdicts, unchecked = [], []
     for claim, better, worse in DGVAE_CLAIMS:
@@ -155,7 +159,7 @@ def check_dgvae_claims(ours: dict[str, dict], console: Console) -> list[tuple[st
             named = f"{claim} ({heading})"
             if better in ours and worse in ours:
                 verdicts += check_claims([(named, better, worse, False)], ours, metric, console,
-                                         digits=2)
+                                         digits=2, noise=noise)
             else:
                 unchecked.append((named, None))
     if unchecked and not verdicts:

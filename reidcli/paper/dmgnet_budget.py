@@ -16,6 +16,7 @@ import json
 from pathlib import Path
 
 from reidcli.errors import InputFileError
+from reidcli.paper.results import run_label
 from reidcli.paper.script import budget_main
 
 #: the paper's schedule (DMG-Net paper §5): epochs, identities per set, images per identity
@@ -120,7 +121,7 @@ def budget_lines(run_dirs: list[str | Path]) -> list[str]:
             config, whole = read_run(run)
             paper = PAPER_BUDGET_BOT if whole.get("method") == "bot" else PAPER_BUDGET
             grouped.setdefault((paper, *parts), []).append(
-                f"{run.name}: {variant_name(config, whole.get('method'))}")
+                f"{run_label(run)}: {variant_name(config, whole.get('method'))}")
     return [f"budget override ({', '.join(names)}): {', '.join(parts)} ({paper})"
             for (paper, *parts), names in grouped.items()]
 

@@ -6,19 +6,21 @@ import json
 import os
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 import h5py
 import numpy as np
-import pandas as pd
 
-from reidcli.data.records import RECORD_COLUMNS
 from reidcli.errors import ReidError, StoreError, StoreLockedError, TrialArrayMissingError
 from reidcli.naming import param
-from reidcli.store.records_io import column_kind, read_records, records_digest
+from reidcli.store.records_io import (column_kind, read_record_columns, records_digest,
+                                      records_frame)
 from reidcli.store.schema import (ADAPT, CONVMAPS, FEATURES, KIND_INT, KIND_STR, METRICS,
-                                  PROTOCOL, RECORDS, REQUIRED_COLUMNS, SCHEMA_VERSION,
-                                  STORE_FORMAT, trial_index)
+                                  PROTOCOL, RECORD_COLUMNS, RECORDS, REQUIRED_COLUMNS,
+                                  SCHEMA_VERSION, STORE_FORMAT, trial_index)
+
+if TYPE_CHECKING:  # pragma: no cover - pandas loads only when .records is asked for
+    import pandas as pd
 
 
 @dataclasses.dataclass
@@ -80,7 +82,9 @@ def _int_attr(value) -> int | None:
 class FeatureStore:
     """An open feature store (use :func:`open_store`).
 
-    ``records`` is the record table (N rows); features are read lazily by row index.
+    ``records`` is the record table (N rows, a pandas DataFrame built on first use);
+    ``record_columns`` holds the same columns as NumPy arrays (no pandas); features are read
+    lazily by row index.
     Opening validates the whole layout of docs/formats.md ("What the reader checks"):
     structure, dtypes, shapes, protocol index ranges and the records digest; anything else
     raises :class:`StoreError` naming the store.
@@ -338,11 +342,11 @@ class FeatureStore:
     def _validate_digest(self) -> None:
         """Read the record table once and compare it with ``records_sha256`` (a foreign store
         without that attribute is accepted)."""
-        records = self.records
+        columns = self.record_columns
         if "records_sha256" not in self.h5.attrs:
             return
         stored = _text_attr(self.h5.attrs["records_sha256"])
-        if stored is None or stored != records_digest(records):
+        if stored is None or stored != records_digest(columns):
             raise StoreError(f"store {self.path}: records digest mismatch",
                              "the file is damaged; re-create it with the command that wrote it")
 
@@ -373,19 +377,33 @@ class FeatureStore:
             return {}
 
     @cached_property
-    def records(self) -> pd.DataFrame:
-        """The record table, N rows (read once, cached)."""
+    def record_columns(self) -> dict[str, np.ndarray]:
+        """The record table's columns as read-only NumPy arrays [N] (read once when the store
+        is opened, cached; no pandas): ``pid``/``camid`` int64, the string columns as object
+        arrays of str (:func:`reidcli.store.records_io.read_record_columns`)."""
         try:
-            return read_records(self.h5[RECORDS])
+            columns = read_record_columns(self.h5[RECORDS])
         except KeyError as exc:
             raise StoreError(f"store {self.path} lacks the record column(s) {exc.args[0]}",
                              "the file is damaged; re-create it") from None
         except (ValueError, TypeError) as exc:      # undecodable strings, JSON, values
             raise self._bad(f"the record table cannot be read ({_one_line(exc)})") from None
+        for values in columns.values():
+            values.setflags(write=False)
+        return columns
+
+    @cached_property
+    def records(self) -> pd.DataFrame:
+        """The record table, N rows (a DataFrame of :attr:`record_columns`, built on first
+        use and cached)."""
+        try:
+            return records_frame(self.record_columns)
+        except (ValueError, TypeError) as exc:      # values pandas cannot coerce
+            raise self._bad(f"the record table cannot be read ({_one_line(exc)})") from None
 
     def split_rows(self, split: str) -> np.ndarray:
         """Row indices (int64, ascending) whose ``split`` equals ``split``."""
-        return np.flatnonzero(self.records["split"].to_numpy() == split).astype(np.int64)
+        return np.flatnonzero(self.record_columns["split"] == split).astype(np.int64)
 
     # -- features -------------------------------------------------------------------------
     @property

@@ -26,6 +26,10 @@ ADAPT = "adapt"
 CODEBOOKS = "codebooks"
 
 METRICS = ("euclidean", "cosine")
+#: the record columns a store may hold besides ``x_<key>`` extras (docs/formats.md,
+#: "/records/<col>"): the record table's, :data:`reidcli.data.records.RECORD_COLUMNS` (a test
+#: keeps the two equal; the reader names them here so that opening a store loads no pandas)
+RECORD_COLUMNS = ("path", "pid", "camid", "split", "modality", "dataset", "domain", "frame")
 #: record columns every store holds (docs/formats.md, "/records/<col>")
 REQUIRED_COLUMNS = ("path", "pid", "camid", "split")
 #: datasets of one protocol trial; train_idx is an addition to the v1 list (row indices of

@@ -99,3 +99,20 @@ def test_plain_eval_imports_no_heavy_library(tmp_path):
     assert calls[0]["code"] == 0
     assert json.loads((tmp_path / "r.json").read_text())      # the evaluation ran
     assert _loaded_heavy(modules) == []
+
+
+def test_root_help_lists_every_stage_without_importing_its_module():
+    calls, modules = _run(["--help"], ["eval", "--help"], ["--help"])
+    assert [c["code"] for c in calls] == [0, 0, 0]
+    assert calls[0]["out"] == calls[2]["out"]          # listed, then one stage added
+    stage_modules = ("data", "store", "train", "train_net", "fit_pooling", "adapt", "plot",
+                     "export", "demo", "extract", "methods", "paper")
+    assert [m for m in stage_modules if f"reidcli.cli.{m}" in modules] == []
+    # each stage's listed help line is its module's own HELP where it has one
+    import importlib
+
+    from reidcli.cli.main import STAGES
+    for stage, (module, _, line) in STAGES.items():
+        own = getattr(importlib.import_module(f"reidcli.cli.{module}"), "HELP", line)
+        assert line == own, stage
+        assert " ".join(line.split()[:3]) in " ".join(calls[0]["out"].split()), stage

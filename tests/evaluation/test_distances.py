@@ -61,3 +61,24 @@ def test_device_resolution(monkeypatch):
     from reidcli.errors import ParameterError
     with pytest.raises(ParameterError, match="device='tpu'"):
         backend.resolve_device("tpu")
+
+
+def test_one_pass_checks_refuse_exactly_what_the_float64_checks_refuse():
+    from reidcli.evaluation.distances import MAX_SQNORM, check_magnitude
+
+    limit = np.sqrt(MAX_SQNORM)                     # per-row L2 norm limit (≈ 9.2e18)
+    rng = np.random.default_rng(0)
+    feats = rng.standard_normal((50, 8)).astype(np.float32)
+    feats[7] = limit / np.sqrt(8) * 0.999          # just under: accepted (float64 check)
+    feats[9] = limit / np.sqrt(8) * 0.6
+    assert check_features(feats, "x") is feats
+    feats[11] = limit / np.sqrt(8) * 1.001          # just over: refused, first at 11
+    feats[30, 2] = 4e19                             # over in one value
+    with pytest.raises(EvaluationError, match=r"x: 2 row\(s\) .*too large.*position 11\)"):
+        check_features(feats, "x")
+    with pytest.raises(EvaluationError, match=r"2 row\(s\) .*position 11\)"):
+        check_magnitude(feats, "x")
+    feats[40, 0], feats[3, 1] = np.nan, -np.inf     # NaN/Inf reported first, all of them
+    with pytest.raises(EvaluationError, match=r"x: 2 row\(s\) hold NaN or Inf .*position 3\)"):
+        check_features(feats, "x")
+    assert check_features(feats[:3], "x", magnitude=False).shape == (3, 8)

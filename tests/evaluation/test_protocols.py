@@ -167,3 +167,22 @@ def test_same_pid_other_domain_is_not_a_match():
     res = evaluate_arrays([1], [0], [1, 1], [1, 1], distances=dist, query_ids=[10],
                           gallery_ids=[11, 10], options=EvalOptions(max_rank=2))
     assert res.cmc.tolist() == [0.0, 1.0]
+
+
+def test_identity_codes_of_record_arrays_equal_those_of_the_frame():
+    rng = np.random.default_rng(0)
+    n = 60
+    rec = pd.DataFrame({"pid": rng.integers(-1, 5, n),
+                        "dataset": rng.choice(["a", "b"], n).astype(object),
+                        "domain": rng.choice(["d0", "d1", "d2"], n).astype(object),
+                        "x_pid_scope": rng.choice(["all", "test", None, np.nan], n)})
+    arrays = {c: rec[c].to_numpy() for c in rec.columns}
+    assert identity_codes(arrays).tolist() == identity_codes(rec).tolist()
+    del arrays["x_pid_scope"]
+    assert identity_codes(arrays).tolist() == identity_codes(rec.drop(columns="x_pid_scope")) \
+        .tolist()
+    # first-seen order: the first row's identity is 0
+    assert identity_codes(arrays)[0] == 0 and identity_codes({"pid": np.zeros(0, int),
+                                                               "dataset": np.zeros(0, object),
+                                                               "domain": np.zeros(0, object)}
+                                                              ).tolist() == []

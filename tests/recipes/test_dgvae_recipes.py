@@ -12,14 +12,17 @@ from pathlib import Path
 import pytest
 
 from reidcli.paper.dgvae_budget import STAGE1_AMBI_NOTE
-from reidcli.paper.dgvae_compare import DGVAE_CLAIMS
+from reidcli.paper.dgvae_compare import DGVAE_CLAIMS, VARIANTS
 from tests.data.fake_trees import regdb as fake_regdb, sysu_mm01 as fake_sysu
 from tests.recipes.helpers import (FULL_TIMEOUT_S, ONE_THREAD, RECIPES, claim_verdicts,
                                    recipe_env, run_recipe, shrunk_notice)
 
-#: 8 + 6 persons (~190 images); every stage 1 epoch of 2 iterations
-SHRUNK = dict(DGVAE_TRAIN_IDS="8", DGVAE_TEST_IDS="6", DGVAE_EPOCHS="1,1,1", DGVAE_ITERS="2",
-              DGVAE_TOY_SEEDS="none")
+#: 4 + 4 persons (~120 images), every Table 2 row at 2 seeds, every stage 1 epoch of 1
+#: iteration: the chain runs and prints every row (one process for the 24 runs)
+SHRUNK = dict(DGVAE_TRAIN_IDS="4", DGVAE_TEST_IDS="4", DGVAE_EPOCHS="1,1,1", DGVAE_ITERS="1",
+              DGVAE_SEEDS="0,1", DGVAE_TOY_SEEDS="none")
+#: reid train options after WORKDIR: no loader processes (24 runs of one batch each)
+SHRUNK_ARGS = ("--workers", "0")
 #: the fake trees have 2–3 training ids: batches of 2 ids, one iteration per stage
 FAKE_BUDGET = dict(INIT="scratch", DGVAE_EPOCHS="1,1,1", DGVAE_ITERS="1")
 FAKE_TRAIN_ARGS = ("--preset", "tiny", "--device", "cpu", "--ids-per-batch", "2")
@@ -49,44 +52,57 @@ def _row(out: str, label: str) -> str:
     return found.group(0)
 
 
-def _check_synthetic(out: str, work: Path) -> dict[str, str]:
-    """Both models ran through every stage of their variant and were printed beside the
-    paper's real-data Table 2 rows; the notes follow the table."""
-    assert "ours" in _row(out, "DG-VAE") and "ours" in _row(out, "baseline")
-    assert "paper SYSU-MM01 (real data)" in out and "paper RegDB (real data)" in out
-    assert "59.49" in out and "44.45" in out                  # Table 2, rows 12 and 1 (SYSU)
-    assert _phases(work / "dgvae") == ["stage1", "stage2", "stage3"]
-    assert _phases(work / "baseline") == ["stage1", "stage3"]   # no decoder: no stage 2
-    for name in ("dgvae", "baseline"):
-        report = json.loads((work / f"{name}.json").read_text())
+def _check_synthetic(out: str, work: Path, seeds: list[int]) -> dict[str, str]:
+    """Every Table 2 row ran at every seed through every stage of its variant and was
+    printed (mean ± std over the seeds' stores) beside the paper's real-data Table 2 rows,
+    with every claim's verdict; the notes follow the table."""
+    for variant in VARIANTS:
+        assert "ours" in _row(out, "DG-VAE" if variant == "dgvae" else variant)
+        report = json.loads((work / f"{variant}.json").read_text())
+        assert len(report.get("stores") or [None]) == len(seeds)    # one eval over the seeds
         assert 0 <= report["mAP"] <= 1 and report["mINP"] is not None
+        for seed in seeds:
+            cfg = json.loads((work / variant / f"seed{seed}" / "config.json").read_text())
+            assert (cfg["config"]["seed"], cfg["config"]["variant"]) == (seed, variant)
+            assert (work / variant / f"seed{seed}.h5").is_file()
+    assert f"{len(seeds)} stores" in _row(out, "DG-VAE") if len(seeds) > 1 else True
+    assert "paper SYSU-MM01" in out and "paper RegDB" in out and "(real data)" in out
+    assert "59.49" in out and "44.45" in out                  # Table 2, rows 12 and 1 (SYSU)
+    assert _phases(work / "dgvae" / "seed0") == ["stage1", "stage2", "stage3"]
+    assert _phases(work / "baseline" / "seed0") == ["stage1", "stage3"]   # no decoder
     budget = _budget_lines(out)
-    assert any("(dgvae: dgvae)" in line for line in budget), budget
-    assert any("(baseline: baseline)" in line for line in budget), budget
+    assert len(budget) == len(VARIANTS), budget                # one line per row, its seeds
+    runs = ", ".join(f"dgvae/seed{s}" for s in seeds)
+    assert any(f"({runs}: dgvae)" in line for line in budget), budget
     assert all("preset tiny" in line and "(paper: 100,50,100 epochs" in line for line in budget)
     assert STAGE1_AMBI_NOTE in out
-    assert out.index("budget override") > out.index("dgvae > baseline (R-1)")
-    return claim_verdicts(out, _claims("dgvae > baseline"))
+    assert out.index("budget override") > out.index("dgvae > mog_lmc (mAP)")
+    assert "not checked" not in out
+    summary = json.loads((work / "ablation.json").read_text())
+    assert [r["variant"] for r in summary["rows"]] == list(VARIANTS)
+    return claim_verdicts(out, _claims(*(c for c, _, _ in DGVAE_CLAIMS)))
 
 
 def test_dgvae_synthetic_recipe_shrunk(tmp_path):
-    out = _run("dgvae_synthetic.sh", tmp_path, **SHRUNK)
-    _check_synthetic(out, tmp_path)
+    out = _run("dgvae_synthetic.sh", tmp_path, *SHRUNK_ARGS, **SHRUNK)
+    verdicts = _check_synthetic(out, tmp_path, [0, 1])
+    assert set(verdicts.values()) <= {"PASS", "FAIL"} and len(verdicts) == 2 * len(DGVAE_CLAIMS)
     assert "two-modality toy" not in out                        # DGVAE_TOY_SEEDS=none
-    assert all("epochs 1,1,1, 2 iterations/epoch" in line for line in _budget_lines(out))
+    assert all("epochs 1,1,1, 1 iterations/epoch" in line for line in _budget_lines(out))
     notice = shrunk_notice(out)
     assert all(f"{knob}={value}" in notice for knob, value in SHRUNK.items()), notice
     meta = json.loads((tmp_path / "data" / "synthetic" / "vi" / "meta.json").read_text())
-    assert (meta["params"]["num_train_ids"], meta["params"]["num_test_ids"]) == (8, 6)
-    cfg = json.loads((tmp_path / "dgvae" / "config.json").read_text())["config"]
-    assert (cfg["stage_epochs"], cfg["iters_per_epoch"], cfg["init"]) == ([1, 1, 1], 2,
+    assert (meta["params"]["num_train_ids"], meta["params"]["num_test_ids"]) == (4, 4)
+    cfg = json.loads((tmp_path / "dgvae" / "seed1" / "config.json").read_text())["config"]
+    assert (cfg["stage_epochs"], cfg["iters_per_epoch"], cfg["init"]) == ([1, 1, 1], 1,
                                                                           "scratch")
 
 
 @pytest.mark.slow
 def test_dgvae_synthetic_recipe_full(tmp_path):
     out = _run("dgvae_synthetic.sh", tmp_path, timeout=FULL_TIMEOUT_S)
-    _check_synthetic(out, tmp_path)
+    _check_synthetic(out, tmp_path, [0, 1, 2])
+    assert "two-modality toy" in out
     assert "SHRUNK run" not in out
     meta = json.loads((tmp_path / "data" / "synthetic" / "vi" / "meta.json").read_text())
     assert meta["params"]["num_train_ids"] == 200

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from reidcli.paper.dmgnet_budget import PAIRED_CONTROL, PAPER_BUDGET, PAPER_BUDGET_BOT
-from reidcli.paper.dmgnet_compare import NULL_RESULT, PROTOCOL_ASSUMED
+from reidcli.paper.dmgnet_compare import (HEADINGS, NULL_RESULT, PROTOCOL_ASSUMED,
+                                           SYNTHETIC_CLAIMS)
 from tests.data.fake_trees import (cuhk02 as fake_cuhk02, cuhk03 as fake_cuhk03,
                                    cuhk_sysu as fake_cuhk_sysu, grid as fake_grid,
                                    ilids as fake_ilids, msmt17 as fake_msmt17,
@@ -23,11 +24,14 @@ from tests.recipes.helpers import (FULL_TIMEOUT_S, ONE_THREAD, RECIPES, claim_ve
                                    recipe_env, run_recipe, shrunk_notice)
 from tests.recipes.test_dart3_recipes import write_market_tree
 
-#: 8 + 6 persons per domain (~750 images), one epoch of 2 iterations; BoT (reid train bot) and
-#: DMG-Net only (each reid command costs seconds of start-up; the paired-batch control and
-#: Meta-generalization run under -m slow)
-SHRUNK = dict(DMG_TRAIN_IDS="8", DMG_TEST_IDS="6", DMG_EPOCHS="1", DMG_ITERS="2",
-              DMG_VARIANTS="bot dmgnet")
+#: 4 + 4 persons per domain (~470 images), one epoch of 1 iteration, every row (the Table 6
+#: rows and the paired-batch control) at 2 seeds: 10 runs in one process
+SHRUNK = dict(DMG_TRAIN_IDS="4", DMG_TEST_IDS="4", DMG_EPOCHS="1", DMG_ITERS="1",
+              DMG_SEEDS="0,1")
+#: reid train options after WORKDIR: no loader processes
+SHRUNK_ARGS = ("--workers", "0")
+#: the rows of the synthetic recipe, in its order
+ROWS = ("bot", "metadisc", "metagen", "dmgnet", "paired")
 #: the labels the recipes print (the paired-batch control is not the paper's BoT)
 LABELS = {"bot": "BoT", "paired": PAIRED_CONTROL, "dmgnet": "DMG-Net",
           "metagen": "Meta-generalization", "metadisc": "Meta-discrimination"}
@@ -45,9 +49,14 @@ def _run(script: str, *args, **env) -> str:
 
 
 def _row(out: str, label: str) -> str:
-    found = re.search(rf"^│ {re.escape(label)} +│.*$", out, flags=re.M)
-    assert found, (label, out[-3000:])
-    return found.group(0)
+    """The first line of the table row of ``label`` (a long label wraps in its cell: its
+    longest leading words that fill the first line)."""
+    words = label.split(" ")
+    for n in range(len(words), 0, -1):
+        found = re.search(rf"^│ {re.escape(' '.join(words[:n]))} +│.*$", out, flags=re.M)
+        if found:
+            return found.group(0)
+    raise AssertionError((label, out[-3000:]))
 
 
 def _budget_lines(out: str) -> list[str]:
@@ -62,20 +71,22 @@ def _method(run: Path) -> str:
     return json.loads((run / "config.json").read_text())["method"]
 
 
-def _check_budget(out: str, work: Path, variants) -> list[str]:
+def _check_budget(out: str, work: Path, variants, seed: int | None = None) -> list[str]:
     """One budget line for the DMG-Net variants (one budget) and one for BoT, which trains
     the same epochs and the same images per epoch in P×K batches (twice the iterations);
-    returns the lines."""
+    returns the lines. ``seed``: the runs are reid paper ablation's ``VARIANT/seedS``."""
     lines = _budget_lines(out)
     dmg = [v for v in variants if v != "bot"]
+    at = "" if seed is None else f"/seed{seed}"
     assert len(lines) == bool(dmg) + ("bot" in variants), lines
     for line in lines:
-        names = [v for v in variants if f"{v}: {LABELS[v]}" in line]
-        assert names == (["bot"] if "bot: BoT" in line else dmg), (line, variants)
+        names = [v for v in variants if f"{v}{at}: {LABELS[v]}" in line]
+        assert names == (["bot"] if f"bot{at}: BoT" in line else dmg), (line, variants)
         assert (PAPER_BUDGET_BOT if names == ["bot"] else PAPER_BUDGET) in line
     if "bot" in variants and dmg:
-        bot, other = _config(work / "bot"), _config(work / dmg[0])
-        assert _method(work / "bot") == "bot" and _method(work / dmg[0]) == "dmgnet"
+        bot, other = _config(work / "bot" / at[1:]), _config(work / dmg[0] / at[1:])
+        assert _method(work / "bot" / at[1:]) == "bot"
+        assert _method(work / dmg[0] / at[1:]) == "dmgnet"
         for key in ("epochs", "input_size", "p", "k", "lr_steps", "warmup_epochs", "lr",
                     "backbone"):
             assert bot[key] == other[key], key
@@ -84,57 +95,64 @@ def _check_budget(out: str, work: Path, variants) -> list[str]:
     return lines
 
 
-def _check_synthetic(out: str, work: Path, variants) -> None:
-    """Every variant trained on d0–d2 under one budget, was evaluated on d3 and printed; the
-    claims, the null-result note and one budget line follow the table."""
+def _check_synthetic(out: str, work: Path, variants, seeds) -> None:
+    """Every variant trained on d0–d2 under one budget at every seed, was evaluated on d3
+    (mean ± std over the seeds' stores) and printed; the claims, the null-result note and the
+    budget lines follow the table."""
     for variant in variants:
         assert "ours" in _row(out, LABELS[variant])
-        cfg = _config(work / variant)
-        assert cfg["domains"] == ["synthetic/d0", "synthetic/d1", "synthetic/d2"]
-        if variant == "bot":                       # the paper's BoT: reid train bot --sources
-            assert _method(work / variant) == "bot" and "no_meta" not in cfg
-            with open(work / variant / "train_records.csv") as f:
-                domains = {r["domain"] for r in csv.DictReader(f)}
-            assert domains == {"synthetic/d0", "synthetic/d1", "synthetic/d2"}
-        else:
-            assert (cfg["no_meta"], cfg["md_weight"] == 0) == {
-                "paired": (True, True), "dmgnet": (False, False),
-                "metagen": (False, True)}[variant]
+        for seed in seeds:
+            run = work / variant / f"seed{seed}"
+            cfg = _config(run)
+            assert cfg["domains"] == ["synthetic/d0", "synthetic/d1", "synthetic/d2"]
+            assert cfg["seed"] == seed
+            if variant == "bot":                   # the paper's BoT: reid train bot --sources
+                assert _method(run) == "bot" and "no_meta" not in cfg
+                with open(run / "train_records.csv") as f:
+                    domains = {r["domain"] for r in csv.DictReader(f)}
+                assert domains == {"synthetic/d0", "synthetic/d1", "synthetic/d2"}
+            else:
+                assert (cfg["no_meta"], cfg["md_weight"] == 0) == {
+                    "paired": (True, True), "dmgnet": (False, False),
+                    "metagen": (False, True), "metadisc": (True, False)}[variant]
+            from reidcli.store.reader import open_store
+            with open_store(work / variant / f"seed{seed}.h5") as st:   # the held-out domain
+                assert set(st.records["domain"]) == {"synthetic/d3"}
         report = json.loads((work / f"{variant}.json").read_text())
         assert 0 <= report["mAP"] <= 1
-        from reidcli.store.reader import open_store
-        with open_store(work / f"{variant}.h5") as st:           # the held-out domain only
-            assert set(st.records["domain"]) == {"synthetic/d3"}
+        assert len(report.get("stores") or [None]) == len(seeds)      # one eval, every seed
     assert "the paper has no synthetic numbers" in out
     assert " ".join(NULL_RESULT.split())[:60] in " ".join(out.split())
-    _check_budget(out, work, variants)
+    _check_budget(out, work, variants, seeds[0])
     assert out.index("budget override") > out.index("PASS" if "PASS" in out else "FAIL")
-    claim_verdicts(out, [(c,) for c in CLAIM])
+    claim_verdicts(out, [(f"{c} ({HEADINGS[m]})",) for c, _, _, ms in SYNTHETIC_CLAIMS
+                         for m in ms])
+    assert "not checked" not in out
 
 
 def test_dmgnet_synthetic_recipe_shrunk(tmp_path):
-    out = _run("dmgnet_synthetic.sh", tmp_path, **SHRUNK)
-    _check_synthetic(out, tmp_path, ("bot", "dmgnet"))
-    assert "not checked (methods not run): DMG-Net > Meta-generalization" in out
+    out = _run("dmgnet_synthetic.sh", tmp_path, *SHRUNK_ARGS, **SHRUNK)
+    _check_synthetic(out, tmp_path, ROWS, [0, 1])
     assert all("epochs 1" in line for line in _budget_lines(out))
+    assert "2 stores" in _row(out, "DMG-Net")
     # the claims are checked against the BoT row, never the paired-batch control
-    bot_map = float(_row(out, "BoT").split("│")[5])
-    assert re.search(rf"^(PASS|FAIL)  DMG-Net > BoT \(mAP\): [0-9.]+ vs {bot_map:.2f}$", out,
-                     flags=re.M), out[-2000:]
+    bot_map = float(_row(out, "BoT").split("│")[5].split("±")[0])
+    assert re.search(rf"^(PASS|FAIL)  DMG-Net > BoT \(mAP\)[^:]*: [0-9.]+ vs {bot_map:.2f}$",
+                     out, flags=re.M), out[-2000:]
     notice = shrunk_notice(out)
     assert all(f"{knob}={value}" in notice for knob, value in SHRUNK.items()), notice
     meta = json.loads((tmp_path / "data" / "synthetic" / "dg" / "meta.json").read_text())
-    assert (meta["params"]["num_train_ids"], meta["params"]["num_test_ids"]) == (8, 6)
+    assert (meta["params"]["num_train_ids"], meta["params"]["num_test_ids"]) == (4, 4)
     assert meta["params"]["num_domains"] == 4
-    cfg = _config(tmp_path / "dmgnet")
-    assert (cfg["epochs"], cfg["iters_per_epoch"], cfg["init"]) == (1, 2, "scratch")
+    cfg = _config(tmp_path / "dmgnet" / "seed1")
+    assert (cfg["epochs"], cfg["iters_per_epoch"], cfg["init"]) == (1, 1, "scratch")
+    assert _config(tmp_path / "bot" / "seed1")["iters_per_epoch"] == 2    # one budget
 
 
 @pytest.mark.slow
 def test_dmgnet_synthetic_recipe_full(tmp_path):
     out = _run("dmgnet_synthetic.sh", tmp_path, timeout=FULL_TIMEOUT_S)
-    _check_synthetic(out, tmp_path, ("bot", "paired", "dmgnet", "metagen"))
-    claim_verdicts(out, [("DMG-Net > Meta-generalization (mAP)",)])
+    _check_synthetic(out, tmp_path, ROWS, [0, 1, 2])
     assert "SHRUNK run" not in out
     meta = json.loads((tmp_path / "data" / "synthetic" / "dg" / "meta.json").read_text())
     assert meta["params"]["num_train_ids"] == 150

@@ -306,3 +306,45 @@ def test_import_needs_a_source(tmp_path):
     np.save(tmp_path / "f.npy", np.zeros((3, 2), np.float32))
     with pytest.raises(UsageError, match="needs labels"):
         import_store(tmp_path / "s.h5", features=tmp_path / "f.npy")
+
+
+def test_record_columns_match_the_records_and_need_no_pandas(tmp_path):
+    from reidcli.data.records import RECORD_COLUMNS
+    from reidcli.store import schema
+    from reidcli.store.records_io import records_digest
+
+    assert schema.RECORD_COLUMNS == RECORD_COLUMNS
+    rec = make_records(30)
+    out = tmp_path / "s.h5"
+    with StoreWriter(out, rec, dataset="synthetic") as w:
+        w.add_feature("emb", 2)
+        w.append_feature("emb", np.zeros((30, 2), np.float32))
+    with h5py.File(out, "a") as h5:                 # a foreign store: no modality / domain
+        del h5["records/modality"], h5["records/domain"]
+        h5.attrs.pop("records_sha256")
+    for path, frame in ((out, rec), (import_store(tmp_path / "i.h5", npz=_npz(tmp_path)),
+                                     None)):
+        with open_store(path) as st:
+            cols = st.record_columns
+            frame = st.records if frame is None else frame
+            for col in ("path", "pid", "camid", "split", "dataset"):
+                assert cols[col].tolist() == frame[col].tolist(), col
+            assert cols["pid"].dtype == np.int64 and not cols["pid"].flags.writeable
+            assert records_digest(cols) == records_digest(st.records)
+        if path == out:                             # the reader's defaults = normalize_frame's
+            assert cols["modality"].tolist() == ["visible"] * 30
+            assert cols["domain"].tolist() == cols["dataset"].tolist()
+            assert list(st.records.columns[:8]) == list(RECORD_COLUMNS)
+    code = ("import sys; from reidcli.store import open_store; "
+            f"st = open_store({str(out)!r}); st.record_columns; st.split_rows('query'); "
+            "print('pandas' in sys.modules)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.stdout.strip() == "False", proc.stderr
+
+
+def _npz(tmp_path):
+    npz = tmp_path / "e.npz"
+    np.savez(npz, features=np.ones((4, 2), np.float32), pid=np.array([1, 2, 1, 2]),
+             camid=np.array([0, 0, 1, 1]), split=np.array(["query"] * 2 + ["gallery"] * 2))
+    return npz
