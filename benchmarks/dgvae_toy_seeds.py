@@ -14,14 +14,11 @@ import time
 import numpy as np
 import torch
 
-from reidcli.paper.dgvae_toy import (ir_to_visible_scores, stage_ratio, toy_features,
-                                     train_on_toy)
+from reidcli.paper.dgvae_toy import (STAGE_RATIO_BOUNDS, ir_to_visible_scores, stage_ratio,
+                                     toy_features, train_on_toy)
 from reidcli.synthetic.vi_toy import make_vi_toy
 
-#: (stage, term, bound) as asserted by the tests (last-5 / first-5 ≤ bound)
-RATIOS = [(1, "id", 0.3), (1, "cmtl", 0.3), (1, "gmm", 0.3), (1, "lmc", 0.3),
-          (2, "rec", 0.99), (2, "cyc", 0.9), (2, "idc", 0.6),
-          (3, "ambi", 0.8), (3, "idc", 0.9), (3, "total", 0.98)]
+RATIOS = STAGE_RATIO_BOUNDS
 
 
 def seed_figures(seed: int, iterations: int) -> dict[str, float]:

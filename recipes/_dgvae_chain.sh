@@ -35,12 +35,14 @@ dgvae_train() {
 # extracts and evaluates it as dgvae_extract / dgvae_eval do (OUT/VARIANT/seedS/,
 # OUT/VARIANT/seedS.h5, OUT/VARIANT.json: mean ± std over the seeds) and prints ours beside
 # Table 2 with the claims' PASS/FAIL (a verdict inside the seeds' spread says so).
+# DEFAULT_EPOCHS / DEFAULT_ITERS: the recipe's budget when DGVAE_EPOCHS / DGVAE_ITERS are unset.
 # usage: dgvae_ablation OUT [reid train options...]
 dgvae_ablation() {
   local out="$1"; shift
   local budget=() variants=()
-  [ -n "${DGVAE_EPOCHS:-}" ] && budget+=(--epochs "$DGVAE_EPOCHS")
-  [ -n "${DGVAE_ITERS:-}" ] && budget+=(--iters-per-epoch "$DGVAE_ITERS")
+  local epochs="${DGVAE_EPOCHS:-${DEFAULT_EPOCHS:-}}" iters="${DGVAE_ITERS:-${DEFAULT_ITERS:-}}"
+  [ -n "$epochs" ] && budget+=(--epochs "$epochs")
+  [ -n "$iters" ] && budget+=(--iters-per-epoch "$iters")
   # shellcheck disable=SC2086
   [ -n "${DGVAE_VARIANTS:-}" ] && variants=(--variants "$(echo $DGVAE_VARIANTS | tr ' ' ,)")
   reid paper ablation dgvae "${DATA_ARGS[@]}" --init "${INIT:?set INIT}" --out "$out" --force \

@@ -26,10 +26,10 @@ COMMANDS: dict[tuple[str | None, str], tuple[str, str]] = {
     (None, "compare"): ("compare", "PAPER --dataset D LABEL=result.json …: ours beside the "
                         "paper's table and its claims (PAPER: cdpcf, warca, dart3, dgvae, "
                         "dmgnet)."),
-    ("budget", "dgvae"): ("dgvae_budget", "RUN_DIR …: the DG-VAE runs' departures from the "
-                          "paper's budget."),
-    ("budget", "dmgnet"): ("dmgnet_budget", "RUN_DIR …: the DMG-Net runs' departures from the "
-                           "paper's budget."),
+    ("budget", "dgvae"): ("dgvae_budget", "RUN_DIR|ABLATION_DIR …: the DG-VAE runs' "
+                          "departures from the paper's budget."),
+    ("budget", "dmgnet"): ("dmgnet_budget", "RUN_DIR|ABLATION_DIR …: the DMG-Net runs' "
+                           "departures from the paper's budget."),
     (None, "warca-protocol"): ("warca_protocol", "header STORE --dim D | cv MODEL: what the "
                                "WARCA recipes print about their protocol."),
     (None, "dgvae-toy"): ("dgvae_toy", "--variants dgvae,baseline --seeds 0,1,2: DG-VAE "

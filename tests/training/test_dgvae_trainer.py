@@ -13,8 +13,8 @@ import torch
 
 from reidcli.errors import ParameterError
 from reidcli.models.checkpoint import build_model, load_model
-from reidcli.paper.dgvae_toy import (ir_to_visible_scores, stage_ratio, toy_config,
-                                           toy_features, train_on_toy)
+from reidcli.paper.dgvae_toy import (STAGE_RATIO_BOUNDS, ir_to_visible_scores, stage_ratio,
+                                     toy_config, toy_features, train_on_toy)
 from reidcli.synthetic.vi_toy import make_vi_toy, vi_toy_batch
 from reidcli.training.config import make_config
 from reidcli.training.dgvae_trainer import DGVAETrainer, run_stages
@@ -189,15 +189,7 @@ def toy_run():
     return train_on_toy(seed=0)
 
 
-#: (stage, term, bound on last-5 / first-5): recalibrated on seeds 0–4
-#: (benchmarks/dgvae_toy_seeds.py prints every seed's ratios); with disc_scale=per_dim
-#: (docs/methods/dgvae.md D30) L_gmm and L_lmc weigh 1/l as much: worst 0.79 and 0.89
-STAGE_RATIOS = [(1, "id", 0.3), (1, "cmtl", 0.3), (1, "gmm", 0.9), (1, "lmc", 0.95),
-                (2, "rec", 0.99), (2, "cyc", 0.9), (2, "idc", 0.6),
-                (3, "ambi", 0.8), (3, "idc", 0.9), (3, "total", 0.98)]
-
-
-@pytest.mark.parametrize("stage,term,bound", STAGE_RATIOS)
+@pytest.mark.parametrize("stage,term,bound", STAGE_RATIO_BOUNDS)
 def test_staged_mini_training_lowers_each_stage_loss(toy_run, stage, term, bound):
     ratio = stage_ratio(toy_run.history[stage][term])
     assert ratio <= bound, (stage, term, ratio)
