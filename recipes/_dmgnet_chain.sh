@@ -99,12 +99,14 @@ dmgnet_train() {
 # target and evaluates it as dmgnet_extract / dmgnet_eval do (OUT/VARIANT/seedS/,
 # OUT/VARIANT/seedS.h5, OUT/VARIANT.json: mean ± std over the seeds), and prints ours with
 # the claims' PASS/FAIL (a verdict inside the seeds' spread says so).
+# DEFAULT_EPOCHS / DEFAULT_ITERS: the recipe's budget when DMG_EPOCHS / DMG_ITERS are unset.
 # usage: dmgnet_ablation OUT [reid train options...]   (SOURCE_ARGS name the data)
 dmgnet_ablation() {
   local out="$1"; shift
   local budget=() variants=()
-  [ -n "${DMG_EPOCHS:-}" ] && budget+=(--epochs "$DMG_EPOCHS")
-  [ -n "${DMG_ITERS:-}" ] && budget+=(--iters-per-epoch "$DMG_ITERS")
+  local epochs="${DMG_EPOCHS:-${DEFAULT_EPOCHS:-}}" iters="${DMG_ITERS:-${DEFAULT_ITERS:-}}"
+  [ -n "$epochs" ] && budget+=(--epochs "$epochs")
+  [ -n "$iters" ] && budget+=(--iters-per-epoch "$iters")
   # shellcheck disable=SC2086
   [ -n "${DMG_VARIANTS:-}" ] && variants=(--variants "$(echo $DMG_VARIANTS | tr ' ' ,)")
   reid paper ablation dmgnet "${SOURCE_ARGS[@]}" --init "${INIT:?set INIT}" --out "$out" \

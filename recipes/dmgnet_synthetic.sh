@@ -7,8 +7,9 @@
 # held-out domain d3 and evaluated in ONE process (reid paper ablation dmgnet), and printed
 # mean ± std over the seeds with the paper's Table 6 orderings as PASS/FAIL lines (the paper
 # has no synthetic numbers; its claims are checked against the BoT row).
-# Env: DMG_VARIANTS (bot metadisc metagen dmgnet paired), DMG_SEEDS (0,1,2), DMG_EPOCHS (tiny
-#      preset default), DMG_ITERS (iterations per epoch; default ⌊N/(2PK)⌋). CI shrinks the
+# Env: DMG_VARIANTS (bot metadisc metagen dmgnet paired), DMG_SEEDS (0,1,2), DMG_EPOCHS (16),
+#      DMG_ITERS (iterations per epoch; 330 = ⌊N/(2PK)⌋ at the preset's size, else the
+#      trainer's ⌊N/(2PK)⌋ with BoT on its own pass per epoch). CI shrinks the
 #      run with DMG_TRAIN_IDS (150) and DMG_TEST_IDS (100) persons per domain, DMG_SEEDS,
 #      DMG_EPOCHS and DMG_ITERS; a shrunk run says so after its table.
 # Writes WORKDIR/data (the images), WORKDIR/VARIANT/seedS/ (runs), WORKDIR/VARIANT/seedS.h5
@@ -29,5 +30,9 @@ synth=()
 reid data synth --out "$work/data" --preset dg "${synth[@]}"
 SOURCE_ARGS=(--sources synthetic --source-option synthetic.name=dg --root "$work/data"
              --domains synthetic/d0,synthetic/d1,synthetic/d2 --targets synthetic/d3)
+# the budget of docs/methods/dmgnet.md "Ablation on synthetic data": 16 epochs of
+# ⌊N/(2PK)⌋ = 330 iterations on the preset's 5,280 source images (BoT: 660, P×K batches)
+DEFAULT_EPOCHS=16
+[ -z "${DMG_TRAIN_IDS:-}" ] && DEFAULT_ITERS=330
 dmgnet_ablation "$work" --preset tiny --device cpu
 dmgnet_notes "$work"

@@ -348,7 +348,7 @@ def test_dmgnet_budget_lines(tmp_path):
     lines = dmgnet_budget.budget_lines([paper, exact, *short, bot, order1, same])
     assert lines[0] == ("budget override (dmg_0: DMG-Net, dmg_1: DMG-Net, "
                         f"same_bot: {dmgnet_budget.PAIRED_CONTROL}): "
-                        "epochs 2, 3 iterations/epoch (⌊N/(2PK)⌋ = 10) "
+                        "epochs 2, 3 iterations/epoch (paper's ⌊N/(2PK)⌋ = 10) "
                         f"({dmgnet_budget.PAPER_BUDGET})")
     assert lines[1].startswith(f"budget override (bot: {dmgnet_budget.PAIRED_CONTROL}): "
                                "epochs 2, P=4, K=2 (paper: 120")

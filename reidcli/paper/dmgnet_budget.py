@@ -96,7 +96,7 @@ def budget_departures(run_dir: str | Path) -> list[str]:
         if isinstance(iters, int):
             parts.append(f"{iters} iterations/epoch of P×K images")
     elif isinstance(iters, int) and iters != wanted:
-        parts.append(f"{iters} iterations/epoch" + (f" (⌊N/(2PK)⌋ = {wanted})"
+        parts.append(f"{iters} iterations/epoch" + (f" (paper's ⌊N/(2PK)⌋ = {wanted})"
                                                     if wanted is not None else ""))
     p, k = config.get("p"), config.get("k")
     if (p is not None and p != PAPER_P) or (k is not None and k != PAPER_K):
