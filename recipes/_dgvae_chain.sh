@@ -6,6 +6,7 @@
 #      ⌈max(N_vis, N_ir)/16⌉). RECIPE_KNOBS names the calling recipe's shrink variables for
 #      the SHRUNK notice.
 source "$(dirname "${BASH_SOURCE[0]}")/_shrunk.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/_ablation.sh"
 
 #: the training/extraction data arguments, set by the recipe (e.g. --dataset regdb --root D)
 DATA_ARGS=()
@@ -35,18 +36,12 @@ dgvae_train() {
 # extracts and evaluates it as dgvae_extract / dgvae_eval do (OUT/VARIANT/seedS/,
 # OUT/VARIANT/seedS.h5, OUT/VARIANT.json: mean ± std over the seeds) and prints ours beside
 # Table 2 with the claims' PASS/FAIL (a verdict inside the seeds' spread says so).
-# DEFAULT_EPOCHS / DEFAULT_ITERS: the recipe's budget when DGVAE_EPOCHS / DGVAE_ITERS are unset.
+# DEFAULT_EPOCHS / DEFAULT_ITERS: the recipe's budget when DGVAE_EPOCHS / DGVAE_ITERS are unset
+# (recipes/_ablation.sh).
 # usage: dgvae_ablation OUT [reid train options...]
 dgvae_ablation() {
   local out="$1"; shift
-  local budget=() variants=()
-  local epochs="${DGVAE_EPOCHS:-${DEFAULT_EPOCHS:-}}" iters="${DGVAE_ITERS:-${DEFAULT_ITERS:-}}"
-  [ -n "$epochs" ] && budget+=(--epochs "$epochs")
-  [ -n "$iters" ] && budget+=(--iters-per-epoch "$iters")
-  # shellcheck disable=SC2086
-  [ -n "${DGVAE_VARIANTS:-}" ] && variants=(--variants "$(echo $DGVAE_VARIANTS | tr ' ' ,)")
-  reid paper ablation dgvae "${DATA_ARGS[@]}" --init "${INIT:?set INIT}" --out "$out" --force \
-    --seeds "${DGVAE_SEEDS:-0,1,2}" "${variants[@]}" "${budget[@]}" "$@" "${TRAIN_ARGS[@]}"
+  paper_ablation dgvae DGVAE "$out" "${DATA_ARGS[@]}" "$@"
 }
 
 # usage: dgvae_extract RUN_DIR STORE [reid extract options, e.g. --option trial=3...]

@@ -14,6 +14,7 @@
 #      DMG_ITERS (iterations per epoch; paper ⌊N/(2PK)⌋), DMG_VARIANTS (the recipe's default).
 #      RECIPE_KNOBS names the calling recipe's shrink variables for the SHRUNK notice.
 source "$(dirname "${BASH_SOURCE[0]}")/_shrunk.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/_ablation.sh"
 
 #: the training data arguments, set by the recipe (e.g. --sources mixed_b --root D)
 SOURCE_ARGS=()
@@ -99,18 +100,12 @@ dmgnet_train() {
 # target and evaluates it as dmgnet_extract / dmgnet_eval do (OUT/VARIANT/seedS/,
 # OUT/VARIANT/seedS.h5, OUT/VARIANT.json: mean ± std over the seeds), and prints ours with
 # the claims' PASS/FAIL (a verdict inside the seeds' spread says so).
-# DEFAULT_EPOCHS / DEFAULT_ITERS: the recipe's budget when DMG_EPOCHS / DMG_ITERS are unset.
+# DEFAULT_EPOCHS / DEFAULT_ITERS: the recipe's budget when DMG_EPOCHS / DMG_ITERS are unset
+# (recipes/_ablation.sh).
 # usage: dmgnet_ablation OUT [reid train options...]   (SOURCE_ARGS name the data)
 dmgnet_ablation() {
   local out="$1"; shift
-  local budget=() variants=()
-  local epochs="${DMG_EPOCHS:-${DEFAULT_EPOCHS:-}}" iters="${DMG_ITERS:-${DEFAULT_ITERS:-}}"
-  [ -n "$epochs" ] && budget+=(--epochs "$epochs")
-  [ -n "$iters" ] && budget+=(--iters-per-epoch "$iters")
-  # shellcheck disable=SC2086
-  [ -n "${DMG_VARIANTS:-}" ] && variants=(--variants "$(echo $DMG_VARIANTS | tr ' ' ,)")
-  reid paper ablation dmgnet "${SOURCE_ARGS[@]}" --init "${INIT:?set INIT}" --out "$out" \
-    --force --seeds "${DMG_SEEDS:-0,1,2}" "${variants[@]}" "${budget[@]}" "$@" "${TRAIN_ARGS[@]}"
+  paper_ablation dmgnet DMG "$out" "${SOURCE_ARGS[@]}" "$@"
 }
 
 # usage: dmgnet_extract RUN_DIR STORE [reid extract options, e.g. --dataset viper --root D]
