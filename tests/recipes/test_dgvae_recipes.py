@@ -17,10 +17,10 @@ from tests.data.fake_trees import regdb as fake_regdb, sysu_mm01 as fake_sysu
 from tests.recipes.helpers import (FULL_TIMEOUT_S, ONE_THREAD, RECIPES, claim_verdicts,
                                    recipe_env, run_recipe, shrunk_notice)
 
-#: 4 + 4 persons (~120 images), every Table 2 row at 2 seeds, every stage 1 epoch of 1
+#: 4 + 4 persons (~120 images), every Table 2 row at 3 seeds, every stage 1 epoch of 1
 #: iteration: the chain runs and prints every row (one process for the 24 runs)
 SHRUNK = dict(DGVAE_TRAIN_IDS="4", DGVAE_TEST_IDS="4", DGVAE_EPOCHS="1,1,1", DGVAE_ITERS="1",
-              DGVAE_SEEDS="0,1", DGVAE_TOY_SEEDS="none")
+              DGVAE_SEEDS="0,1,2", DGVAE_TOY_SEEDS="none")
 #: reid train options after WORKDIR: no loader processes (24 runs of one batch each)
 SHRUNK_ARGS = ("--workers", "0")
 #: the fake trees have 2–3 training ids: batches of 2 ids, one iteration per stage
@@ -85,7 +85,7 @@ def _check_synthetic(out: str, work: Path, seeds: list[int]) -> dict[str, str]:
 
 def test_dgvae_synthetic_recipe_shrunk(tmp_path):
     out = _run("dgvae_synthetic.sh", tmp_path, *SHRUNK_ARGS, **SHRUNK)
-    verdicts = _check_synthetic(out, tmp_path, [0, 1])
+    verdicts = _check_synthetic(out, tmp_path, [0, 1, 2])
     assert set(verdicts.values()) <= {"PASS", "FAIL"} and len(verdicts) == 2 * len(DGVAE_CLAIMS)
     assert "two-modality toy" not in out                        # DGVAE_TOY_SEEDS=none
     assert all("epochs 1,1,1, 1 iterations/epoch" in line for line in _budget_lines(out))

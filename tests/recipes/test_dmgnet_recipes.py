@@ -25,9 +25,9 @@ from tests.recipes.helpers import (FULL_TIMEOUT_S, ONE_THREAD, RECIPES, claim_ve
 from tests.recipes.test_dart3_recipes import write_market_tree
 
 #: 4 + 4 persons per domain (~470 images), one epoch of 1 iteration, every row (the Table 6
-#: rows and the paired-batch control) at 2 seeds: 10 runs in one process
+#: rows and the paired-batch control) at 3 seeds: 15 runs in one process
 SHRUNK = dict(DMG_TRAIN_IDS="4", DMG_TEST_IDS="4", DMG_EPOCHS="1", DMG_ITERS="1",
-              DMG_SEEDS="0,1")
+              DMG_SEEDS="0,1,2")
 #: reid train options after WORKDIR: no loader processes
 SHRUNK_ARGS = ("--workers", "0")
 #: the rows of the synthetic recipe, in its order
@@ -132,9 +132,9 @@ def _check_synthetic(out: str, work: Path, variants, seeds) -> None:
 
 def test_dmgnet_synthetic_recipe_shrunk(tmp_path):
     out = _run("dmgnet_synthetic.sh", tmp_path, *SHRUNK_ARGS, **SHRUNK)
-    _check_synthetic(out, tmp_path, ROWS, [0, 1])
+    _check_synthetic(out, tmp_path, ROWS, [0, 1, 2])
     assert all("epochs 1" in line for line in _budget_lines(out))
-    assert "2 stores" in _row(out, "DMG-Net")
+    assert "3 stores" in _row(out, "DMG-Net")
     # the claims are checked against the BoT row, never the paired-batch control
     bot_map = float(_row(out, "BoT").split("│")[5].split("±")[0])
     assert re.search(rf"^(PASS|FAIL)  DMG-Net > BoT \(mAP\)[^:]*: [0-9.]+ vs {bot_map:.2f}$",
@@ -199,7 +199,7 @@ def test_dmgnet_mixB_recipe_on_fake_trees(tmp_path):
                TARGETS="grid", DMG_VARIANTS="dmgnet", TARGET_OPTIONS=FAKE_TARGET_OPTIONS,
                **FAKE_BUDGET)
     _check_mixed(out, work, "mixed_b", ["grid"], ["0", "3"], ["dmgnet"])
-    assert "2 stores" in _row(out, "DMG-Net")
+    assert "3 stores" in _row(out, "DMG-Net")
     assert "not checked (methods not run): DMG-Net > BoT" in out
     from reidcli.store.reader import open_store
     with open_store(work / "dmgnet_grid_t3.h5") as st:           # trial 3's own test ids
