@@ -121,12 +121,13 @@ def _numeric(frame: pd.DataFrame, column: str) -> np.ndarray:
 def _panels(frame: pd.DataFrame, staged: bool) -> list[tuple[str, list[str]]]:
     """(title, columns) of each panel: all losses together (one run phase), or the total and
     one panel per logged term (staged); then learning rate, latent statistics, accuracy."""
-    losses = [c for c in frame.columns if c.startswith("loss")]
+    # a term the run never logged (e.g. loss_rec of a stage-1-only DG-VAE run) gets no line
+    logged = [c for c in frame.columns
+              if c.startswith("loss") and np.isfinite(_numeric(frame, c)).any()]
     if staged:
-        logged = [c for c in losses if np.isfinite(_numeric(frame, c)).any()]
         loss_panels = [(c if c != "loss" else "loss (weighted total)", [c]) for c in logged]
     else:
-        loss_panels = [("loss", losses)]
+        loss_panels = [("loss", logged)]
     panels = [*loss_panels, ("learning rate", ["lr"] if "lr" in frame else []),
               ("latent statistics", [c for c in LATENT_COLUMNS if c in frame and
                                      np.isfinite(_numeric(frame, c)).any()]),

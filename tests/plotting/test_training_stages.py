@@ -126,3 +126,15 @@ def test_gradient_norm_columns_get_one_log_panel(staged_run):
         staged_run / "metrics.csv", index=False)
     assert "gradient norm per term" not in [ax.get_title() for ax in
                                             plot_training(staged_run).figure.axes]
+
+
+def test_a_one_phase_run_plots_only_the_terms_it_logged(staged_run):
+    """A stage-1-only run (one phase, one loss panel): the stage-2 terms it never logged are
+    not in the legend."""
+    frame = read_metrics(staged_run)
+    frame = frame[frame["phase"] == "stage1"]
+    frame.to_csv(staged_run / "metrics.csv", index=False)
+    plot = plot_training(staged_run)
+    labels = {line.get_label() for ax in plot.figure.axes for line in ax.get_lines()}
+    assert {"loss_id", "loss_gmm"} <= labels
+    assert not labels & {"loss_rec", "loss_cyc", "loss_idc", "loss_ambi"}
