@@ -104,9 +104,8 @@ def evaluate(
     from reidcli.cli.context import invoked_command, set_flag_names
     from reidcli.evaluation.engine import EvalOptions
     from reidcli.cameras import parse_cameras
-    from reidcli.evaluation.multi import evaluate_stores
-    from reidcli.evaluation.report import build_multi_report, build_report
-    from reidcli.evaluation.run import StoreEvalRequest, evaluate_store
+    from reidcli.evaluation.multi import evaluate_requests, evaluation_report
+    from reidcli.evaluation.run import StoreEvalRequest
     from reidcli.progress import ENABLED
     from reidcli.provenance import make_provenance
 
@@ -162,16 +161,11 @@ def evaluate(
         if launch.rank != 0:
             return                           # rank 0 reports, once every rank succeeded
     else:
-        evaluation = evaluate_store(requests[0]) if len(requests) == 1 \
-            else evaluate_stores(requests)
+        evaluation = evaluate_requests(requests)
     provenance = None
     if json_out is not None:
         provenance = make_provenance(command=invoked_command(), seed=seed, inputs=digests)
-    if len(requests) == 1:
-        report = build_report(evaluation.protocol, evaluation.trials, evaluation.meta,
-                              provenance)
-    else:
-        report = build_multi_report(evaluation.reports, evaluation.aggregate, provenance)
+    report = evaluation_report(evaluation, provenance)
     _output_report(report, json_out, csv_out, force, quiet, to_stdout, read_from)
 
 

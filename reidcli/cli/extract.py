@@ -240,13 +240,13 @@ def _image_source(dataset, images, query_images, images_list, pattern, skip_unma
 
 def _model_layout(model, dataset, root, option, trials, progress, show_note=True,
                   foreign=None):
-    """(layout, loaded model or None): the trials given, else
-    :func:`~reidcli.features.model_extract.default_model_layout` (its note on stderr).
+    """(layout, loaded model or None): :func:`~reidcli.features.model_extract.model_layout`
+    (its note on stderr).
     ``model`` is a path (loaded with ``foreign`` = {arch, allow_partial}) or a loaded model;
     a foreign checkpoint's load report goes to stderr when ``show_note``."""
     from reidcli.cli.data import parse_key_values
     from reidcli.features.layout import dataset_layout
-    from reidcli.features.model_extract import default_model_layout
+    from reidcli.features.model_extract import model_layout
     from reidcli.models.checkpoint import LoadedModel, load_model
     from reidcli.models.training_identities import training_identities
 
@@ -264,10 +264,8 @@ def _model_layout(model, dataset, root, option, trials, progress, show_note=True
         return dataset_layout(dataset, root, trials=chosen, progress=progress,
                               **loader_options)
 
-    if trials is not None or "trial" in loader_options:
-        return make_layout(trials), loaded
-    layout, note = default_model_layout(make_layout,
-                                        training_identities(loaded.meta, loaded.path))
+    layout, note = model_layout(make_layout, training_identities(loaded.meta, loaded.path),
+                                trials, loader_options)
     if note and show_note:
         typer.echo(f"note: {note}", err=True)
     return layout, loaded

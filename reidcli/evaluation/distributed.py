@@ -223,8 +223,7 @@ def evaluate_on_ranks(requests: Sequence[Any], launch: Launch, *,
     ``device`` or an evaluation a launch cannot split) are raised at once."""
     import torch.distributed as dist
 
-    from reidcli.evaluation.multi import evaluate_stores
-    from reidcli.evaluation.run import evaluate_store
+    from reidcli.evaluation.multi import evaluate_requests
 
     requests = list(requests)
     if not requests:
@@ -258,7 +257,7 @@ def evaluate_on_ranks(requests: Sequence[Any], launch: Launch, *,
             with warnings.catch_warnings():
                 if launch.rank != 0:                 # rank 0 says it once
                     warnings.simplefilter("ignore")
-                return evaluate_store(mine[0]) if len(mine) == 1 else evaluate_stores(mine)
+                return evaluate_requests(mine)
 
         evaluation = split.settle(work)
         info = {"world_size": launch.world_size, "backend": backend, "ranks": split.ranks}

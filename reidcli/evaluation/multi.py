@@ -23,7 +23,8 @@ import numpy as np
 
 from reidcli.errors import ParameterError, ReidError, UsageError
 from reidcli.evaluation.errors import EvaluationError
-from reidcli.evaluation.report import build_report, mean_count, mean_std, pad_curves
+from reidcli.evaluation.report import (build_multi_report, build_report, mean_count, mean_std,
+                                       pad_curves)
 from reidcli.evaluation.run import StoreEvalRequest, StoreEvaluation, evaluate_store
 from reidcli.evaluation.store_paths import expand_store_patterns, file_key
 from reidcli.naming import param
@@ -235,5 +236,23 @@ def _summary(report: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
-__all__ = ["MultiStoreEvaluation", "StoreEvalRequest", "evaluate_stores",
-           "expand_store_patterns", "check_stores_agree", "aggregate_reports"]
+def evaluate_requests(requests: Sequence[StoreEvalRequest]
+                      ) -> StoreEvaluation | MultiStoreEvaluation:
+    """``reid eval``'s scoring of its ``--store`` requests: one store by
+    :func:`~reidcli.evaluation.run.evaluate_store`, several by :func:`evaluate_stores`."""
+    requests = list(requests)
+    return evaluate_store(requests[0]) if len(requests) == 1 else evaluate_stores(requests)
+
+
+def evaluation_report(evaluation: StoreEvaluation | MultiStoreEvaluation,
+                      provenance: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The JSON report of :func:`evaluate_requests`' result: the single-store report, or the
+    stores' reports with their mean ± std (docs/formats.md)."""
+    if isinstance(evaluation, MultiStoreEvaluation):
+        return build_multi_report(evaluation.reports, evaluation.aggregate, provenance)
+    return build_report(evaluation.protocol, evaluation.trials, evaluation.meta, provenance)
+
+
+__all__ = ["MultiStoreEvaluation", "StoreEvalRequest", "evaluate_stores", "evaluate_requests",
+           "evaluation_report", "expand_store_patterns", "check_stores_agree",
+           "aggregate_reports"]

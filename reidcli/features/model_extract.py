@@ -202,6 +202,17 @@ def default_model_layout(make_layout: Callable[[str | None], StoreLayout],
     return make_layout(_trial_list(picked)), note
 
 
+def model_layout(make_layout: Callable[[str | None], StoreLayout],
+                 training: TrainingIdentities | None, trials: str | None = None,
+                 loader_options: Mapping[str, Any] | None = None
+                 ) -> tuple[StoreLayout, str | None]:
+    """The layout of ``reid extract --model``: the trials chosen (``trials``, or a ``trial``
+    loader option), else :func:`default_model_layout`; with its note (None: none)."""
+    if trials is not None or "trial" in (loader_options or {}):
+        return make_layout(trials), None
+    return default_model_layout(make_layout, training)
+
+
 def extract_model_store(layout: StoreLayout, out: str | os.PathLike,
                         model_path: str | os.PathLike | LoadedModel, *,
                         features: Sequence[str] = (),
@@ -295,5 +306,5 @@ def extract_model_store(layout: StoreLayout, out: str | os.PathLike,
 
 
 __all__ = ["extract_model_store", "embed_batch", "check_training_overlap",
-           "default_model_layout", "parse_feature_names", "parse_map_names",
+           "default_model_layout", "model_layout", "parse_feature_names", "parse_map_names",
            "maps_bytes", "check_maps_size", "LARGE_MAPS_BYTES", "LARGE_MAPS_IMAGES"]

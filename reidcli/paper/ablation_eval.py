@@ -23,7 +23,7 @@ def extract_run(run: Path, store: Path, dataset: str, root: str | None,
     """Extract the model of run directory ``run`` on ``dataset`` into ``store`` (``workers``:
     image loader processes, None: the loader's default); returns the store's path."""
     from reidcli.features.layout import dataset_layout
-    from reidcli.features.model_extract import default_model_layout, extract_model_store
+    from reidcli.features.model_extract import extract_model_store, model_layout
     from reidcli.models.checkpoint import load_model
     from reidcli.models.training_identities import training_identities
 
@@ -32,11 +32,8 @@ def extract_run(run: Path, store: Path, dataset: str, root: str | None,
     def make_layout(chosen):
         return dataset_layout(dataset, root, trials=chosen, progress=False, **dict(options))
 
-    if "trial" in options:
-        layout = make_layout(None)
-    else:
-        layout, _ = default_model_layout(make_layout,
-                                         training_identities(loaded.meta, loaded.path))
+    layout, _ = model_layout(make_layout, training_identities(loaded.meta, loaded.path),
+                             loader_options=options)
     return extract_model_store(layout, store, loaded, batch_size=EXTRACT_BATCH, device=device,
                                workers=workers, force=force, progress=False, command=command,
                                inputs=[f for f in [layout.image_folder()] if f])
@@ -48,9 +45,9 @@ def evaluate_seeds(stores: Sequence[Path], json_out: Path, *, device: str, force
     ``json_out``; returns the report."""
     from reidcli.evaluation.engine import EvalOptions
     from reidcli.evaluation.labelled import check_labelled
-    from reidcli.evaluation.multi import evaluate_stores
-    from reidcli.evaluation.report import build_multi_report, build_report, write_json
-    from reidcli.evaluation.run import StoreEvalRequest, evaluate_store
+    from reidcli.evaluation.multi import evaluate_requests, evaluation_report
+    from reidcli.evaluation.report import write_json
+    from reidcli.evaluation.run import StoreEvalRequest
     from reidcli.provenance import InputDigests, make_provenance
 
     stores = [Path(s) for s in stores]
@@ -59,16 +56,10 @@ def evaluate_seeds(stores: Sequence[Path], json_out: Path, *, device: str, force
         for path in stores:
             check_labelled(path, "all")
     options = EvalOptions(progress=False)
-    requests = [StoreEvalRequest(store=path, device=device, options=options)
-                for path in stores]
-    evaluation = evaluate_store(requests[0]) if len(requests) == 1 \
-        else evaluate_stores(requests)
-    provenance = make_provenance(command=command, seed=0, inputs=digests)
-    if len(requests) == 1:
-        report = build_report(evaluation.protocol, evaluation.trials, evaluation.meta,
-                              provenance)
-    else:
-        report = build_multi_report(evaluation.reports, evaluation.aggregate, provenance)
+    evaluation = evaluate_requests([StoreEvalRequest(store=path, device=device, options=options)
+                                    for path in stores])
+    report = evaluation_report(evaluation, make_provenance(command=command, seed=0,
+                                                           inputs=digests))
     write_json(json_out, report, force=force, inputs=stores)
     return report
 
