@@ -11,7 +11,7 @@ are ``camid`` values and apply within every domain.
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
 
@@ -151,18 +151,22 @@ def camera_key_name(key: str) -> str:
     return f"{domain}/cam {cam}" if domain else f"cam {cam}"
 
 
-def record_cameras(records: pd.DataFrame, rows=None) -> tuple[np.ndarray, CameraTable]:
+def record_cameras(records: pd.DataFrame | Mapping[str, np.ndarray], rows=None
+                   ) -> tuple[np.ndarray, CameraTable]:
     """:func:`camera_codes` of a record table's ``domain`` and ``camid`` columns (of ``rows``
-    [n] only when given; a table without ``domain`` is one domain)."""
+    [n] only when given; a table without ``domain`` is one domain). ``records``: a DataFrame
+    or its columns as arrays (a store's ``record_columns``, no pandas)."""
     domains, camids = record_camera_columns(records, rows)
     return camera_codes(domains, camids)
 
 
-def record_camera_columns(records: pd.DataFrame, rows=None) -> tuple[np.ndarray | None,
-                                                                      np.ndarray]:
-    """(``domain`` [n] str or None, ``camid`` [n] int64) of ``rows`` (all when None)."""
-    camids = records["camid"].to_numpy(np.int64)
-    domains = records["domain"].astype(str).to_numpy() if "domain" in records else None
+def record_camera_columns(records: pd.DataFrame | Mapping[str, np.ndarray], rows=None
+                          ) -> tuple[np.ndarray | None, np.ndarray]:
+    """(``domain`` [n] str or None, ``camid`` [n] int64) of ``rows`` (all when None) of a
+    DataFrame or a mapping of column arrays."""
+    camids = np.asarray(records["camid"], dtype=np.int64)
+    domains = np.asarray(records["domain"], dtype=object).astype(str) \
+        if "domain" in records else None
     if rows is not None:
         rows = np.asarray(rows, dtype=np.int64)
         camids = camids[rows]

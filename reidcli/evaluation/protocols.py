@@ -26,7 +26,7 @@ if TYPE_CHECKING:  # pragma: no cover - record tables come from the store reader
     #: ``record_columns``: no pandas)
     RecordTable = pd.DataFrame | Mapping[str, np.ndarray]
 
-from reidcli.cameras import CameraTable, camera_codes
+from reidcli.cameras import CameraTable, camera_codes, record_cameras
 from reidcli.evaluation.errors import EvaluationError, EvaluationParameterError
 from reidcli.naming import param
 
@@ -169,17 +169,6 @@ def identity_codes(records: RecordTable) -> np.ndarray:
     row. ``records``: the record table (a DataFrame) or its columns as arrays (a store's
     ``record_columns``, no pandas). int64 [N].
     """
-    if hasattr(records, "groupby"):                      # a DataFrame
-        import pandas as pd
-
-        scope = records["x_pid_scope"].fillna("all").astype(str) if "x_pid_scope" in records \
-            else pd.Series("all", index=records.index)
-        keys = pd.DataFrame({"dataset": records["dataset"].astype(str).to_numpy(),
-                             "domain": records["domain"].astype(str).to_numpy(),
-                             "scope": scope.to_numpy(),
-                             "pid": records["pid"].to_numpy(np.int64)})
-        return keys.groupby(["dataset", "domain", "scope", "pid"], sort=False).ngroup() \
-            .to_numpy(np.int64)
     pids = record_column(records, "pid", np.int64)
     n = len(pids)
     scope = [("all" if _missing(v) else str(v)) for v in record_column(records, "x_pid_scope")] \
@@ -218,19 +207,6 @@ def _missing(value) -> bool:
     if isinstance(value, float):
         return value != value
     return type(value).__name__ == "NAType"
-
-
-def record_cameras_of(records, rows=None) -> tuple[np.ndarray, CameraTable]:
-    """:func:`reidcli.cameras.camera_codes` of a record table's ``domain`` and ``camid``
-    columns (of ``rows`` [n] only when given; a table without ``domain`` is one domain);
-    ``records``: a DataFrame or a mapping of arrays (:func:`record_column`)."""
-    camids = record_column(records, "camid", np.int64)
-    domains = record_column(records, "domain", object) if "domain" in records else None
-    if rows is not None:
-        rows = np.asarray(rows, dtype=np.int64)
-        camids = camids[rows]
-        domains = None if domains is None else domains[rows]
-    return camera_codes(domains, camids)
 
 
 @dataclasses.dataclass
@@ -282,7 +258,7 @@ class TrialLabels:
         cams = record_column(records, "camid", np.int64)
         nq = len(query_rows)
         if cameras is None:
-            cam_codes, table = record_cameras_of(records,
+            cam_codes, table = record_cameras(records,
                                                  np.concatenate([query_rows, gallery_rows]))
             q_cam, g_cam = cam_codes[:nq], cam_codes[nq:]
         else:
@@ -316,7 +292,7 @@ def evaluated_cameras(records: RecordTable, rows: np.ndarray) -> tuple[np.ndarra
     """Camera code of every record [N] (−1 outside ``rows``) and the table of the cameras of
     ``rows`` (the query and gallery rows of every evaluated trial)."""
     rows = np.unique(np.asarray(rows, dtype=np.int64))
-    codes, table = record_cameras_of(records, rows)
+    codes, table = record_cameras(records, rows)
     out = np.full(len(record_column(records, "pid")), -1, dtype=np.int64)
     out[rows] = codes
     return out, table

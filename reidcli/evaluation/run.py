@@ -21,9 +21,10 @@ from reidcli.evaluation.distances import (FeatureMetric, ModelMetric, QueryGalle
                                           check_features, check_magnitude, normalize_features)
 from reidcli.evaluation.engine import EvalOptions, TrialResult, evaluate_trial
 from reidcli.evaluation.errors import EvaluationError
+from reidcli.cameras import record_cameras
 from reidcli.evaluation.protocols import (Protocol, TrialLabels, auto_protocol,
                                           check_protocol_fits, evaluated_cameras,
-                                          get_protocol, identity_codes, record_cameras_of,
+                                          get_protocol, identity_codes,
                                           record_column, unseen_query_cameras)
 from reidcli.evaluation.scores import nmi_camera_bias
 from reidcli.evaluation.streamed import (StreamedGallery, evaluate_streamed,
@@ -600,7 +601,7 @@ def _metric_of(model, trial_model, distance: str, info: dict, backend,
 def _nmi(request: StoreEvalRequest, records, q_rows, g_rows, q_feat, g_feat) -> dict:
     rows = np.concatenate([q_rows, g_rows])
     feats = np.concatenate([q_feat, g_feat])
-    cams, _ = record_cameras_of(records, rows)         # a camera is (domain, camid)
+    cams, _ = record_cameras(records, rows)            # a camera is (domain, camid)
     pids = identity_codes(records)[rows]
     return nmi_camera_bias(feats, cams, pids, k=request.nmi_k, seed=request.options.seed)
 

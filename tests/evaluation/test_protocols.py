@@ -177,10 +177,16 @@ def test_identity_codes_of_record_arrays_equal_those_of_the_frame():
                         "domain": rng.choice(["d0", "d1", "d2"], n).astype(object),
                         "x_pid_scope": rng.choice(["all", "test", None, np.nan], n)})
     arrays = {c: rec[c].to_numpy() for c in rec.columns}
-    assert identity_codes(arrays).tolist() == identity_codes(rec).tolist()
+
+    def pandas_codes(frame):          # the reference: pandas' first-seen group numbers
+        keys = ["dataset", "domain", "scope", "pid"]
+        frame = frame.assign(scope=frame["x_pid_scope"].fillna("all").astype(str)
+                             if "x_pid_scope" in frame else "all")
+        return frame.groupby(keys, sort=False).ngroup().tolist()
+
+    assert identity_codes(arrays).tolist() == identity_codes(rec).tolist() == pandas_codes(rec)
     del arrays["x_pid_scope"]
-    assert identity_codes(arrays).tolist() == identity_codes(rec.drop(columns="x_pid_scope")) \
-        .tolist()
+    assert identity_codes(arrays).tolist() == pandas_codes(rec.drop(columns="x_pid_scope"))
     # first-seen order: the first row's identity is 0
     assert identity_codes(arrays)[0] == 0 and identity_codes({"pid": np.zeros(0, int),
                                                                "dataset": np.zeros(0, object),
