@@ -81,8 +81,8 @@ def ablation_command(paper: str) -> Callable[..., None]:
     setup = ablation(paper)
     method = setup.trainer
     params = [p for p in train_net.command_parameters(method) if p.name not in setup.fixed]
-    signature = [train_net._option(method, p) for p in params]
-    signature += [train_net._cli(name, annotation, default, flag, help_text)
+    signature = [train_net.parameter_option(method, p) for p in params]
+    signature += [train_net.cli_option(name, annotation, default, flag, help_text)
                   for name, (flag, annotation, default, help_text) in ABLATION_OPTIONS.items()]
 
     def command(**values: Any) -> None:

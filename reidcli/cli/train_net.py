@@ -71,7 +71,8 @@ def option_flag(method: str, p) -> str:
     return "--no-" + flag[2:] if _form(p) == "flag" and p.default is True else flag
 
 
-def _option(method: str, p) -> inspect.Parameter:
+def parameter_option(method: str, p) -> inspect.Parameter:
+    """The typer option of the trainer parameter ``p`` (its flag, type and help)."""
     form = _form(p)
     flag = option_flag(method, p)
     annotation: Any = {"int": Optional[int], "float": Optional[float], "flag": bool,
@@ -83,7 +84,9 @@ def _option(method: str, p) -> inspect.Parameter:
                              annotation=annotation)
 
 
-def _cli(name: str, annotation, default, flag: str, help: str | None) -> inspect.Parameter:
+def cli_option(name: str, annotation, default, flag: str,
+               help: str | None) -> inspect.Parameter:
+    """A keyword-only typer option ``flag`` of a generated command."""
     return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY,
                              default=typer.Option(default, flag, help=help),
                              annotation=annotation)
@@ -204,14 +207,14 @@ def trainer_command(method: str):
 
     info = method_info(method)
     params = command_parameters(method)
-    signature = [_option(method, p) for p in params]
+    signature = [parameter_option(method, p) for p in params]
     names = [p.name for p in params]
     at = names.index("preset") + 1 if "preset" in names else len(signature)
-    signature[at:at] = [_cli("out", Optional[Path], None, "--out", OUT_HELP),
-                        _cli("resume", Optional[Path], None, "--resume", RESUME_HELP)]
-    signature += [_cli("config", Optional[Path], None, "--config", CONFIG_HELP),
-                  _cli("force", bool, False, "--force", FORCE_HELP),
-                  _cli("quiet", bool, False, "--quiet", None)]
+    signature[at:at] = [cli_option("out", Optional[Path], None, "--out", OUT_HELP),
+                        cli_option("resume", Optional[Path], None, "--resume", RESUME_HELP)]
+    signature += [cli_option("config", Optional[Path], None, "--config", CONFIG_HELP),
+                  cli_option("force", bool, False, "--force", FORCE_HELP),
+                  cli_option("quiet", bool, False, "--quiet", None)]
     taken = [f for o in signature for f in o.default.param_decls]
     if len(set(taken)) != len(taken) or len(set(o.name for o in signature)) != len(signature):
         from reidcli.errors import MethodRegistryError
@@ -367,4 +370,5 @@ def add_trainer_commands(app: typer.Typer, methods: list) -> None:
 
 
 __all__ = ["run_training", "trainer_command", "add_trainer_commands", "command_parameters",
-           "parameter_flag", "option_flag", "trainer_flags", "parse_value", "TRAIN_FLAGS"]
+           "parameter_flag", "option_flag", "trainer_flags", "parse_value", "parameter_option",
+           "cli_option", "TRAIN_FLAGS"]
