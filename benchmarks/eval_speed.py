@@ -154,9 +154,10 @@ def reference_rows(dist_rows: np.ndarray, q_pids, q_cams, g_pids, g_cams) -> dic
     return {"first": first, "ap": ap, "inp": inp}
 
 
-def _engine_block_rows(num_gallery: int) -> int:
+def _engine_block_rows(num_gallery: int, num_queries: int) -> int:
+    """Query rows per block of the engine's default blocking of the whole query set."""
     from reidcli.evaluation.engine import EvalOptions
-    return EvalOptions().rows_per_block(num_gallery)
+    return EvalOptions().rows_per_block(num_gallery, num_queries)
 
 
 def _subset(n: int, spec: str, num_gallery: int) -> np.ndarray:
@@ -165,7 +166,7 @@ def _subset(n: int, spec: str, num_gallery: int) -> np.ndarray:
     run on a subset get the very same distance blocks as the engine."""
     if spec == "all" or int(spec) >= n:
         return np.arange(n)
-    step = _engine_block_rows(num_gallery)
+    step = _engine_block_rows(num_gallery, n)
     return np.arange(min(n, -(-int(spec) // step) * step))
 
 
@@ -234,7 +235,7 @@ def work_engine(size, dim, seed, rerank=False, metric="euclidean", precision="fl
     peak = _peak_rss_mb()
     if not rerank:          # the same distance blocks alone (no ranking)
         t0 = time.perf_counter()
-        step = _engine_block_rows(len(problem["g_pids"]))
+        step = _engine_block_rows(len(problem["g_pids"]), len(problem["q_pids"]))
         for s in range(0, len(problem["q_pids"]), step):
             source.block(np.arange(s, min(s + step, len(problem["q_pids"]))))
         extra["distances_s"] = time.perf_counter() - t0
@@ -251,7 +252,7 @@ def _distance_matrix(problem, rows=None) -> np.ndarray:
     from reidcli.evaluation.distances import FeatureMetric, QueryGallery
     source = QueryGallery(FeatureMetric("euclidean", NumpyBackend()), problem["qf"], problem["gf"])
     rows = np.arange(len(problem["q_pids"])) if rows is None else rows
-    step = _engine_block_rows(len(problem["g_pids"]))
+    step = _engine_block_rows(len(problem["g_pids"]), len(problem["q_pids"]))
     return np.concatenate([source.block(rows[s:s + step]) for s in range(0, len(rows), step)])
 
 

@@ -29,3 +29,12 @@ def l2_normalize_rows(x: np.ndarray, eps: float = NORM_EPS, *,
         np.divide(block, np.maximum(norms, eps).astype(dtype)[:, None],
                   out=out[start:start + step])
     return out
+
+
+def distinct(values) -> np.ndarray:
+    """The sorted distinct values of a 1-D array: ``np.unique(values)``, without its
+    masked-array check (which imports ``numpy.ma``, ~10 ms, on the first call of a command)."""
+    values = np.sort(np.asarray(values).reshape(-1))
+    if len(values) < 2:
+        return values
+    return values[np.concatenate(([True], values[1:] != values[:-1]))]

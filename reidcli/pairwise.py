@@ -61,13 +61,28 @@ def finish_distances(d: np.ndarray, metric: str, a_sqnorm: np.ndarray | None,
 
 def gemm_distances(a: np.ndarray, b: np.ndarray, metric: str,
                    a_sqnorm: np.ndarray | None = None,
-                   b_sqnorm: np.ndarray | None = None) -> np.ndarray:
+                   b_sqnorm: np.ndarray | None = None,
+                   out: np.ndarray | None = None, map_rows=None) -> np.ndarray:
     """Distances [len(a), len(b)] (float32) between prepared float32 rows ``a`` [n, D] and
-    ``b`` [m, D] (cosine: unit rows; the euclidean metrics: with their squared norms)."""
-    if metric == "cosine":
-        return finish_distances(a @ b.T, metric, None, None)
-    return finish_distances((a * np.float32(-2.0)) @ b.T, metric, a_sqnorm, b_sqnorm,
-                            scaled=True)
+    ``b`` [m, D] (cosine: unit rows; the euclidean metrics: with their squared norms).
+
+    ``out``: a float32 C-contiguous [n, m] array to write them into and return (a caller
+    ranking block after block reuses one buffer instead of faulting in fresh pages for each
+    block). ``map_rows(fn, num_rows, size)``: runs ``fn(row_slice)`` over slices of the rows
+    (e.g. on threads, :meth:`~reidcli.evaluation.backend.NumpyBackend.map_row_slices`) for
+    the element-wise finishing passes. The values are the same bits either way."""
+    if out is not None and not (out.shape == (len(a), len(b)) and out.dtype == np.float32
+                                and out.flags.c_contiguous and out.flags.writeable):
+        raise ValueError(f"out must be a writeable C-contiguous float32 array of shape "
+                         f"{(len(a), len(b))}")
+    scaled = metric != "cosine"
+    d = np.matmul(a * np.float32(-2.0) if scaled else a, b.T, out=out)
+    if map_rows is None:
+        return finish_distances(d, metric, a_sqnorm, b_sqnorm, scaled=scaled)
+    map_rows(lambda rows: finish_distances(d[rows], metric, None if a_sqnorm is None
+                                           else a_sqnorm[rows], b_sqnorm, scaled=scaled),
+             len(d), d.size)
+    return d
 
 
 def pairwise_distances(query: np.ndarray, gallery: np.ndarray, metric: str) -> np.ndarray:

@@ -19,3 +19,20 @@ def test_background_digests_equal_the_inline_ones_and_raise_the_same_errors(tmp_
     missing = InputDigests([tmp_path / "gone.h5"])
     with pytest.raises(FileNotFoundError):
         missing.result()
+
+
+def test_versions_are_what_importlib_metadata_and_platform_report():
+    import importlib.metadata as md
+    import platform
+
+    from reidcli.provenance import VERSIONED_PACKAGES, versions
+
+    got = versions()
+    assert got["platform"] == platform.platform()
+    for pkg in VERSIONED_PACKAGES:
+        try:
+            want = md.version(pkg)
+        except md.PackageNotFoundError:
+            assert pkg not in got
+            continue
+        assert got[pkg] == want, pkg

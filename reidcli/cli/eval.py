@@ -61,7 +61,7 @@ def evaluate(
     seed: int = typer.Option(0, "--seed", help="Seed of cuhk03_sgs sampling and NMI "
                              "subsampling."),
     block_size: int = typer.Option(0, "--block-size", help="Queries per block (0: as many as "
-                                   "fit 2^24 distances)."),
+                                   "fit 2^23 distances)."),
     json_out: Optional[Path] = typer.Option(None, "--json", help="Write the report as JSON "
                                             "(- = to stdout; the table then goes to stderr)."),
     csv_out: Optional[Path] = typer.Option(None, "--csv", help="Write the CMC curve as CSV."),

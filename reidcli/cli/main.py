@@ -269,6 +269,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     # this once, when torch loads (after this line: commands import torch lazily); a value
     # the user set is kept.
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    # NumPy's OpenBLAS does the same after every GEMM for 2^28 cycles (about 0.1 s): on 2
+    # cores its spinning thread halves the cores left to the ranking that follows each
+    # distance block of `reid eval` (docs/performance.md). 2^4 cycles: it sleeps at once.
+    # OpenBLAS reads this when NumPy first loads, after this line.
+    os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
     debug = "--debug" in args
     args = [a for a in args if a != "--debug"]
     if _DEPTH[0] == 0:

@@ -1,13 +1,18 @@
 """Row operations on a block of distances, on the CPU (NumPy) or a GPU (torch).
 
-The ranking code needs four operations on a distance block ``d`` [b, g]: gather a few entries
-per row, sort every row, binary-search a few values per row in the sorted rows, and count
-exact ties. Everything else works on [b, k] arrays (k = a query's gallery images of its own
-identity, a few dozen at most) in NumPy.
+The ranking code needs three operations on a distance block ``d`` [b, g]: gather a few entries
+per row, count the entries of each row below (and up to) a few values of that row
+(:meth:`count_below`), and count exact ties. Everything else works on [b, k] arrays (k = a
+query's gallery images of its own identity, a few dozen at most) in NumPy.
 
-NumPy's ``np.sort`` of float rows is vectorised (SIMD) and releases the GIL, so the CPU
-backend sorts row slices on a small thread pool; its binary search runs over all rows at once
-(``log2(g)`` vector steps, no loop over queries).
+Counting by sorting every row and binary-searching the values is the general way (the torch
+backend's, and the CPU's fallback). On the CPU most of a row never matters: only entries up to
+the row's largest value can be counted, and in a re-ID ranking that is a few per cent of the
+gallery (a query's last positive ranks early). The CPU backend therefore keeps those entries
+only, orders them by (row, value) in one sort of 64-bit keys and finds every value's count with
+one ``searchsorted``; rows are split over a small thread pool (NumPy releases the GIL). A block
+whose kept share exceeds :data:`SELECTED_SHARE_MAX` (features that barely separate
+identities) is counted by sorting its rows instead.
 """
 from __future__ import annotations
 
@@ -21,6 +26,9 @@ from reidcli.device import device_name
 
 #: rows × columns of the tie-resolution scratch array (bounds its memory)
 _TIE_CHUNK_ELEMENTS = 1 << 22
+#: the CPU counts a float32 block from its kept entries while they are at most this share
+#: of the block; beyond it, sorting whole rows is cheaper (measured in docs/performance.md)
+SELECTED_SHARE_MAX = 0.25
 
 
 def cpu_threads() -> int:
@@ -40,6 +48,15 @@ class NumpyBackend:
     def __init__(self, threads: int | None = None):
         self.threads = threads or cpu_threads()
         self._pool: ThreadPoolExecutor | None = None
+        self._mask = np.empty(0, dtype=bool)
+
+    def _mask_buffer(self, shape: tuple[int, int]) -> np.ndarray:
+        """A bool scratch array of ``shape``, reused from block to block (fresh pages cost
+        more than the comparison that fills them)."""
+        size = shape[0] * shape[1]
+        if self._mask.size < size:
+            self._mask = np.empty(size, dtype=bool)
+        return self._mask[:size].reshape(shape)
 
     # -- helpers -------------------------------------------------------------------------
     def to_numpy(self, array: Any) -> np.ndarray:
@@ -74,16 +91,41 @@ class NumpyBackend:
             job.result()
         return out
 
+    def count_below(self, d: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(below, upto)``, int64 [b, k]: the entries of row i of ``d`` [b, g] that are
+        ``< values[i, j]`` and ``<= values[i, j]`` ([b, k]; exact for finite values, any
+        count for the infinite values that pad absent ones).
+
+        float32 blocks: only each row's entries up to its largest finite value are kept
+        and counted (module doc); other blocks, or a kept share over
+        :data:`SELECTED_SHARE_MAX`: rows sorted, then :meth:`searchsorted`."""
+        d = np.asarray(d)
+        values = np.asarray(values, dtype=d.dtype)
+        if d.dtype == np.float32 and d.ndim == 2 and d.size and values.shape[1]:
+            reach = np.where(np.isfinite(values), values, -np.inf).max(axis=1)
+            kept = np.less_equal(d, reach[:, None], out=self._mask_buffer(d.shape))
+            per_row = np.count_nonzero(kept, axis=1)
+            if per_row.sum() <= SELECTED_SHARE_MAX * d.size:
+                parts = self.map_row_slices(
+                    lambda rows: _count_kept(d[rows], kept[rows], per_row[rows], values[rows]),
+                    d.shape[0], d.size)
+                return tuple(np.concatenate(counts) for counts in zip(*parts))
+        return count_by_sorting(self, d, values)
+
     def map_row_chunks(self, fn, array: np.ndarray) -> list:
         """``fn`` applied to ``self.threads`` row chunks of ``array`` in parallel (NumPy
         releases the GIL in sorts and partitions); results in row order."""
-        b = array.shape[0]
-        if self.threads <= 1 or b < 2 * self.threads or array.size < (1 << 18):
-            return [fn(array)]
+        return self.map_row_slices(lambda rows: fn(array[rows]), array.shape[0], array.size)
+
+    def map_row_slices(self, fn, num_rows: int, size: int) -> list:
+        """``fn(slice)`` for ``self.threads`` slices splitting ``num_rows`` rows, in parallel
+        (one call when the work of ``size`` elements is small); results in row order."""
+        if self.threads <= 1 or num_rows < 2 * self.threads or size < (1 << 18):
+            return [fn(slice(0, num_rows))]
         if self._pool is None:
             self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="reid-sort")
-        bounds = np.linspace(0, b, self.threads + 1).astype(int)
-        jobs = [self._pool.submit(fn, array[lo:hi])
+        bounds = np.linspace(0, num_rows, self.threads + 1).astype(int)
+        jobs = [self._pool.submit(fn, slice(int(lo), int(hi)))
                 for lo, hi in zip(bounds[:-1], bounds[1:]) if hi > lo]
         return [job.result() for job in jobs]
 
@@ -140,6 +182,37 @@ class NumpyBackend:
             self._pool = None
 
 
+def count_by_sorting(backend, d, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``count_below`` of any backend: ``d`` [b, g]'s rows sorted, then ``values`` [b, k]
+    binary-searched in them (``< value`` and ``<= value``)."""
+    sorted_rows = backend.sort_rows(d)
+    return (backend.searchsorted(sorted_rows, values, right=False),
+            backend.searchsorted(sorted_rows, values, right=True))
+
+
+def order_keys(values: np.ndarray) -> np.ndarray:
+    """int64 keys in [0, 2³²) ordered as the float32 ``values`` (any shape): the IEEE bits
+    with the sign flipped for positives and all bits flipped for negatives; −0.0 counts as
+    +0.0."""
+    bits = (np.asarray(values, dtype=np.float32) + np.float32(0.0)).view(np.uint32)
+    bits = bits.astype(np.int64)
+    return np.where(bits >= 1 << 31, (1 << 32) - 1 - bits, bits + (1 << 31))
+
+
+def _count_kept(d: np.ndarray, kept: np.ndarray, per_row: np.ndarray, values: np.ndarray
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """``NumpyBackend.count_below`` of rows whose counted entries are the ``kept`` ones
+    (every entry up to the row's largest finite value): one sort of (row, value) keys, one
+    ``searchsorted`` of the values' keys. d, kept [b, g]; per_row [b]; values [b, k]."""
+    row_keys = np.arange(len(d), dtype=np.int64) << 32
+    keys = np.repeat(row_keys, per_row) | order_keys(d[kept])
+    keys.sort()
+    starts = (np.cumsum(per_row) - per_row)[:, None]
+    probes = row_keys[:, None] | order_keys(values)
+    return (np.searchsorted(keys, probes, side="left") - starts,
+            np.searchsorted(keys, probes, side="right") - starts)
+
+
 class TorchBackend:
     """GPU (or forced torch-on-CPU) backend: distance blocks are torch tensors."""
 
@@ -167,6 +240,11 @@ class TorchBackend:
 
     def sort_rows(self, d):
         return self.torch.sort(d, dim=1).values
+
+    def count_below(self, d, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(below, upto)`` int64 [b, k] (:meth:`NumpyBackend.count_below`): rows sorted on
+        the device, values binary-searched."""
+        return count_by_sorting(self, d, values)
 
     def searchsorted(self, sorted_rows, values: np.ndarray, right: bool = False) -> np.ndarray:
         vals = self._tensor(values, like=sorted_rows)

@@ -207,14 +207,17 @@ class FeatureMetric:
         rows = _take_rows(points.features, index)
         return Points(rows, None if points.sqnorm is None else _take_rows(points.sqnorm, index))
 
-    def pairwise(self, a: Points, b: Points):
-        """Distances [len(a), len(b)] (float32)."""
+    def pairwise(self, a: Points, b: Points, out: np.ndarray | None = None):
+        """Distances [len(a), len(b)] (float32). ``out``: a float32 [len(a), len(b)] buffer
+        the NumPy float32 path writes them into (:func:`~reidcli.pairwise.gemm_distances`);
+        the other paths return a new array or tensor. Use the returned value."""
         if self.on_torch:
             return self._pairwise_torch(a, b)
         if self.precision == "bf16":
             d = (a.features @ b.features.T).float().numpy()      # bf16 GEMM, fp32 accumulate
             return finish_distances(d, self.name, a.sqnorm, b.sqnorm)
-        return gemm_distances(a.features, b.features, self.name, a.sqnorm, b.sqnorm)
+        return gemm_distances(a.features, b.features, self.name, a.sqnorm, b.sqnorm, out=out,
+                              map_rows=getattr(self.backend, "map_row_slices", None))
 
     def paired(self, a: Points, b: Points):
         """Distances between matching rows, a[i] to b[i] → [n] (same formula as pairwise)."""
@@ -348,9 +351,19 @@ class QueryGallery:
             self._cache_key = id(gallery_pos)
         return self._cache
 
-    def block(self, query_pos: np.ndarray, gallery_pos: np.ndarray | None = None):
-        return self.metric.pairwise(self.metric.subset(self.query, query_pos),
-                                    self.gallery_subset(gallery_pos))
+    #: :meth:`block` takes ``out`` (a buffer the caller reuses from block to block)
+    fills_out = True
+
+    def block(self, query_pos: np.ndarray, gallery_pos: np.ndarray | None = None,
+              out: np.ndarray | None = None):
+        """Distances [len(query_pos), len(gallery_pos)]; ``out``: a float32 buffer of that
+        shape written where the metric can (:meth:`FeatureMetric.pairwise`); use the
+        returned block."""
+        a = self.metric.subset(self.query, as_slice(query_pos))     # a run of rows: a view
+        b = self.gallery_subset(gallery_pos)
+        if out is None or not isinstance(self.metric, FeatureMetric):
+            return self.metric.pairwise(a, b)
+        return self.metric.pairwise(a, b, out=out)
 
 
 class MatrixDistances:

@@ -19,6 +19,7 @@ from reidcli.evaluation.protocols import (SKIP_JUNK_QUERY, SKIP_NO_MATCH, Protoc
                                           TrialLabels, make_groups, scorable_queries)
 from reidcli.evaluation.scores import cmc_auc, pur
 from reidcli.naming import param
+from reidcli.numeric import distinct
 from reidcli.params import NONE, SEED, Interval, Options, check_param
 from reidcli.progress import track
 
@@ -30,9 +31,11 @@ NOT_SELECTED = "not_selected"
 #: huge flat tail (``--max-rank 2000000000`` would allocate gigabytes)
 MAX_PADDED_RANK = 10_000
 
-#: default distance entries per block (2^24 float32 = 64 MiB per [b, g] array; the ranking
-#: holds about three such arrays)
-DEFAULT_BLOCK_ELEMENTS = 1 << 24
+#: default distance entries per block (2^23 float32 = 32 MiB per [b, g] array; the ranking
+#: holds that block, reused from block to block, and a [b, g] bool mask). Measured on 2 cores
+#: (docs/performance.md): 2^23 beats 2^24 and 2^25 (fresh pages cost more than the extra GEMM
+#: calls) and 2^22 (GEMMs of a few hundred rows run slower)
+DEFAULT_BLOCK_ELEMENTS = 1 << 23
 
 #: default bytes of float32 gallery features per block of a streamed gallery (two blocks are
 #: held at once: the one being ranked and the next one being read)
@@ -87,10 +90,17 @@ class EvalOptions:
             return self.gallery_block_rows
         return max(1024, DEFAULT_GALLERY_BLOCK_BYTES // (4 * max(dim, 1)))
 
-    def rows_per_block(self, num_columns: int) -> int:
+    def rows_per_block(self, num_columns: int, num_rows: int | None = None) -> int:
+        """Query rows per distance block of ``num_columns`` gallery columns: ``block_rows``,
+        else as many as fit :data:`DEFAULT_BLOCK_ELEMENTS`, evened out over ``num_rows``
+        rows when given (3,368 rows in blocks of 527 → 7 blocks of ≤ 482, not a last block
+        of 206 rows that runs its GEMM slower)."""
         if self.block_rows > 0:
             return self.block_rows
-        return max(1, DEFAULT_BLOCK_ELEMENTS // max(num_columns, 1))
+        step = max(1, DEFAULT_BLOCK_ELEMENTS // max(num_columns, 1))
+        if num_rows:
+            step = -(-num_rows // -(-num_rows // step))        # ⌈n / ⌈n / step⌉⌉
+        return step
 
 
 @dataclasses.dataclass
@@ -151,7 +161,9 @@ def evaluate_trial(distances, labels: TrialLabels, protocol: Protocol,
     """Score one trial.
 
     distances: object with ``block(query_pos [b], gallery_pos [g] | None) -> [b, g]``
-    (:class:`~reidcli.evaluation.distances.QueryGallery`, ``MatrixDistances``, a re-ranker).
+    (:class:`~reidcli.evaluation.distances.QueryGallery`, ``MatrixDistances``, a re-ranker);
+    one whose ``fills_out`` is true also takes ``out=`` (a float32 [b, g] buffer this
+    engine reuses from block to block; the block returned is used).
     labels: the trial's query [Q] / gallery [G] labels.
     check_distances: test every block for NaN (for distances not derived from checked
     features).
@@ -226,11 +238,19 @@ def _score_queries(distances, labels: TrialLabels, protocol: Protocol, options: 
         if len(group.gallery_pos) == 0:          # nothing to rank: its queries have no match
             continue
         queries = group.query_pos[selected[group.query_pos]]
-        step = options.rows_per_block(len(group.gallery_pos))
+        step = options.rows_per_block(len(group.gallery_pos), len(queries))
         jobs.extend((group, index, queries[s:s + step]) for s in range(0, len(queries), step))
+    reused = np.empty(max((len(q) * len(g.gallery_pos) for g, _, q in jobs), default=0),
+                      dtype=np.float32) \
+        if getattr(distances, "fills_out", False) and not backend.is_torch else None
     for group, index, qpos in track(jobs, description="ranking query blocks", unit="blocks",
                                     enabled=options.progress and len(jobs) > 1):
-        block = to_backend(backend, distances.block(qpos, group.gallery_pos))
+        if reused is None:
+            block = to_backend(backend, distances.block(qpos, group.gallery_pos))
+        else:
+            shape = (len(qpos), len(group.gallery_pos))
+            block = distances.block(qpos, group.gallery_pos,
+                                    out=reused[:shape[0] * shape[1]].reshape(shape))
         if tuple(block.shape) != (len(qpos), len(group.gallery_pos)):
             raise EvaluationError(f"distance block has shape {tuple(block.shape)}, expected "
                                   f"{(len(qpos), len(group.gallery_pos))}",
@@ -282,7 +302,7 @@ def curve_length(protocol: Protocol, labels: TrialLabels) -> int:
     """Length of the full CMC curve: gallery size (identities for de-duplicated CMC)."""
     kept = labels.gallery_pids != -1
     if protocol.deduplicate_cmc or protocol.single_gallery_shot:
-        return int(len(np.unique(labels.gallery_ids[kept])))
+        return int(len(distinct(labels.gallery_ids[kept])))
     return int(kept.sum())
 
 
@@ -323,7 +343,7 @@ def summarize_trial(outcomes: QueryOutcomes, labels: TrialLabels, protocol: Prot
         cmc_full=full, outcomes=outcomes)
     kept = labels.gallery_pids != -1
     result.gallery_images = int(kept.sum())
-    result.gallery_ids = int(len(np.unique(labels.gallery_ids[kept])))
+    result.gallery_ids = int(len(distinct(labels.gallery_ids[kept])))
     if full is not None:
         result.pur = pur(full, length)
         result.auc = cmc_auc(full, options.auc_max_rank)
@@ -342,7 +362,7 @@ def per_camera_breakdown(outcomes: QueryOutcomes, protocol: Protocol,
     checked (to 1e-9) as a guard against bookkeeping errors.
     """
     valid = outcomes.valid
-    cams = np.unique(outcomes.camera[valid])
+    cams = distinct(outcomes.camera[valid])
     keys = [outcomes.cameras.key(int(c)) if outcomes.cameras is not None else str(int(c))
             for c in cams]
     table: dict[str, dict[str, Any]] = {}

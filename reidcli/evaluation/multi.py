@@ -28,6 +28,7 @@ from reidcli.evaluation.report import (build_multi_report, build_report, mean_co
 from reidcli.evaluation.run import StoreEvalRequest, StoreEvaluation, evaluate_store
 from reidcli.evaluation.store_paths import expand_store_patterns, file_key
 from reidcli.naming import param
+from reidcli.numeric import distinct
 
 #: scalar metrics aggregated over stores (``pur`` / ``auc`` only where every store has them)
 SCALAR_METRICS = ("mAP", "mINP", "pur", "auc")
@@ -101,7 +102,7 @@ def _identity_of(store) -> str:
 
     h = hashlib.sha256(records_digest(store.record_columns).encode())
     n = store.num_rows
-    rows = np.unique(np.linspace(0, max(n - 1, 0), min(n, 256)).round().astype(np.int64))
+    rows = distinct(np.linspace(0, max(n - 1, 0), min(n, 256)).round().astype(np.int64))
     for name in store.feature_names:
         h.update(name.encode())
         h.update(np.ascontiguousarray(store.features(name, rows)).tobytes())

@@ -29,6 +29,7 @@ if TYPE_CHECKING:  # pragma: no cover - record tables come from the store reader
 from reidcli.cameras import CameraTable, camera_codes, record_cameras
 from reidcli.evaluation.errors import EvaluationError, EvaluationParameterError
 from reidcli.naming import param
+from reidcli.numeric import distinct
 
 JUNK_PID = -1
 DISTRACTOR_PID = 0
@@ -177,7 +178,7 @@ def identity_codes(records: RecordTable) -> np.ndarray:
     group = np.zeros(n, dtype=np.int64)
     for column in (record_column(records, "dataset"), record_column(records, "domain"), scope):
         if column is not None:
-            codes, count = _first_seen_codes(column)
+            codes, count = _string_codes(column)
             group = np.unique(group * count + codes, return_inverse=True)[1].reshape(-1)
     pid_values, pid_codes = np.unique(pids, return_inverse=True)
     keys = group * max(len(pid_values), 1) + pid_codes.reshape(-1)
@@ -187,12 +188,14 @@ def identity_codes(records: RecordTable) -> np.ndarray:
     return order[inverse.reshape(-1)]
 
 
-def _first_seen_codes(values) -> tuple[np.ndarray, int]:
-    """(int64 codes [N] of ``values`` compared as strings, number of distinct values)."""
-    seen: dict[str, int] = {}
-    codes = np.fromiter((seen.setdefault(str(v), len(seen)) for v in values), dtype=np.int64,
-                        count=len(values))
-    return codes, max(len(seen), 1)
+def _string_codes(values) -> tuple[np.ndarray, int]:
+    """(int64 codes [N] of ``values`` compared as strings — equal strings, equal codes —, number
+    of distinct values). One column value, the usual case, is one vectorised comparison."""
+    text = np.asarray(values).astype(str).reshape(-1)      # fixed-width: compared in C
+    if len(text) == 0 or bool((text == text[0]).all()):
+        return np.zeros(len(text), dtype=np.int64), 1
+    uniq, codes = np.unique(text, return_inverse=True)
+    return codes.reshape(-1).astype(np.int64), len(uniq)
 
 
 def record_column(records, name: str, dtype=None) -> np.ndarray:
@@ -291,7 +294,7 @@ def evaluated_cameras(records: RecordTable, rows: np.ndarray) -> tuple[np.ndarra
                                                                        CameraTable]:
     """Camera code of every record [N] (−1 outside ``rows``) and the table of the cameras of
     ``rows`` (the query and gallery rows of every evaluated trial)."""
-    rows = np.unique(np.asarray(rows, dtype=np.int64))
+    rows = distinct(np.asarray(rows, dtype=np.int64))
     codes, table = record_cameras(records, rows)
     out = np.full(len(record_column(records, "pid")), -1, dtype=np.int64)
     out[rows] = codes
@@ -324,7 +327,7 @@ def make_groups(protocol: Protocol, labels: TrialLabels) -> list[Group]:
         return [Group(queries, kept)] if len(queries) else []
     q_loc = sysu_location(labels.query_cams[queries])
     g_loc = sysu_location(labels.gallery_cams[kept])
-    return [Group(queries[q_loc == loc], kept[g_loc != loc]) for loc in np.unique(q_loc)]
+    return [Group(queries[q_loc == loc], kept[g_loc != loc]) for loc in distinct(q_loc)]
 
 
 def sysu_location(camids: np.ndarray) -> np.ndarray:

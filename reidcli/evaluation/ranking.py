@@ -8,10 +8,11 @@ camera under E1) — and
 
     rank_all(c) = #{columns c' : (d[c'], c') < (d[c], c)}        (lexicographic)
 
-is found from a sorted copy of the row by binary search (ties with other columns counted
-exactly by column index). Removed specials before a positive are subtracted, which gives the
-positive's rank in the list after removal. Sorting a float row (SIMD, multi-threaded) is far
-cheaper than an index argsort, and memory stays at two [b, g] arrays per block.
+is found by counting the row's entries below and up to each special's distance
+(``backend.count_below``: on the CPU from the few entries up to the query's farthest special,
+else by binary search in a sorted copy of the row), ties with other columns counted exactly by
+column index. Removed specials before a positive are subtracted, which gives the positive's
+rank in the list after removal. No index argsort of a row is ever built.
 
 Columns that a rule removes for *every* query of a group (junk images, SYSU's same-location
 cameras) are dropped from the group's gallery before ranking, so only identity-specific
@@ -124,10 +125,7 @@ def rank_specials(backend, d, cols: np.ndarray, present: np.ndarray,
     """
     special_d = backend.gather(d, cols).astype(np.float64 if _is_f64(d) else np.float32)
     specials = sort_specials(special_d, cols, present, removed)
-    sorted_rows = backend.sort_rows(d)
-    below = backend.searchsorted(sorted_rows, specials.distance, right=False)
-    upto = backend.searchsorted(sorted_rows, specials.distance, right=True)
-    del sorted_rows
+    below, upto = backend.count_below(d, specials.distance)
     rank_all = below
     tied = specials.present & (upto - below > 1)
     if tied.any():

@@ -231,10 +231,7 @@ def _block_counts(backend, d, specials: ranking.SortedSpecials, sl: slice, start
     inside = present & (cols >= start) & (cols < end)
     rows, slots = np.nonzero(inside)
     _set_entries(d, rows, cols[rows, slots] - start, np.inf)        # leave specials out
-    sorted_rows = backend.sort_rows(d)
-    below = backend.searchsorted(sorted_rows, values, right=False)
-    upto = backend.searchsorted(sorted_rows, values, right=True)
-    del sorted_rows
+    below, upto = backend.count_below(d, values)
     # a block wholly before the special's column: its ties come first too
     add = np.where(cols >= end, upto, below)
     tied = inside & (upto > below)

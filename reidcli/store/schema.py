@@ -39,10 +39,6 @@ TRIAL_ARRAYS = ("train_pids", "test_pids", "query_idx", "gallery_idx", "train_id
 #: attr ``kind`` of each /records dataset: how to turn it back into a DataFrame column
 KIND_STR, KIND_INT, KIND_FLOAT, KIND_BOOL, KIND_JSON = "str", "int", "float", "bool", "json"
 
-#: target bytes per chunk of a feature dataset
-FEATURE_CHUNK_BYTES = 1 << 20
-
-
 #: name of a trial's group, in ``/protocol`` of a store and at the root of a fitted model
 TRIAL_PREFIX = "trial_"
 

@@ -32,7 +32,7 @@ from reidcli.io import (AtomicOutput, note_hdf5_close_failed, output_error, outp
 from reidcli.naming import param
 from reidcli.provenance import make_provenance, write_header
 from reidcli.store.records_io import records_digest, write_records
-from reidcli.store.schema import (ADAPT, CONVMAPS, FEATURE_CHUNK_BYTES, FEATURES, METRICS,
+from reidcli.store.schema import (ADAPT, CONVMAPS, FEATURES, METRICS,
                                   PROTOCOL, RECORDS, SCHEMA_VERSION, STORE_FORMAT, TRIAL_ARRAYS,
                                   trial_name)
 
@@ -159,10 +159,10 @@ class StoreWriter:
                              "use euclidean or cosine")
         if dim < 1:
             raise UsageError(f"feature {name!r} has dimension {dim}", "dimension must be ≥ 1")
-        chunk_rows = max(1, min(max(self.num_rows, 1), FEATURE_CHUNK_BYTES // (4 * dim)))
-        ds = self.h5[FEATURES].create_dataset(
-            name, shape=(self.num_rows, dim), dtype=np.float32,
-            chunks=(chunk_rows, dim) if self.num_rows else None)
+        # contiguous rows (no chunks): a reader may map them straight from the page cache
+        # (FeatureStore.features)
+        ds = self.h5[FEATURES].create_dataset(name, shape=(self.num_rows, dim),
+                                              dtype=np.dtype("<f4"), chunks=None)
         self._datasets[f"{FEATURES}/{name}"] = ds      # kept open: flush() reports its errors
         ds.attrs["metric"] = metric
         ds.attrs["normalized"] = bool(normalized)

@@ -82,3 +82,18 @@ def test_one_pass_checks_refuse_exactly_what_the_float64_checks_refuse():
     with pytest.raises(EvaluationError, match=r"x: 2 row\(s\) hold NaN or Inf .*position 3\)"):
         check_features(feats, "x")
     assert check_features(feats[:3], "x", magnitude=False).shape == (3, 8)
+
+
+@pytest.mark.parametrize("name", ["euclidean", "sqeuclidean", "cosine"])
+def test_blocks_written_into_a_reused_buffer_are_the_same_bits(name):
+    rng = np.random.default_rng(4)
+    qf, gf = rng.normal(size=(30, 12)), rng.normal(size=(50, 12))
+    qg = QueryGallery(FeatureMetric(name, NumpyBackend()), qf, gf)
+    buffer = np.full(40 * 50, np.nan, dtype=np.float32)
+    for rows in (np.arange(0, 20), np.arange(20, 30)):
+        out = buffer[:len(rows) * 50].reshape(len(rows), 50)
+        block = qg.block(rows, None, out=out)
+        assert np.shares_memory(block, buffer)
+        np.testing.assert_array_equal(block, qg.block(rows, None))
+    with pytest.raises(ValueError, match="out must be"):
+        qg.block(np.arange(3), None, out=np.empty((3, 49), dtype=np.float32))
