@@ -97,18 +97,16 @@ class NumpyBackend:
         count for the infinite values that pad absent ones).
 
         float32 blocks: only each row's entries up to its largest finite value are kept
-        and counted (module doc); other blocks, or a kept share over
-        :data:`SELECTED_SHARE_MAX`: rows sorted, then :meth:`searchsorted`."""
+        and counted, each thread on its own rows (module doc); other blocks, or a kept
+        share over :data:`SELECTED_SHARE_MAX` in any thread's rows: rows sorted, then
+        :meth:`searchsorted`."""
         d = np.asarray(d)
         values = np.asarray(values, dtype=d.dtype)
         if d.dtype == np.float32 and d.ndim == 2 and d.size and values.shape[1]:
-            reach = np.where(np.isfinite(values), values, -np.inf).max(axis=1)
-            kept = np.less_equal(d, reach[:, None], out=self._mask_buffer(d.shape))
-            per_row = np.count_nonzero(kept, axis=1)
-            if per_row.sum() <= SELECTED_SHARE_MAX * d.size:
-                parts = self.map_row_slices(
-                    lambda rows: _count_kept(d[rows], kept[rows], per_row[rows], values[rows]),
-                    d.shape[0], d.size)
+            mask = self._mask_buffer(d.shape)
+            parts = self.map_row_slices(
+                lambda rows: _count_kept(d[rows], mask[rows], values[rows]), d.shape[0], d.size)
+            if all(part is not None for part in parts):
                 return tuple(np.concatenate(counts) for counts in zip(*parts))
         return count_by_sorting(self, d, values)
 
@@ -199,15 +197,20 @@ def order_keys(values: np.ndarray) -> np.ndarray:
     return np.where(bits >= 1 << 31, (1 << 32) - 1 - bits, bits + (1 << 31))
 
 
-def _count_kept(d: np.ndarray, kept: np.ndarray, per_row: np.ndarray, values: np.ndarray
-                ) -> tuple[np.ndarray, np.ndarray]:
-    """``NumpyBackend.count_below`` of rows whose counted entries are the ``kept`` ones
-    (every entry up to the row's largest finite value): one sort of (row, value) keys, one
-    ``searchsorted`` of the values' keys. d, kept [b, g]; per_row [b]; values [b, k]."""
+def _count_kept(d: np.ndarray, mask: np.ndarray, values: np.ndarray
+                ) -> tuple[np.ndarray, np.ndarray] | None:
+    """``NumpyBackend.count_below`` of the rows ``d`` [b, g] from their kept entries (every
+    entry up to the row's largest finite value in ``values`` [b, k]; ``mask`` [b, g] bool
+    scratch): one sort of (row, value) keys, one ``searchsorted`` of the values' keys. None
+    when the kept entries exceed :data:`SELECTED_SHARE_MAX` of the rows."""
+    reach = np.where(np.isfinite(values), values, -np.inf).max(axis=1)
+    kept = np.flatnonzero(np.less_equal(d, reach[:, None], out=mask))
+    if len(kept) > SELECTED_SHARE_MAX * d.size:
+        return None
     row_keys = np.arange(len(d), dtype=np.int64) << 32
-    keys = np.repeat(row_keys, per_row) | order_keys(d[kept])
+    keys = (kept // d.shape[1]) << 32 | order_keys(d.reshape(-1)[kept])
     keys.sort()
-    starts = (np.cumsum(per_row) - per_row)[:, None]
+    starts = np.searchsorted(keys, row_keys)[:, None]
     probes = row_keys[:, None] | order_keys(values)
     return (np.searchsorted(keys, probes, side="left") - starts,
             np.searchsorted(keys, probes, side="right") - starts)

@@ -97,3 +97,20 @@ def test_signed_zeros_tie_on_the_kept_path():
     below, upto = NumpyBackend().count_below(d, values)
     np.testing.assert_array_equal(below[:, 0], [1, 0])      # only −1.0 is below zero
     np.testing.assert_array_equal(upto[:, 0], [3, 3])
+
+
+def test_a_thread_whose_rows_keep_too_much_sends_the_block_to_sorting():
+    near_d, near_values = block_with_specials(4, 32, 5000, 5, near=True)
+    far_d, far_values = block_with_specials(5, 32, 5000, 5, near=False)
+    d, values = np.concatenate([near_d, far_d]), np.concatenate([near_values, far_values])
+    be = NumpyBackend(threads=2)                     # rows 0–31 on one thread, 32–63 on the other
+    sorted_blocks = []
+    real_sort = be.sort_rows
+    be.sort_rows = lambda block: sorted_blocks.append(block.shape) or real_sort(block)
+    below, upto = be.count_below(d, values)
+    assert sorted_blocks == [d.shape]
+    want_below, want_upto = brute_counts(d, values)
+    finite = np.isfinite(values)
+    np.testing.assert_array_equal(below[finite], want_below[finite])
+    np.testing.assert_array_equal(upto[finite], want_upto[finite])
+    be.close()
