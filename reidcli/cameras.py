@@ -116,25 +116,19 @@ def camera_codes(domains, camids) -> tuple[np.ndarray, CameraTable]:
     """
     camids = np.asarray(camids, dtype=np.int64).reshape(-1)
     if domains is None:
-        doms = np.full(len(camids), "", dtype=object)
+        doms = np.full(len(camids), "")
     else:
         doms = np.asarray(domains).astype(str).reshape(-1)     # fixed-width: sorted in C
         if len(doms) != len(camids):
             raise ValueError(f"{len(doms)} domains but {len(camids)} camids")
     names, dom_codes = np.unique(doms, return_inverse=True)
-    names = names.astype(object)
-    dom_codes = dom_codes.reshape(-1).astype(np.int64)
-    low = int(camids.min()) if len(camids) else 0
-    span = int(camids.max()) - low + 1 if len(camids) else 1
-    if span * max(len(names), 1) < 1 << 62:      # one int64 key per (domain, camid), in order
-        keys, codes = np.unique(dom_codes * span + (camids - low), return_inverse=True)
-        pair_domains, pair_camids = keys // span, keys % span + low
-    else:
-        pairs, codes = np.unique(np.stack([dom_codes, camids], 1), axis=0,
-                                 return_inverse=True)
-        pair_domains, pair_camids = pairs[:, 0], pairs[:, 1]
-    table = CameraTable(cam_ids=np.asarray(pair_camids, dtype=np.int64),
-                        domains=names[pair_domains])
+    cam_values, cam_codes = np.unique(camids, return_inverse=True)
+    # one int64 key per (domain, camid) that sorts as the pair: both are ranks below N
+    span = max(len(cam_values), 1)
+    keys, codes = np.unique(dom_codes.reshape(-1) * span + cam_codes.reshape(-1),
+                            return_inverse=True)
+    table = CameraTable(cam_ids=cam_values[keys % span].astype(np.int64),
+                        domains=names.astype(object)[keys // span])
     return codes.reshape(-1).astype(np.int64), table
 
 

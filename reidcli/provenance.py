@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import hashlib
 import json
 import os
@@ -97,9 +98,10 @@ def versions() -> dict[str, str]:
     return out
 
 
+@functools.lru_cache(maxsize=1)
 def _dist_info_versions() -> dict[str, str]:
     """``{name: version}`` of the ``NAME-VERSION.dist-info`` folders on ``sys.path`` (the
-    first one of a name wins, as imports find them)."""
+    first one of a name wins, as imports find them); listed once per process."""
     found: dict[str, str] = {}
     for entry in sys.path:
         try:

@@ -288,7 +288,9 @@ class ModelMetric:
     def subset(self, points: Points, index: np.ndarray | slice | None) -> Points:
         return points if index is None else Points(points.features[index])
 
-    def pairwise(self, a: Points, b: Points):
+    def pairwise(self, a: Points, b: Points, out: np.ndarray | None = None):
+        """Distances [len(a), len(b)] from the model (a new array: ``out``, accepted for the
+        common metric interface, is not written; use the returned value)."""
         d = np.asarray(self.model.embedded_distance(a.features, b.features))
         if d.shape != (len(a), len(b)):
             raise EvaluationError(f"{self.name}: embedded_distance() returned shape {d.shape} for "
@@ -359,11 +361,8 @@ class QueryGallery:
         """Distances [len(query_pos), len(gallery_pos)]; ``out``: a float32 buffer of that
         shape written where the metric can (:meth:`FeatureMetric.pairwise`); use the
         returned block."""
-        a = self.metric.subset(self.query, as_slice(query_pos))     # a run of rows: a view
-        b = self.gallery_subset(gallery_pos)
-        if out is None or not isinstance(self.metric, FeatureMetric):
-            return self.metric.pairwise(a, b)
-        return self.metric.pairwise(a, b, out=out)
+        return self.metric.pairwise(self.metric.subset(self.query, as_slice(query_pos)),
+                                    self.gallery_subset(gallery_pos), out=out)
 
 
 class MatrixDistances:

@@ -16,12 +16,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from reidcli.cameras import record_cameras
 from reidcli.evaluation.backend import make_backend, resolve_device
 from reidcli.evaluation.distances import (FeatureMetric, ModelMetric, QueryGallery, as_slice,
                                           check_features, check_magnitude, normalize_features)
 from reidcli.evaluation.engine import EvalOptions, TrialResult, evaluate_trial
 from reidcli.evaluation.errors import EvaluationError
-from reidcli.cameras import record_cameras
 from reidcli.evaluation.protocols import (Protocol, TrialLabels, auto_protocol,
                                           check_protocol_fits, evaluated_cameras,
                                           get_protocol, identity_codes,
